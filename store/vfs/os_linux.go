@@ -1,0 +1,84 @@
+//go:build linux
+
+package vfs
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+func (osFS) Usage(dir string) (Usage, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return Usage{}, fmt.Errorf("vfs: statfs %s: %w", dir, err)
+	}
+	bs := uint64(st.Bsize) //nolint:unconvert // Bsize is int32 on some platforms
+	return Usage{Total: uint64(st.Blocks) * bs, Free: uint64(st.Bavail) * bs}, nil
+}
+
+// Allocate reserves blocks with fallocate. Where the file system cannot (UBIFS, some FUSE
+// file systems), it writes zeros over the new range instead: slower, and one more write of
+// flash per segment, but a later write through a mapping can then never hit ENOSPC (which a
+// mapping reports as SIGBUS, not as an error).
+func (f osFile) Allocate(size int64) error {
+	cur, err := f.Size()
+	if err != nil {
+		return err
+	}
+	if cur >= size {
+		return nil
+	}
+	err = unix.Fallocate(int(f.Fd()), 0, 0, size)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.EINVAL) {
+		return noSpace(&os.PathError{Op: "fallocate", Path: f.File.Name(), Err: err})
+	}
+	zeros := make([]byte, 1<<20)
+	for off := cur; off < size; off += int64(len(zeros)) {
+		n := min(int64(len(zeros)), size-off)
+		if _, err := f.WriteAt(zeros[:n], off); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (f osFile) Map(length int, writable bool) ([]byte, error) {
+	if length == 0 {
+		return nil, nil
+	}
+	prot := unix.PROT_READ
+	if writable {
+		prot |= unix.PROT_WRITE
+	}
+	b, err := unix.Mmap(int(f.Fd()), 0, length, prot, unix.MAP_SHARED)
+	if err != nil {
+		return nil, &os.PathError{Op: "mmap", Path: f.File.Name(), Err: err}
+	}
+	return b, nil
+}
+
+func (f osFile) Unmap(b []byte) error {
+	if len(b) == 0 {
+		return nil
+	}
+	return unix.Munmap(b)
+}
+
+func fdatasync(f *os.File) error {
+	for {
+		err := unix.Fdatasync(int(f.Fd()))
+		if !errors.Is(err, syscall.EINTR) {
+			if err != nil {
+				return &os.PathError{Op: "fdatasync", Path: f.Name(), Err: err}
+			}
+			return nil
+		}
+	}
+}
