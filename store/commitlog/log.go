@@ -1,0 +1,631 @@
+package commitlog
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/edgemq/edgemq/store/vfs"
+)
+
+// Log is a segmented, memory-mapped, append-only log of records. Appends are serialized;
+// reads run concurrently with appends and with each other.
+//
+// Goroutines (all stopped and waited for by Close):
+//   - the flusher: fsyncs written bytes (on demand in sync mode, on a timer or byte count in
+//     async mode), wakes appenders waiting for durability, and writes the checkpoint;
+//   - the preparer: creates and preallocates the next segment file ahead of need;
+//   - the retention loop: deletes expired or over-quota segments and unmaps idle ones.
+type Log struct {
+	dir  string
+	opts Options
+	fs   vfs.FS
+	lg   *slog.Logger
+
+	segs atomic.Pointer[[]*segment] // immutable snapshot, sorted by base; the last is active
+
+	mu     sync.Mutex // serializes appends, rolls, retention deletes and Close
+	active *segment
+	adata  []byte // the active segment's writable mapping (the writer holds a reference)
+	wpos   int64  // next write position
+	closed bool
+
+	written atomic.Int64 // end of the published records: readers read below it
+	durable atomic.Int64 // end of the records covered by a completed fsync
+	minPos  atomic.Int64 // first position of the oldest segment
+	failed  atomic.Bool  // an fsync failed: no more appends
+	isShut  atomic.Bool  // Close was called
+
+	fmu   sync.Mutex // guards ferr; fcond waits on it
+	fcond *sync.Cond
+	ferr  error
+	kick  chan struct{} // capacity 1: wake the flusher
+	ckpt  vfs.File      // flusher-owned after Open
+
+	prepc  chan prepared
+	tmpSeq atomic.Int64
+	tick   atomic.Int64 // retention ticks, for idle unmapping
+
+	done chan struct{}
+	wg   sync.WaitGroup
+}
+
+type prepared struct {
+	f    vfs.File
+	path string
+	err  error
+}
+
+// Record is one record read from the log. Payload aliases the log's mapping and is valid
+// only until the next call on the Reader that returned it, or its Close.
+type Record struct {
+	Pos       int64  // position of the record: a stable, unique id
+	Next      int64  // position just past the record
+	StoreTime int64  // unix ms given to Append
+	Payload   []byte // the bytes given to Append
+}
+
+// Open opens the log in dir, creating it if needed, and recovers it: from the last
+// checkpoint it walks the records to the last whole one, and cuts a torn or corrupt tail
+// (keeping the cut bytes in <segment>.<offset>.broken).
+func Open(dir string, opts *Options) (*Log, error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	l := &Log{
+		dir:   dir,
+		opts:  o,
+		fs:    o.FS,
+		lg:    o.Logger.With("component", "commitlog", "dir", dir),
+		kick:  make(chan struct{}, 1),
+		prepc: make(chan prepared),
+		done:  make(chan struct{}),
+	}
+	l.fcond = sync.NewCond(&l.fmu)
+	if err := l.fs.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("commitlog: create %s: %w", dir, err)
+	}
+	if err := l.load(); err != nil {
+		l.closeSegments()
+		return nil, err
+	}
+	l.wg.Add(3)
+	go l.flushLoop()
+	go l.prepareLoop()
+	go l.retentionLoop()
+	return l, nil
+}
+
+// load opens the segments, recovers the tail and maps the active segment for writing.
+func (l *Log) load() error {
+	names, err := l.fs.ReadDir(l.dir)
+	if err != nil {
+		return fmt.Errorf("commitlog: list %s: %w", l.dir, err)
+	}
+	var segs []*segment
+	for _, name := range names {
+		if filepath.Ext(name) == ".tmp" {
+			if err := l.fs.Remove(filepath.Join(l.dir, name)); err != nil {
+				return fmt.Errorf("commitlog: remove leftover %s: %w", name, err)
+			}
+			continue
+		}
+		base, ok := parseSegmentName(name)
+		if !ok {
+			continue
+		}
+		s, err := l.openSegment(base)
+		if err != nil {
+			for _, s := range segs {
+				s.close()
+			}
+			return err
+		}
+		if s != nil {
+			segs = append(segs, s)
+		}
+	}
+	l.segs.Store(&segs)
+	if len(segs) == 0 {
+		f, path, err := l.createTemp()
+		if err != nil {
+			return err
+		}
+		return l.install(f, path, 0)
+	}
+	ckpt, err := l.openCheckpoint()
+	if err != nil {
+		return err
+	}
+	end, err := l.recover(segs, ckpt)
+	if err != nil {
+		return err
+	}
+	last := segs[len(segs)-1]
+	data, err := last.openWritable()
+	if err != nil {
+		return err
+	}
+	l.active, l.adata, l.wpos = last, data, end
+	l.written.Store(end)
+	l.durable.Store(end)
+	l.minPos.Store(segs[0].base + HeaderSize)
+	return l.writeCheckpoint(end, true)
+}
+
+// openSegment opens an existing segment file and checks its header. A segment whose header
+// copies are both damaged is renamed to .broken and skipped (nil, nil).
+func (l *Log) openSegment(base int64) (*segment, error) {
+	path := segPath(l.dir, base)
+	f, err := l.fs.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return nil, fmt.Errorf("commitlog: open %s: %w", path, err)
+	}
+	size, err := f.Size()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("commitlog: size of %s: %w", path, err)
+	}
+	if size != l.opts.SegmentSize {
+		if size > l.opts.SegmentSize || size < HeaderSize {
+			f.Close()
+			return nil, fmt.Errorf("commitlog: %s is %d bytes, segment size is %d: open with the segment size the log was written with", path, size, l.opts.SegmentSize)
+		}
+		// A short file can only come from outside damage; the missing bytes read as zeros.
+		l.lg.Warn("segment shorter than the segment size: extending with zeros", "segment", path, "size", size)
+		if err := f.Allocate(l.opts.SegmentSize); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("commitlog: extend %s: %w", path, err)
+		}
+	}
+	var hb [HeaderSize]byte
+	if _, err := f.ReadAt(hb[:], 0); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("commitlog: read header of %s: %w", path, err)
+	}
+	h, ok := parseHeader(hb[:])
+	if !ok || h.baseOffset != base || h.version != FormatVersion {
+		f.Close()
+		reason := "both header copies fail their checksum"
+		if ok {
+			reason = fmt.Sprintf("header says base %d version %d", h.baseOffset, h.version)
+		}
+		l.lg.Error("segment header unusable: moving the segment aside, its records are not served", "segment", path, "reason", reason)
+		if err := l.fs.Rename(path, path+".broken"); err != nil {
+			return nil, fmt.Errorf("commitlog: move aside %s: %w", path, err)
+		}
+		return nil, nil
+	}
+	return &segment{base: base, baseTime: h.baseTime, path: path, size: l.opts.SegmentSize, file: f}, nil
+}
+
+// recover walks the records from the checkpoint to the end, cuts damage, and returns the end
+// position of the last segment.
+func (l *Log) recover(segs []*segment, ckpt int64) (int64, error) {
+	first := segs[0]
+	last := segs[len(segs)-1]
+	start := ckpt
+	if start < first.base+HeaderSize || start > last.base+last.size {
+		start = first.base + HeaderSize
+	}
+	k := sort.Search(len(segs), func(i int) bool { return segs[i].base+segs[i].size > start })
+	if k == len(segs) { // the checkpoint is the very end of the last segment
+		return start, nil
+	}
+	var end int64
+	for i := k; i < len(segs); i++ {
+		s := segs[i]
+		off := int64(HeaderSize)
+		if i == k && start > s.base+HeaderSize {
+			off = start - s.base
+		}
+		var err error
+		if off, err = l.recoverSegment(s, off, i == len(segs)-1); err != nil {
+			return 0, err
+		}
+		end = s.base + off
+	}
+	return end, nil
+}
+
+// recoverSegment walks s from off and returns the end of its last whole record. Damage at
+// the end, and in the last segment any bytes after the end, are saved and zeroed.
+func (l *Log) recoverSegment(s *segment, off int64, isLast bool) (int64, error) {
+	data, err := s.acquire(0)
+	if err != nil {
+		return 0, err
+	}
+	var st frameStatus
+	var n int
+	for {
+		_, _, n, st = decodeFrame(data[off:])
+		if st != frameOK {
+			break
+		}
+		off += int64(n)
+	}
+	cutTo := off
+	if st != frameEnd || isLast {
+		cutTo = lastNonZero(data, off)
+	}
+	var broken []byte
+	if cutTo > off {
+		broken = append([]byte(nil), data[off:cutTo]...)
+	}
+	if err := s.release(l.fs); err != nil {
+		return 0, err
+	}
+	if broken == nil {
+		return off, nil
+	}
+	if st == frameEnd {
+		l.lg.Warn("stale bytes after the last record: cutting them", "segment", s.path, "offset", off, "bytes", len(broken))
+	} else {
+		l.lg.Error("torn or corrupt record: cutting the log here", "segment", s.path, "offset", off, "reason", st.String(), "bytes", len(broken))
+	}
+	return off, l.cut(s, off, broken)
+}
+
+// cut saves broken to <segment>.<off>.broken and zeroes the segment from off.
+func (l *Log) cut(s *segment, off int64, broken []byte) error {
+	bpath := fmt.Sprintf("%s.%d.broken", s.path, off)
+	bf, err := l.fs.OpenFile(bpath, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("commitlog: save cut bytes: %w", err)
+	}
+	_, err = bf.WriteAt(broken, 0)
+	if err == nil {
+		err = bf.Sync()
+	}
+	if cerr := bf.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("commitlog: save cut bytes to %s: %w", bpath, err)
+	}
+	if err := s.file.Truncate(off); err != nil {
+		return fmt.Errorf("commitlog: cut %s at %d: %w", s.path, off, err)
+	}
+	if err := s.file.Allocate(s.size); err != nil {
+		return fmt.Errorf("commitlog: re-extend %s: %w", s.path, err)
+	}
+	if err := s.file.Sync(); err != nil {
+		return fmt.Errorf("commitlog: sync %s after cut: %w", s.path, err)
+	}
+	return l.fs.SyncDir(l.dir)
+}
+
+// lastNonZero returns the offset just past the last non-zero byte of data at or after from.
+func lastNonZero(data []byte, from int64) int64 {
+	i := int64(len(data))
+	for i > from && data[i-1] == 0 {
+		i--
+	}
+	return i
+}
+
+// createTemp creates a preallocated segment file under a temporary name.
+func (l *Log) createTemp() (vfs.File, string, error) {
+	path := filepath.Join(l.dir, fmt.Sprintf("prealloc-%d.tmp", l.tmpSeq.Add(1)))
+	f, err := l.fs.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return nil, "", fmt.Errorf("commitlog: create segment: %w", err)
+	}
+	if err := f.Allocate(l.opts.SegmentSize); err != nil {
+		f.Close()
+		l.fs.Remove(path)
+		return nil, "", fmt.Errorf("commitlog: preallocate segment: %w", err)
+	}
+	return f, path, nil
+}
+
+// install turns a prepared file into the active segment at base. Caller holds mu (or is Open).
+func (l *Log) install(f vfs.File, tmp string, base int64) error {
+	data, err := f.Map(int(l.opts.SegmentSize), true)
+	if err != nil {
+		f.Close()
+		l.fs.Remove(tmp)
+		return fmt.Errorf("commitlog: map new segment: %w", err)
+	}
+	h := header{version: FormatVersion, payloadVersion: l.opts.PayloadVersion, baseOffset: base, baseTime: l.opts.Now().UnixMilli()}
+	h.put(data)
+	path := segPath(l.dir, base)
+	if err := l.fs.Rename(tmp, path); err != nil {
+		f.Unmap(data)
+		f.Close()
+		l.fs.Remove(tmp)
+		return fmt.Errorf("commitlog: name new segment: %w", err)
+	}
+	if err := l.fs.SyncDir(l.dir); err != nil {
+		// The segment exists but may vanish at a power cut; refuse to write into it.
+		f.Unmap(data)
+		f.Close()
+		l.fs.Remove(path)
+		return fmt.Errorf("commitlog: sync dir after new segment: %w", err)
+	}
+	s := &segment{base: base, baseTime: h.baseTime, path: path, size: l.opts.SegmentSize, file: f, data: data, writable: true, refs: 1}
+	old := *l.segs.Load()
+	segs := make([]*segment, len(old), len(old)+1)
+	copy(segs, old)
+	segs = append(segs, s)
+	l.segs.Store(&segs)
+	if l.active != nil {
+		if err := l.active.release(l.fs); err != nil {
+			l.lg.Warn("release sealed segment", "err", err)
+		}
+	}
+	l.active, l.adata, l.wpos = s, data, base+HeaderSize
+	if len(old) == 0 {
+		l.written.Store(l.wpos)
+		l.durable.Store(l.wpos)
+		l.minPos.Store(l.wpos)
+	}
+	return nil
+}
+
+// Append writes payloads as consecutive records in one segment, all stamped with storeTime
+// (unix ms). It fills pos[i] (when pos is not nil) with each record's position and returns
+// the end position of the batch. Append does not wait for durability: call WaitDurable.
+func (l *Log) Append(storeTime int64, payloads [][]byte, pos []int64) (int64, error) {
+	if pos != nil && len(pos) < len(payloads) {
+		return 0, fmt.Errorf("commitlog: %d positions for %d payloads", len(pos), len(payloads))
+	}
+	if len(payloads) == 0 {
+		return l.written.Load(), nil
+	}
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return 0, ErrClosed
+	}
+	if l.failed.Load() {
+		l.mu.Unlock()
+		return 0, l.flushErr()
+	}
+	d := storeTime - l.active.baseTime
+	need := batchSize(payloads, d)
+	if need > l.opts.SegmentSize-HeaderSize {
+		l.mu.Unlock()
+		return 0, fmt.Errorf("%w: %d bytes, segment holds %d", ErrTooLarge, need, l.opts.SegmentSize-HeaderSize)
+	}
+	if l.wpos+need > l.active.base+l.active.size {
+		if err := l.rollLocked(); err != nil {
+			l.mu.Unlock()
+			return 0, err
+		}
+		d = storeTime - l.active.baseTime
+		need = batchSize(payloads, d)
+	}
+	off := l.wpos - l.active.base
+	for i, p := range payloads {
+		n := int64(frameSize(len(p), d))
+		putFrame(l.adata[off:off+n], d, p)
+		if pos != nil {
+			pos[i] = l.active.base + off
+		}
+		off += n
+	}
+	l.wpos = l.active.base + off
+	end := l.wpos
+	l.written.Store(end)
+	l.mu.Unlock()
+	if l.opts.Flush == FlushSync || end-l.durable.Load() >= l.opts.FlushBytes {
+		select {
+		case l.kick <- struct{}{}:
+		default:
+		}
+	}
+	return end, nil
+}
+
+func batchSize(payloads [][]byte, d int64) int64 {
+	var n int64
+	for _, p := range payloads {
+		n += int64(frameSize(len(p), d))
+	}
+	return n
+}
+
+// rollLocked seals the active segment and starts the next one.
+func (l *Log) rollLocked() error {
+	p := <-l.prepc
+	if p.err != nil {
+		// The preparer failed earlier; space may have returned since.
+		p.f, p.path, p.err = l.createTemp()
+	}
+	dropped := 0
+	for p.err != nil && errors.Is(p.err, vfs.ErrNoSpace) && l.opts.OnFull == DropOldest {
+		if l.deleteOldestLocked(1) == 0 {
+			break
+		}
+		dropped++
+		p.f, p.path, p.err = l.createTemp()
+	}
+	if dropped > 0 {
+		l.afterRetention()
+	}
+	if p.err != nil {
+		if errors.Is(p.err, vfs.ErrNoSpace) {
+			return fmt.Errorf("%w: %w", ErrDiskFull, p.err)
+		}
+		return p.err
+	}
+	if n := l.retainLocked(l.opts.SegmentSize); n > 0 {
+		l.afterRetention()
+	}
+	return l.install(p.f, p.path, l.active.base+l.active.size)
+}
+
+// WaitDurable blocks until an fsync covers every byte before end (a value returned by
+// Append), or the flush failed.
+func (l *Log) WaitDurable(end int64) error {
+	if l.durable.Load() >= end {
+		return nil
+	}
+	select {
+	case l.kick <- struct{}{}:
+	default:
+	}
+	l.fmu.Lock()
+	defer l.fmu.Unlock()
+	for l.durable.Load() < end && l.ferr == nil {
+		l.fcond.Wait()
+	}
+	if l.durable.Load() >= end {
+		return nil
+	}
+	return l.ferr
+}
+
+// Flush makes every record appended so far durable and waits for it.
+func (l *Log) Flush() error {
+	if l.isShut.Load() {
+		return ErrClosed
+	}
+	return l.WaitDurable(l.written.Load())
+}
+
+func (l *Log) flushErr() error {
+	l.fmu.Lock()
+	defer l.fmu.Unlock()
+	return l.ferr
+}
+
+// Written returns the end of the records appended so far (readers may read below it).
+func (l *Log) Written() int64 { return l.written.Load() }
+
+// Durable returns the end of the records covered by a completed fsync.
+func (l *Log) Durable() int64 { return l.durable.Load() }
+
+// MinPos returns the position of the oldest retained byte; records before it are gone.
+func (l *Log) MinPos() int64 { return l.minPos.Load() }
+
+// SegmentSize returns the size of each segment file.
+func (l *Log) SegmentSize() int64 { return l.opts.SegmentSize }
+
+// Size returns the bytes of all segment files.
+func (l *Log) Size() int64 { return int64(len(*l.segs.Load())) * l.opts.SegmentSize }
+
+func (l *Log) flushLoop() {
+	defer l.wg.Done()
+	var tick <-chan time.Time
+	if l.opts.Flush == FlushAsync {
+		t := time.NewTicker(l.opts.FlushInterval)
+		defer t.Stop()
+		tick = t.C
+	}
+	lastCkpt := time.Now()
+	for {
+		select {
+		case <-l.kick:
+		case <-tick:
+		case <-l.done:
+			l.flushOnce(true, &lastCkpt)
+			return
+		}
+		l.flushOnce(false, &lastCkpt)
+	}
+}
+
+// checkpointEvery bounds how often the flusher rewrites the checkpoint.
+const checkpointEvery = 100 * time.Millisecond
+
+func (l *Log) flushOnce(final bool, lastCkpt *time.Time) {
+	if l.failed.Load() {
+		return
+	}
+	target := l.written.Load()
+	from := l.durable.Load()
+	var err error
+	if target > from {
+		for _, s := range *l.segs.Load() {
+			if s.base+s.size > from && s.base < target {
+				if err = s.file.Sync(); err != nil {
+					err = fmt.Errorf("%w: fsync %s: %w", ErrFlush, s.path, err)
+					break
+				}
+			}
+		}
+	}
+	if err == nil && (final || (target > from && time.Since(*lastCkpt) >= checkpointEvery)) {
+		*lastCkpt = time.Now()
+		if cerr := l.writeCheckpoint(target, final); cerr != nil {
+			l.lg.Warn("checkpoint not written; recovery will scan further", "err", cerr)
+		}
+	}
+	l.fmu.Lock()
+	if err != nil {
+		l.ferr = err
+		l.failed.Store(true)
+		l.lg.Error("flush failed: the log refuses writes until reopened", "err", err)
+	} else if target > from {
+		l.durable.Store(target)
+	}
+	l.fcond.Broadcast()
+	l.fmu.Unlock()
+}
+
+func (l *Log) prepareLoop() {
+	defer l.wg.Done()
+	for {
+		f, path, err := l.createTemp()
+		select {
+		case l.prepc <- prepared{f, path, err}:
+		case <-l.done:
+			if f != nil {
+				f.Close()
+				l.fs.Remove(path)
+			}
+			return
+		}
+	}
+}
+
+// Close flushes, writes the checkpoint, stops the goroutines and releases every segment.
+// Records appended before Close are durable when it returns nil.
+func (l *Log) Close() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return ErrClosed
+	}
+	l.closed = true
+	l.isShut.Store(true)
+	l.mu.Unlock()
+	close(l.done)
+	l.wg.Wait()
+	err := l.flushErr()
+	if l.active != nil {
+		if rerr := l.active.release(l.fs); err == nil {
+			err = rerr
+		}
+	}
+	if cerr := l.closeSegments(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func (l *Log) closeSegments() error {
+	var err error
+	if p := l.segs.Load(); p != nil {
+		for _, s := range *p {
+			if cerr := s.close(); err == nil {
+				err = cerr
+			}
+		}
+	}
+	if l.ckpt != nil {
+		if cerr := l.ckpt.Close(); err == nil {
+			err = cerr
+		}
+	}
+	return err
+}

@@ -1,0 +1,460 @@
+package commitlog
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/edgemq/edgemq/store/vfs"
+)
+
+const testSegSize = 64 << 10
+
+// forEachMode runs f once per flush mode.
+func forEachMode(t *testing.T, f func(t *testing.T, mode FlushMode)) {
+	for _, m := range []FlushMode{FlushSync, FlushAsync} {
+		t.Run(m.String(), func(t *testing.T) { f(t, m) })
+	}
+}
+
+func openTest(t testing.TB, dir string, o Options) *Log {
+	t.Helper()
+	if o.SegmentSize == 0 {
+		o.SegmentSize = testSegSize
+	}
+	l, err := Open(dir, &o)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	return l
+}
+
+func payload(i int) []byte {
+	return []byte(fmt.Sprintf("record-%06d-%s", i, bytes.Repeat([]byte{byte('a' + i%26)}, i%200)))
+}
+
+func appendOne(t testing.TB, l *Log, ts int64, p []byte) int64 {
+	t.Helper()
+	var pos [1]int64
+	end, err := l.Append(ts, [][]byte{p}, pos[:])
+	if err != nil {
+		t.Fatalf("Append: %v", err)
+	}
+	if err := l.WaitDurable(end); err != nil {
+		t.Fatalf("WaitDurable: %v", err)
+	}
+	return pos[0]
+}
+
+// readAll walks the log from its start and returns every payload.
+func readAll(t testing.TB, l *Log) ([][]byte, []int64) {
+	t.Helper()
+	r := l.NewReader()
+	defer r.Close()
+	var out [][]byte
+	var pos []int64
+	p := l.MinPos()
+	for {
+		rec, err := r.Next(p)
+		if errors.Is(err, ErrNoRecord) {
+			return out, pos
+		}
+		if err != nil {
+			t.Fatalf("Next(%d): %v", p, err)
+		}
+		out = append(out, append([]byte(nil), rec.Payload...))
+		pos = append(pos, rec.Pos)
+		p = rec.Next
+	}
+}
+
+func TestAppendReadRoundTripAcrossSegments(t *testing.T) {
+	forEachMode(t, func(t *testing.T, mode FlushMode) {
+		dir := t.TempDir()
+		l := openTest(t, dir, Options{Flush: mode})
+		var want [][]byte
+		var wantPos []int64
+		for i := 0; i < 2000; i++ {
+			p := payload(i)
+			want = append(want, p)
+			wantPos = append(wantPos, appendOne(t, l, int64(1000+i), p))
+		}
+		if n := len(*l.segs.Load()); n < 3 {
+			t.Fatalf("got %d segments, want several", n)
+		}
+		check := func(l *Log) {
+			got, pos := readAll(t, l)
+			if len(got) != len(want) {
+				t.Fatalf("got %d records, want %d", len(got), len(want))
+			}
+			for i := range want {
+				if !bytes.Equal(got[i], want[i]) || pos[i] != wantPos[i] {
+					t.Fatalf("record %d: got %q at %d, want %q at %d", i, got[i], pos[i], want[i], wantPos[i])
+				}
+			}
+			r := l.NewReader()
+			defer r.Close()
+			rec, err := r.Read(wantPos[1234])
+			if err != nil || !bytes.Equal(rec.Payload, want[1234]) || rec.StoreTime != 1000+1234 {
+				t.Fatalf("Read: got %q ts %d err %v", rec.Payload, rec.StoreTime, err)
+			}
+		}
+		check(l)
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		l = openTest(t, dir, Options{Flush: mode})
+		defer l.Close()
+		check(l)
+	})
+}
+
+func TestBatchLandsContiguouslyInOneSegment(t *testing.T) {
+	l := openTest(t, t.TempDir(), Options{})
+	defer l.Close()
+	big := bytes.Repeat([]byte("x"), 1000)
+	batch := make([][]byte, 30)
+	for i := range batch {
+		batch[i] = big
+	}
+	pos := make([]int64, len(batch))
+	for round := 0; round < 10; round++ {
+		end, err := l.Append(1, batch, pos)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 1; i < len(pos); i++ {
+			if pos[i]-pos[i-1] != pos[1]-pos[0] || pos[1]-pos[0] > 1000+maxFrameOverhead {
+				t.Fatalf("round %d: record %d at %d, previous at %d: not contiguous", round, i, pos[i], pos[i-1])
+			}
+		}
+		if pos[0]/testSegSize != (end-1)/testSegSize {
+			t.Fatalf("round %d: batch spans segments %d..%d", round, pos[0], end)
+		}
+	}
+	huge := [][]byte{make([]byte, testSegSize)}
+	if _, err := l.Append(1, huge, nil); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("oversized append: got %v, want ErrTooLarge", err)
+	}
+}
+
+func TestGroupCommitConcurrentAppenders(t *testing.T) {
+	forEachMode(t, func(t *testing.T, mode FlushMode) {
+		dir := t.TempDir()
+		l := openTest(t, dir, Options{Flush: mode, SegmentSize: 1 << 20})
+		const writers, each = 16, 300
+		var mu sync.Mutex
+		acked := map[int64][]byte{}
+		var wg sync.WaitGroup
+		for w := 0; w < writers; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; i < each; i++ {
+					p := []byte(fmt.Sprintf("w%d-%d", w, i))
+					pos := appendOne(t, l, 5, p)
+					if l.Durable() < pos {
+						t.Errorf("durable %d below acknowledged record %d", l.Durable(), pos)
+					}
+					mu.Lock()
+					acked[pos] = p
+					mu.Unlock()
+				}
+			}()
+		}
+		// Readers run while writers append.
+		stop := make(chan struct{})
+		var rwg sync.WaitGroup
+		rwg.Add(1)
+		go func() {
+			defer rwg.Done()
+			r := l.NewReader()
+			defer r.Close()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				p := l.MinPos()
+				for {
+					rec, err := r.Next(p)
+					if err != nil {
+						if !errors.Is(err, ErrNoRecord) {
+							t.Errorf("concurrent read: %v", err)
+						}
+						break
+					}
+					p = rec.Next
+				}
+			}
+		}()
+		wg.Wait()
+		close(stop)
+		rwg.Wait()
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		l = openTest(t, dir, Options{Flush: mode, SegmentSize: 1 << 20})
+		defer l.Close()
+		got, pos := readAll(t, l)
+		if len(got) != writers*each {
+			t.Fatalf("got %d records, want %d", len(got), writers*each)
+		}
+		for i, p := range pos {
+			if !bytes.Equal(acked[p], got[i]) {
+				t.Fatalf("record at %d: got %q, want %q", p, got[i], acked[p])
+			}
+		}
+	})
+}
+
+// lastSegment returns the path of the newest segment file in dir.
+func lastSegment(t *testing.T, dir string) string {
+	t.Helper()
+	names, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+	if len(names) == 0 {
+		t.Fatal("no segment")
+	}
+	return names[len(names)-1]
+}
+
+func TestRecoveryCutsTornTail(t *testing.T) {
+	dir := t.TempDir()
+	l := openTest(t, dir, Options{})
+	var want [][]byte
+	for i := 0; i < 100; i++ {
+		want = append(want, payload(i))
+		appendOne(t, l, 1, want[i])
+	}
+	end := l.Written()
+	l.Close()
+	// A torn frame: a length that runs on, a partial body.
+	seg := lastSegment(t, dir)
+	f, err := os.OpenFile(seg, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	off := end % testSegSize
+	torn := make([]byte, 40)
+	putFrame(make([]byte, frameSize(200, 0)), 0, make([]byte, 200))
+	full := make([]byte, frameSize(200, 0))
+	putFrame(full, 0, bytes.Repeat([]byte("t"), 200))
+	copy(torn, full)
+	f.WriteAt(torn, off)
+	f.Close()
+
+	l = openTest(t, dir, Options{})
+	got, _ := readAll(t, l)
+	if len(got) != len(want) {
+		t.Fatalf("after torn tail: got %d records, want %d", len(got), len(want))
+	}
+	if l.Written() != end {
+		t.Fatalf("end moved: got %d, want %d", l.Written(), end)
+	}
+	broken, _ := filepath.Glob(seg + ".*.broken")
+	if len(broken) != 1 {
+		t.Fatalf("got broken files %v, want one", broken)
+	}
+	// New appends after the cut survive a reopen and nothing stale comes back.
+	appendOne(t, l, 2, []byte("after"))
+	l.Close()
+	l = openTest(t, dir, Options{})
+	defer l.Close()
+	got, _ = readAll(t, l)
+	if len(got) != len(want)+1 || string(got[len(got)-1]) != "after" {
+		t.Fatalf("after cut and append: got %d records, last %q", len(got), got[len(got)-1])
+	}
+}
+
+func TestRecoveryCutsStaleBytesAfterEnd(t *testing.T) {
+	dir := t.TempDir()
+	l := openTest(t, dir, Options{})
+	for i := 0; i < 10; i++ {
+		appendOne(t, l, 1, payload(i))
+	}
+	end := l.Written()
+	l.Close()
+	// A whole valid frame sitting after a zero gap: as left by a write whose first sector was
+	// lost. It must be cut, or it would resurrect once new records fill the gap.
+	seg := lastSegment(t, dir)
+	f, _ := os.OpenFile(seg, os.O_RDWR, 0)
+	stale := make([]byte, frameSize(5, 0))
+	putFrame(stale, 0, []byte("stale"))
+	f.WriteAt(stale, end%testSegSize+int64(frameSize(len("gap!!"), 0)))
+	f.Close()
+	l = openTest(t, dir, Options{})
+	appendOne(t, l, 1, []byte("gap!!"))
+	l.Close()
+	l = openTest(t, dir, Options{})
+	defer l.Close()
+	got, _ := readAll(t, l)
+	if len(got) != 11 || string(got[10]) != "gap!!" {
+		t.Fatalf("got %d records, last %q: stale frame resurrected?", len(got), got[len(got)-1])
+	}
+}
+
+func TestReadNeverReturnsCorruptBytes(t *testing.T) {
+	dir := t.TempDir()
+	l := openTest(t, dir, Options{})
+	var pos []int64
+	for i := 0; i < 50; i++ {
+		pos = append(pos, appendOne(t, l, 1, payload(i)))
+	}
+	l.Close()
+	seg := lastSegment(t, dir)
+	f, _ := os.OpenFile(seg, os.O_RDWR, 0)
+	var b [1]byte
+	f.ReadAt(b[:], pos[20]%testSegSize+8)
+	b[0] ^= 0x40
+	f.WriteAt(b[:], pos[20]%testSegSize+8)
+	f.Close()
+	l = openTest(t, dir, Options{})
+	defer l.Close()
+	r := l.NewReader()
+	defer r.Close()
+	_, err := r.Read(pos[20])
+	var ce *CorruptError
+	if !errors.As(err, &ce) || !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("read of a flipped record: got %v, want *CorruptError", err)
+	}
+	if rec, err := r.Read(pos[21]); err != nil || !bytes.Equal(rec.Payload, payload(21)) {
+		t.Fatalf("record after the damaged one: %q %v", rec.Payload, err)
+	}
+}
+
+func TestDamagedHeaderCopyStillOpens(t *testing.T) {
+	dir := t.TempDir()
+	l := openTest(t, dir, Options{})
+	appendOne(t, l, 1, []byte("hello"))
+	l.Close()
+	seg := lastSegment(t, dir)
+	f, _ := os.OpenFile(seg, os.O_RDWR, 0)
+	f.WriteAt([]byte{0xff, 0xff}, 9) // first copy's base offset
+	f.Close()
+	l = openTest(t, dir, Options{})
+	defer l.Close()
+	if got, _ := readAll(t, l); len(got) != 1 || string(got[0]) != "hello" {
+		t.Fatalf("got %q", got)
+	}
+}
+
+func TestRetentionByAgeAndBytes(t *testing.T) {
+	now := time.UnixMilli(1_000_000)
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	var retained []int64
+	var rmu sync.Mutex
+	o := Options{Now: clock, MaxAge: time.Hour, MaxUsedRatio: -1, RetentionInterval: time.Hour,
+		OnRetention: func(min int64) { rmu.Lock(); retained = append(retained, min); rmu.Unlock() }}
+	l := openTest(t, t.TempDir(), o)
+	defer l.Close()
+	big := bytes.Repeat([]byte("r"), 4000)
+	for i := 0; i < 64; i++ {
+		appendOne(t, l, clock().UnixMilli(), big)
+		advance(time.Minute)
+	}
+	nseg := len(*l.segs.Load())
+	if n := l.Retain(); n != 0 {
+		t.Fatalf("deleted %d segments younger than MaxAge", n)
+	}
+	advance(2 * time.Hour)
+	// Segments whose successor began more than an hour ago go, the active one stays.
+	if n := l.Retain(); n != nseg-1 {
+		t.Fatalf("deleted %d segments, want %d", n, nseg-1)
+	}
+	if len(*l.segs.Load()) != 1 || l.MinPos() != l.active.base+HeaderSize {
+		t.Fatalf("after retention: %d segments, min %d", len(*l.segs.Load()), l.MinPos())
+	}
+	r := l.NewReader()
+	defer r.Close()
+	if _, err := r.Read(HeaderSize); !errors.Is(err, ErrPositionGone) {
+		t.Fatalf("read of a deleted position: got %v, want ErrPositionGone", err)
+	}
+	rmu.Lock()
+	if len(retained) == 0 || retained[len(retained)-1] != l.MinPos() {
+		t.Fatalf("OnRetention got %v, want last %d", retained, l.MinPos())
+	}
+	rmu.Unlock()
+
+	// Byte quota: never more than MaxBytes of segments.
+	l2 := openTest(t, t.TempDir(), Options{MaxBytes: 3 * testSegSize, MaxAge: -1, MaxUsedRatio: -1})
+	defer l2.Close()
+	for i := 0; i < 200; i++ {
+		appendOne(t, l2, 1, big)
+		if s := l2.Size(); s > 3*testSegSize {
+			t.Fatalf("log is %d bytes, quota %d", s, 3*testSegSize)
+		}
+	}
+	got, _ := readAll(t, l2)
+	if len(got) == 0 || len(got) >= 200 {
+		t.Fatalf("got %d records after quota retention", len(got))
+	}
+}
+
+func TestReaderHoldsSegmentThroughRetention(t *testing.T) {
+	l := openTest(t, t.TempDir(), Options{MaxBytes: 2 * testSegSize, MaxAge: -1, MaxUsedRatio: -1})
+	defer l.Close()
+	big := bytes.Repeat([]byte("h"), 4000)
+	first := appendOne(t, l, 1, big)
+	r := l.NewReader()
+	rec, err := r.Read(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := rec.Payload
+	for i := 0; i < 100; i++ { // the first segment is deleted meanwhile
+		appendOne(t, l, 1, big)
+	}
+	if l.MinPos() <= first {
+		t.Fatal("first segment was not deleted")
+	}
+	if !bytes.Equal(held, big) { // would fault if unmapped under the reader
+		t.Fatal("held payload changed")
+	}
+	r.Close()
+}
+
+func TestOptionsValidation(t *testing.T) {
+	for _, o := range []Options{
+		{SegmentSize: 1000},
+		{Flush: 7},
+		{MaxBytes: testSegSize, SegmentSize: testSegSize},
+		{MaxUsedRatio: 1.5},
+		{OnFull: 9},
+	} {
+		if _, err := Open(t.TempDir(), &o); err == nil {
+			t.Errorf("Open(%+v) succeeded, want an error", o)
+		}
+	}
+	l := openTest(t, t.TempDir(), Options{SegmentSize: 128 << 10})
+	dir := l.dir
+	l.Close()
+	if _, err := Open(dir, &Options{SegmentSize: 64 << 10}); err == nil {
+		t.Error("reopen with a smaller segment size succeeded")
+	}
+}
+
+func TestClosedLog(t *testing.T) {
+	l := openTest(t, t.TempDir(), Options{})
+	l.Close()
+	if _, err := l.Append(1, [][]byte{[]byte("x")}, nil); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Append after Close: %v", err)
+	}
+	if err := l.Close(); !errors.Is(err, ErrClosed) {
+		t.Fatalf("second Close: %v", err)
+	}
+	if _, err := l.NewReader().Read(HeaderSize); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Read after Close: %v", err)
+	}
+}
+
+var _ = rand.N[int]
+var _ vfs.FS = vfs.OS

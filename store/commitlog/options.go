@@ -1,0 +1,173 @@
+package commitlog
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/edgemq/edgemq/store/vfs"
+)
+
+// FlushMode says when appended records become durable.
+type FlushMode int
+
+const (
+	// FlushSync makes Append wait until an fsync covers its records. Concurrent appenders
+	// share one fsync (group commit).
+	FlushSync FlushMode = iota
+	// FlushAsync returns from Append at once; a background flush runs every FlushInterval or
+	// once FlushBytes are unflushed, whichever comes first.
+	FlushAsync
+)
+
+func (m FlushMode) String() string {
+	if m == FlushAsync {
+		return "async"
+	}
+	return "sync"
+}
+
+// ParseFlushMode parses "sync" or "async".
+func ParseFlushMode(s string) (FlushMode, error) {
+	switch s {
+	case "sync", "":
+		return FlushSync, nil
+	case "async":
+		return FlushAsync, nil
+	}
+	return 0, fmt.Errorf("commitlog: unknown flush mode %q (want sync or async)", s)
+}
+
+// OnFull says what an append does when the file system has no room for a new segment.
+type OnFull int
+
+const (
+	// FailWrites returns ErrDiskFull and keeps every stored record.
+	FailWrites OnFull = iota
+	// DropOldest deletes the oldest segments to make room, then retries.
+	DropOldest
+)
+
+// ParseOnFull parses "fail" or "dropOldest".
+func ParseOnFull(s string) (OnFull, error) {
+	switch s {
+	case "fail", "":
+		return FailWrites, nil
+	case "dropOldest":
+		return DropOldest, nil
+	}
+	return 0, fmt.Errorf("commitlog: unknown onFull policy %q (want fail or dropOldest)", s)
+}
+
+// Options configures a Log. A zero field takes its default; nil Options means all defaults.
+type Options struct {
+	// FS is the storage layer. Default vfs.OS.
+	FS vfs.FS
+	// SegmentSize is the size in bytes of every segment file, header included.
+	// Default 64 MiB; at least 64 KiB.
+	SegmentSize int64
+	// Flush is the flush policy. Default FlushSync.
+	Flush FlushMode
+	// FlushInterval is how often an async log flushes. Default 500 ms.
+	FlushInterval time.Duration
+	// FlushBytes makes an async log flush once this many bytes are unflushed. Default 4 MiB.
+	FlushBytes int64
+	// MaxAge deletes a sealed segment once its newest record is older than this.
+	// Default 72 h; negative disables age retention.
+	MaxAge time.Duration
+	// MaxBytes caps the bytes of all segment files; the oldest segments are deleted to stay
+	// under it. Default 0: no byte quota. When set, at least 2 segments.
+	MaxBytes int64
+	// MaxUsedRatio deletes the oldest segments while the file system holding the log is more
+	// than this fraction full (0..1). Default 0.75; negative disables.
+	MaxUsedRatio float64
+	// OnFull is the policy when the file system is full. Default FailWrites.
+	OnFull OnFull
+	// RetentionInterval is how often retention and idle-unmapping run. Default 10 s.
+	RetentionInterval time.Duration
+	// MaxMapped is how many sealed segments may stay mapped while idle; 32-bit boxes have
+	// small address spaces. Default 8.
+	MaxMapped int
+	// PayloadVersion is recorded in every segment header for the payload codec of the layer
+	// above. Default 0.
+	PayloadVersion uint8
+	// Now is the clock for store timestamps of segment headers and for retention.
+	// Default time.Now.
+	Now func() time.Time
+	// Logger receives recovery and retention reports. Default: discard.
+	Logger *slog.Logger
+	// OnRetention, if set, is called from the retention goroutine after segments were
+	// deleted, with the new minimum position. It must not call Close.
+	OnRetention func(minPos int64)
+}
+
+// DefaultOptions holds the defaults that zero fields take.
+var DefaultOptions = Options{
+	FS:                vfs.OS,
+	SegmentSize:       64 << 20,
+	Flush:             FlushSync,
+	FlushInterval:     500 * time.Millisecond,
+	FlushBytes:        4 << 20,
+	MaxAge:            72 * time.Hour,
+	MaxUsedRatio:      0.75,
+	OnFull:            FailWrites,
+	RetentionInterval: 10 * time.Second,
+	MaxMapped:         8,
+	Now:               time.Now,
+}
+
+const minSegmentSize = 64 << 10
+
+func (o *Options) withDefaults() (Options, error) {
+	var r Options
+	if o != nil {
+		r = *o
+	}
+	d := DefaultOptions
+	if r.FS == nil {
+		r.FS = d.FS
+	}
+	if r.SegmentSize == 0 {
+		r.SegmentSize = d.SegmentSize
+	}
+	if r.FlushInterval == 0 {
+		r.FlushInterval = d.FlushInterval
+	}
+	if r.FlushBytes == 0 {
+		r.FlushBytes = d.FlushBytes
+	}
+	if r.MaxAge == 0 {
+		r.MaxAge = d.MaxAge
+	}
+	if r.MaxUsedRatio == 0 {
+		r.MaxUsedRatio = d.MaxUsedRatio
+	}
+	if r.RetentionInterval == 0 {
+		r.RetentionInterval = d.RetentionInterval
+	}
+	if r.MaxMapped == 0 {
+		r.MaxMapped = d.MaxMapped
+	}
+	if r.Now == nil {
+		r.Now = d.Now
+	}
+	if r.Logger == nil {
+		r.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	switch {
+	case r.SegmentSize < minSegmentSize || r.SegmentSize > 1<<31:
+		return r, fmt.Errorf("commitlog: SegmentSize %d out of range [%d, 2 GiB]", r.SegmentSize, minSegmentSize)
+	case r.Flush != FlushSync && r.Flush != FlushAsync:
+		return r, fmt.Errorf("commitlog: unknown flush mode %d", r.Flush)
+	case r.FlushInterval < 0 || r.FlushBytes < 0 || r.RetentionInterval < 0 || r.MaxMapped < 0:
+		return r, fmt.Errorf("commitlog: negative interval, byte count or MaxMapped")
+	case r.MaxBytes < 0 || (r.MaxBytes > 0 && r.MaxBytes < 2*r.SegmentSize):
+		return r, fmt.Errorf("commitlog: MaxBytes %d must be 0 or at least two segments (%d)", r.MaxBytes, 2*r.SegmentSize)
+	case r.MaxUsedRatio > 1:
+		return r, fmt.Errorf("commitlog: MaxUsedRatio %v above 1", r.MaxUsedRatio)
+	case r.OnFull != FailWrites && r.OnFull != DropOldest:
+		return r, fmt.Errorf("commitlog: unknown OnFull policy %d", r.OnFull)
+	}
+	return r, nil
+}

@@ -1,0 +1,142 @@
+package commitlog
+
+import (
+	"sort"
+	"time"
+)
+
+func (l *Log) retentionLoop() {
+	defer l.wg.Done()
+	t := time.NewTicker(l.opts.RetentionInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.done:
+			return
+		case <-t.C:
+		}
+		l.Retain()
+	}
+}
+
+// Retain runs retention now: it deletes the oldest sealed segments that are past MaxAge, over
+// MaxBytes, or while the file system is fuller than MaxUsedRatio, then unmaps idle segments
+// beyond MaxMapped. It returns the number of segments deleted. It runs by itself every
+// RetentionInterval.
+func (l *Log) Retain() int {
+	l.tick.Add(1)
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return 0
+	}
+	n := l.retainLocked(0)
+	l.mu.Unlock()
+	if n > 0 {
+		l.afterRetention()
+	}
+	l.unmapIdle()
+	return n
+}
+
+func (l *Log) afterRetention() {
+	if l.opts.OnRetention != nil {
+		l.opts.OnRetention(l.minPos.Load())
+	}
+}
+
+// retainLocked deletes what the retention rules ask for, counting extra bytes about to be
+// added. Only flushed, sealed segments go; the active one never does.
+func (l *Log) retainLocked(extra int64) int {
+	segs := *l.segs.Load()
+	now := l.opts.Now().UnixMilli()
+	var usedRatio func(freed int64) float64
+	if l.opts.MaxUsedRatio > 0 {
+		if u, err := l.fs.Usage(l.dir); err != nil {
+			l.lg.Warn("statfs failed: skipping the used-ratio rule", "err", err)
+		} else if u.Total > 0 {
+			usedRatio = func(freed int64) float64 {
+				used := float64(u.Total) - float64(u.Free) - float64(freed)
+				return used / float64(u.Total)
+			}
+		}
+	}
+	total := int64(len(segs))*l.opts.SegmentSize + extra
+	durable := l.durable.Load()
+	n := 0
+	for ; n < len(segs)-1; n++ {
+		s, next := segs[n], segs[n+1]
+		if s.base+s.size > durable {
+			break
+		}
+		freed := int64(n) * l.opts.SegmentSize
+		switch {
+		case l.opts.MaxAge > 0 && now-next.baseTime > l.opts.MaxAge.Milliseconds():
+			l.lg.Info("deleting segment past max age", "segment", s.path)
+		case l.opts.MaxBytes > 0 && total-freed > l.opts.MaxBytes:
+			l.lg.Info("deleting segment over the byte quota", "segment", s.path)
+		case usedRatio != nil && usedRatio(freed) > l.opts.MaxUsedRatio:
+			l.lg.Info("deleting segment: file system over its max used ratio", "segment", s.path)
+		default:
+			return l.dropLocked(n)
+		}
+	}
+	return l.dropLocked(n)
+}
+
+// deleteOldestLocked deletes up to n of the oldest flushed sealed segments, whatever the
+// retention rules say (the DropOldest policy of a full disk).
+func (l *Log) deleteOldestLocked(n int) int {
+	segs := *l.segs.Load()
+	durable := l.durable.Load()
+	k := 0
+	for k < n && k < len(segs)-1 && segs[k].base+segs[k].size <= durable {
+		l.lg.Warn("disk full: deleting the oldest segment to make room", "segment", segs[k].path)
+		k++
+	}
+	return l.dropLocked(k)
+}
+
+// dropLocked removes the first n segments from the log.
+func (l *Log) dropLocked(n int) int {
+	if n == 0 {
+		return 0
+	}
+	segs := *l.segs.Load()
+	rest := append([]*segment(nil), segs[n:]...)
+	l.minPos.Store(rest[0].base + HeaderSize)
+	l.segs.Store(&rest)
+	for _, s := range segs[:n] {
+		if err := s.markDeleted(l.fs); err != nil {
+			l.lg.Warn("delete segment", "segment", s.path, "err", err)
+		}
+	}
+	if err := l.fs.SyncDir(l.dir); err != nil {
+		l.lg.Warn("sync dir after retention", "err", err)
+	}
+	return n
+}
+
+// unmapIdle unmaps the least recently used idle sealed segments beyond MaxMapped.
+func (l *Log) unmapIdle() {
+	segs := *l.segs.Load()
+	type idle struct {
+		s    *segment
+		last int64
+	}
+	var cands []idle
+	for _, s := range segs[:len(segs)-1] {
+		if last, ok := s.idleSince(); ok {
+			cands = append(cands, idle{s, last})
+		}
+	}
+	if len(cands) <= l.opts.MaxMapped {
+		return
+	}
+	sort.Slice(cands, func(i, j int) bool { return cands[i].last < cands[j].last })
+	for _, c := range cands[:len(cands)-l.opts.MaxMapped] {
+		if err := c.s.unmapIdle(); err != nil {
+			l.lg.Warn("unmap idle segment", "segment", c.s.path, "err", err)
+		}
+	}
+}
