@@ -8,7 +8,10 @@ import (
 // Segment header: two identical 32-byte copies at offsets 0 and 32 (see doc.go):
 //
 //	magic[4] "EMQL" | version u8 | payloadVersion u8 | reserved[2] | baseOffset i64 |
-//	baseTime i64 (unix ms) | reserved[4] | crc32c u32 of bytes 0..28
+//	baseTime i64 (unix ms) | prevEnd u32 | crc32c u32 of bytes 0..28
+//
+// prevEnd is the byte offset where the previous segment's data ended when this one was
+// started (0 for the first segment): recovery uses it to tell a lost tail from a clean roll.
 const (
 	headerCopySize = 32
 	// HeaderSize is the number of bytes at the start of every segment before the first frame.
@@ -24,6 +27,7 @@ type header struct {
 	payloadVersion uint8
 	baseOffset     int64
 	baseTime       int64
+	prevEnd        uint32
 }
 
 func (h header) put(b []byte) {
@@ -35,6 +39,7 @@ func (h header) put(b []byte) {
 		p[5] = h.payloadVersion
 		binary.BigEndian.PutUint64(p[8:], uint64(h.baseOffset))
 		binary.BigEndian.PutUint64(p[16:], uint64(h.baseTime))
+		binary.BigEndian.PutUint32(p[24:], h.prevEnd)
 		binary.BigEndian.PutUint32(p[28:], crc32.Checksum(p[:28], castagnoli))
 	}
 }
@@ -51,6 +56,7 @@ func parseHeader(b []byte) (header, bool) {
 			payloadVersion: p[5],
 			baseOffset:     int64(binary.BigEndian.Uint64(p[8:])),
 			baseTime:       int64(binary.BigEndian.Uint64(p[16:])),
+			prevEnd:        binary.BigEndian.Uint32(p[24:]),
 		}, true
 	}
 	return header{}, false

@@ -138,16 +138,17 @@ func (l *Log) load() error {
 		if err != nil {
 			return err
 		}
-		return l.install(f, path, 0)
+		return l.install(f, path, 0, 0)
 	}
 	ckpt, err := l.openCheckpoint()
 	if err != nil {
 		return err
 	}
-	end, err := l.recover(segs, ckpt)
+	segs, end, err := l.recover(segs, ckpt)
 	if err != nil {
 		return err
 	}
+	l.segs.Store(&segs)
 	last := segs[len(segs)-1]
 	data, err := last.openWritable()
 	if err != nil {
@@ -173,8 +174,16 @@ func (l *Log) openSegment(base int64) (*segment, error) {
 		f.Close()
 		return nil, fmt.Errorf("commitlog: size of %s: %w", path, err)
 	}
+	if size < HeaderSize {
+		f.Close()
+		l.lg.Error("segment shorter than its header: moving it aside", "segment", path, "size", size)
+		if err := l.fs.Rename(path, path+".broken"); err != nil {
+			return nil, fmt.Errorf("commitlog: move aside %s: %w", path, err)
+		}
+		return nil, nil
+	}
 	if size != l.opts.SegmentSize {
-		if size > l.opts.SegmentSize || size < HeaderSize {
+		if size > l.opts.SegmentSize {
 			f.Close()
 			return nil, fmt.Errorf("commitlog: %s is %d bytes, segment size is %d: open with the segment size the log was written with", path, size, l.opts.SegmentSize)
 		}
@@ -203,12 +212,14 @@ func (l *Log) openSegment(base int64) (*segment, error) {
 		}
 		return nil, nil
 	}
-	return &segment{base: base, baseTime: h.baseTime, path: path, size: l.opts.SegmentSize, file: f}, nil
+	return &segment{base: base, baseTime: h.baseTime, prevEnd: int64(h.prevEnd), path: path, size: l.opts.SegmentSize, file: f}, nil
 }
 
-// recover walks the records from the checkpoint to the end, cuts damage, and returns the end
-// position of the last segment.
-func (l *Log) recover(segs []*segment, ckpt int64) (int64, error) {
+// recover walks the records from the checkpoint to the end and keeps the longest whole
+// prefix: it cuts the first torn or corrupt record and, when a segment's data ends short of
+// where the next segment's header says it ended (a tail lost to a power cut), it cuts there
+// and moves the later segments aside. It returns the segments kept and the end position.
+func (l *Log) recover(segs []*segment, ckpt int64) ([]*segment, int64, error) {
 	first := segs[0]
 	last := segs[len(segs)-1]
 	start := ckpt
@@ -217,60 +228,82 @@ func (l *Log) recover(segs []*segment, ckpt int64) (int64, error) {
 	}
 	k := sort.Search(len(segs), func(i int) bool { return segs[i].base+segs[i].size > start })
 	if k == len(segs) { // the checkpoint is the very end of the last segment
-		return start, nil
+		return segs, start, nil
 	}
-	var end int64
 	for i := k; i < len(segs); i++ {
 		s := segs[i]
 		off := int64(HeaderSize)
 		if i == k && start > s.base+HeaderSize {
 			off = start - s.base
 		}
-		var err error
-		if off, err = l.recoverSegment(s, off, i == len(segs)-1); err != nil {
-			return 0, err
+		off, st, err := l.scanSegment(s, off)
+		if err != nil {
+			return nil, 0, err
 		}
-		end = s.base + off
+		isLast := i == len(segs)-1
+		if !isLast {
+			next := segs[i+1]
+			if st == frameEnd && next.base == s.base+s.size && next.prevEnd == off {
+				continue // a clean roll
+			}
+			l.lg.Error("the log ends short of the next segment (a tail lost to a power cut, or damage): cutting here", "segment", s.path, "offset", off, "reason", st.String(), "next_expected", next.prevEnd)
+			for _, later := range segs[i+1:] {
+				later.close()
+				if err := l.fs.Rename(later.path, later.path+".broken"); err != nil {
+					return nil, 0, fmt.Errorf("commitlog: move aside %s: %w", later.path, err)
+				}
+			}
+			segs = segs[:i+1]
+		}
+		if err := l.cutTail(s, off, st); err != nil {
+			return nil, 0, err
+		}
+		return segs, s.base + off, nil
 	}
-	return end, nil
+	panic("unreachable")
 }
 
-// recoverSegment walks s from off and returns the end of its last whole record. Damage at
-// the end, and in the last segment any bytes after the end, are saved and zeroed.
-func (l *Log) recoverSegment(s *segment, off int64, isLast bool) (int64, error) {
+// scanSegment walks whole frames of s from off and returns where they end and why.
+func (l *Log) scanSegment(s *segment, off int64) (int64, frameStatus, error) {
 	data, err := s.acquire(0)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	var st frameStatus
-	var n int
+	defer s.release(l.fs)
 	for {
-		_, _, n, st = decodeFrame(data[off:])
+		_, _, n, st := decodeFrame(data[off:])
 		if st != frameOK {
-			break
+			return off, st, nil
 		}
 		off += int64(n)
 	}
-	cutTo := off
-	if st != frameEnd || isLast {
-		cutTo = lastNonZero(data, off)
+}
+
+// cutTail makes off the end of the last segment s: any non-zero bytes from off on (a torn or
+// corrupt record, or stale bytes that new records could one day make look whole) are saved
+// to a .broken file and zeroed.
+func (l *Log) cutTail(s *segment, off int64, st frameStatus) error {
+	data, err := s.acquire(0)
+	if err != nil {
+		return err
 	}
+	cutTo := lastNonZero(data, off)
 	var broken []byte
 	if cutTo > off {
 		broken = append([]byte(nil), data[off:cutTo]...)
 	}
 	if err := s.release(l.fs); err != nil {
-		return 0, err
+		return err
 	}
 	if broken == nil {
-		return off, nil
+		return nil
 	}
 	if st == frameEnd {
 		l.lg.Warn("stale bytes after the last record: cutting them", "segment", s.path, "offset", off, "bytes", len(broken))
 	} else {
 		l.lg.Error("torn or corrupt record: cutting the log here", "segment", s.path, "offset", off, "reason", st.String(), "bytes", len(broken))
 	}
-	return off, l.cut(s, off, broken)
+	return l.cut(s, off, broken)
 }
 
 // cut saves broken to <segment>.<off>.broken and zeroes the segment from off.
@@ -327,15 +360,22 @@ func (l *Log) createTemp() (vfs.File, string, error) {
 }
 
 // install turns a prepared file into the active segment at base. Caller holds mu (or is Open).
-func (l *Log) install(f vfs.File, tmp string, base int64) error {
+func (l *Log) install(f vfs.File, tmp string, base, prevEnd int64) error {
 	data, err := f.Map(int(l.opts.SegmentSize), true)
 	if err != nil {
 		f.Close()
 		l.fs.Remove(tmp)
 		return fmt.Errorf("commitlog: map new segment: %w", err)
 	}
-	h := header{version: FormatVersion, payloadVersion: l.opts.PayloadVersion, baseOffset: base, baseTime: l.opts.Now().UnixMilli()}
+	h := header{version: FormatVersion, payloadVersion: l.opts.PayloadVersion, baseOffset: base, baseTime: l.opts.Now().UnixMilli(), prevEnd: uint32(prevEnd)}
 	h.put(data)
+	// The header and the preallocated size must be durable before the name is.
+	if err := f.Sync(); err != nil {
+		f.Unmap(data)
+		f.Close()
+		l.fs.Remove(tmp)
+		return fmt.Errorf("commitlog: sync new segment: %w", err)
+	}
 	path := segPath(l.dir, base)
 	if err := l.fs.Rename(tmp, path); err != nil {
 		f.Unmap(data)
@@ -350,7 +390,7 @@ func (l *Log) install(f vfs.File, tmp string, base int64) error {
 		l.fs.Remove(path)
 		return fmt.Errorf("commitlog: sync dir after new segment: %w", err)
 	}
-	s := &segment{base: base, baseTime: h.baseTime, path: path, size: l.opts.SegmentSize, file: f, data: data, writable: true, refs: 1}
+	s := &segment{base: base, baseTime: h.baseTime, prevEnd: prevEnd, path: path, size: l.opts.SegmentSize, file: f, data: data, writable: true, refs: 1}
 	old := *l.segs.Load()
 	segs := make([]*segment, len(old), len(old)+1)
 	copy(segs, old)
@@ -460,7 +500,7 @@ func (l *Log) rollLocked() error {
 	if n := l.retainLocked(l.opts.SegmentSize); n > 0 {
 		l.afterRetention()
 	}
-	return l.install(p.f, p.path, l.active.base+l.active.size)
+	return l.install(p.f, p.path, l.active.base+l.active.size, l.wpos-l.active.base)
 }
 
 // WaitDurable blocks until an fsync covers every byte before end (a value returned by

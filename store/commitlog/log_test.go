@@ -458,3 +458,35 @@ func TestClosedLog(t *testing.T) {
 
 var _ = rand.N[int]
 var _ vfs.FS = vfs.OS
+
+// TestNextAfterRecordFillingSegment: a record that ends exactly at the end of its segment has
+// Next at the following segment's base, inside its header; Next must step over it.
+func TestNextAfterRecordFillingSegment(t *testing.T) {
+	l := openTest(t, t.TempDir(), Options{})
+	defer l.Close()
+	appendOne(t, l, 1, []byte("first"))
+	d := int64(1) - l.active.baseTime
+	room := int(testSegSize - (l.Written() - l.active.base))
+	n := room - (frameSize(0, d) - 0)
+	for frameSize(n, d) > room {
+		n--
+	}
+	for frameSize(n, d) < room {
+		n++
+	}
+	if frameSize(n, d) != room {
+		t.Skipf("no payload size fills the segment exactly (room %d)", room)
+	}
+	filler := appendOne(t, l, 1, make([]byte, n))
+	last := appendOne(t, l, 1, []byte("next segment"))
+	r := l.NewReader()
+	defer r.Close()
+	rec, err := r.Read(filler)
+	if err != nil || rec.Next != testSegSize {
+		t.Fatalf("filler: next %d, err %v; want next %d", rec.Next, err, testSegSize)
+	}
+	rec, err = r.Next(rec.Next)
+	if err != nil || rec.Pos != last || string(rec.Payload) != "next segment" {
+		t.Fatalf("Next after a full segment: got %q at %d, %v; want the record at %d", rec.Payload, rec.Pos, err, last)
+	}
+}

@@ -46,6 +46,9 @@ func (r *Reader) Next(pos int64) (Record, error) {
 		if m := r.l.minPos.Load(); pos < m {
 			pos = m
 		}
+		if off := pos % r.l.opts.SegmentSize; off < HeaderSize {
+			pos += HeaderSize - off // a record that filled its segment ends at the next one's base
+		}
 		rec, err := r.read(pos)
 		if errors.Is(err, ErrPositionGone) {
 			continue // retention moved minPos meanwhile

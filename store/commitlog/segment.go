@@ -28,6 +28,7 @@ func parseSegmentName(name string) (int64, bool) {
 type segment struct {
 	base     int64 // global position of byte 0 of the file
 	baseTime int64 // unix ms from the header
+	prevEnd  int64 // where the previous segment's data ended when this one began
 	path     string
 	size     int64
 	file     vfs.File
