@@ -1,0 +1,134 @@
+package cqueue
+
+import (
+	"cmp"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+)
+
+// load reads q.dir and recovers the queue (doc.go, "Recovery"). On error every file it
+// opened is closed again.
+func (q *Queue) load() (err error) {
+	if err := q.fs.MkdirAll(q.dir, dirPerm); err != nil {
+		return fmt.Errorf("cqueue: create dir: %w", err)
+	}
+	names, err := q.fs.ReadDir(q.dir)
+	if err != nil {
+		return fmt.Errorf("cqueue: read dir: %w", err)
+	}
+	var segs []*segment
+	for _, name := range names {
+		if base, ok := parseFileName(name); ok {
+			segs = append(segs, &segment{base: base, path: filepath.Join(q.dir, name)})
+		}
+	}
+	slices.SortFunc(segs, func(a, b *segment) int { return cmp.Compare(a.base, b.base) })
+	defer func() {
+		if err != nil {
+			for _, s := range segs {
+				if s.f != nil {
+					_ = s.unmap()
+					_ = s.f.Close()
+				}
+			}
+		}
+	}()
+	if len(segs) == 0 {
+		return nil
+	}
+
+	// Every file but the last must be exactly full size: anything else means the
+	// directory was written with another SegmentEntries, and guessing could lose data.
+	size := int64(q.fileSize())
+	for i, s := range segs {
+		if s.f, err = q.fs.OpenFile(s.path, os.O_RDWR, filePerm); err != nil {
+			return fmt.Errorf("cqueue: open: %w", err)
+		}
+		got, err := s.f.Size()
+		if err != nil {
+			return fmt.Errorf("cqueue: size of %s: %w", s.path, err)
+		}
+		if got != size && (i < len(segs)-1 || got > size) {
+			return fmt.Errorf("%w: %s is %d bytes, want %d (was SegmentEntries changed?)",
+				ErrCorrupt, s.path, got, size)
+		}
+	}
+
+	// Keep the newest contiguous run of files. Files before a gap are what a crash in the
+	// middle of DeleteBefore or of a rebase leaves: they can no longer be served.
+	first := len(segs) - 1
+	for first > 0 && segs[first-1].base+q.n == segs[first].base {
+		first--
+	}
+	if first > 0 {
+		for _, s := range segs[:first] {
+			q.log.Warn("cqueue: removing file before a gap", "file", s.path)
+			_ = s.f.Close()
+			s.f = nil
+			if err := q.fs.Remove(s.path); err != nil {
+				return fmt.Errorf("cqueue: remove stale file: %w", err)
+			}
+		}
+		segs = slices.Delete(segs, 0, first)
+		if err := q.fs.SyncDir(q.dir); err != nil {
+			return fmt.Errorf("cqueue: sync dir %s: %w", q.dir, err)
+		}
+	}
+
+	last := segs[len(segs)-1]
+	if err := last.f.Allocate(size); err != nil { // a no-op unless a crash cut a roll short
+		return fmt.Errorf("cqueue: allocate %s: %w", last.path, err)
+	}
+	if last.m, err = last.f.Map(int(size), true); err != nil {
+		return fmt.Errorf("cqueue: map %s: %w", last.path, err)
+	}
+	end := q.recoverTail(last)
+	q.segs = segs
+	q.min.Store(segs[0].base)
+	q.max.Store(last.base + end)
+	return nil
+}
+
+// recoverTail finds the end of the data in the active segment s and zeroes everything
+// after it, returning the number of entries kept. The data ends at the first all-zero
+// entry or the first one that does not decode.
+func (q *Queue) recoverTail(s *segment) int64 {
+	end := int64(0)
+	for ; end < q.n; end++ {
+		b := s.m[end*EntrySize : (end+1)*EntrySize]
+		if isZero(b) {
+			break
+		}
+		if _, err := DecodeEntry(b); err != nil {
+			q.log.Warn("cqueue: cutting torn tail", "file", s.path, "offset", s.base+end, "err", err)
+			break
+		}
+	}
+	rest := s.m[end*EntrySize:]
+	if n := lastNonZero(rest); n > 0 {
+		q.log.Warn("cqueue: zeroing bytes past the end of data",
+			"file", s.path, "offset", s.base+end, "bytes", n)
+		clear(rest[:n])
+		if err := s.f.Sync(); err != nil {
+			// Not fatal: the bytes are zero in memory, and the next Sync retries.
+			q.log.Warn("cqueue: sync after zeroing", "file", s.path, "err", err)
+			q.dirty = true
+		}
+	}
+	return end
+}
+
+// lastNonZero returns the length of the shortest prefix of b after which b is all zero.
+func lastNonZero(b []byte) int {
+	n := len(b)
+	for n >= 8 && binary.LittleEndian.Uint64(b[n-8:]) == 0 {
+		n -= 8
+	}
+	for n > 0 && b[n-1] == 0 {
+		n--
+	}
+	return n
+}

@@ -1,0 +1,365 @@
+package cqueue
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+
+	"github.com/edgemq/edgemq/store/vfs"
+)
+
+const (
+	osCreate = os.O_RDWR | os.O_CREATE | os.O_TRUNC
+	filePerm = 0o644
+	dirPerm  = 0o755
+
+	// maxSegmentEntries keeps one file's mapping far below 2 GiB for 32-bit platforms.
+	maxSegmentEntries = 1 << 26
+)
+
+// Options configures Open. A nil *Options, or a zero field, takes the value in
+// DefaultOptions.
+type Options struct {
+	// FS is the file system holding the queue's files. Default vfs.OS.
+	FS vfs.FS
+
+	// SegmentEntries is the number of entries per file, at most 1<<26. Default 65536,
+	// which makes 1.25 MiB files. Only the active (last) file is mapped, so this is also a
+	// queue's mapped address space: lower it on 32-bit boxes with many queues, raise it to
+	// have fewer files. It is part of a directory's format: Open refuses files of another
+	// size rather than guess.
+	SegmentEntries int
+
+	// Logger receives recovery warnings: a cut torn tail, stale files removed. Default: a
+	// logger that discards everything.
+	Logger *slog.Logger
+}
+
+// DefaultOptions are the values Open uses for a nil *Options or a zero field.
+var DefaultOptions = Options{
+	FS:             vfs.OS,
+	SegmentEntries: 65536,
+	Logger:         slog.New(slog.DiscardHandler),
+}
+
+// Queue is one consume queue: the entries [Min, Max) of one (topic, queue id), in a
+// directory of its own.
+//
+// A Queue has one writer and many readers. Append, TruncateFrom, DeleteBefore, Sync and
+// Close are serialized by an internal mutex (wmu), so a dispatcher and a retention loop
+// may share a queue. Get, Read, Search, Last, Min and Max may run concurrently with
+// everything. Lock order: wmu before mu. A Queue starts no goroutines.
+type Queue struct {
+	dir string
+	fs  vfs.FS
+	n   int64 // entries per file
+	log *slog.Logger
+
+	min atomic.Int64 // first available offset
+	max atomic.Int64 // next offset to write; stored only after the entry's bytes
+
+	wmu      sync.Mutex // serializes writers; guards the fields below and writes to segs/closed
+	dirty    bool       // the active file has entries not yet synced
+	dirDirty bool       // a file was created or removed without a successful SyncDir
+	werr     error      // sticky: the disk no longer matches memory; writes return it
+
+	mu     sync.RWMutex // readers hold it (read) while they use segs and mappings
+	segs   []*segment   // contiguous files; the last is active (mapped); empty before the first Append
+	closed bool
+}
+
+// Open opens the queue in dir, creating dir if missing, and recovers it: Max is the
+// offset of the first all-zero entry in the last file, or of the first one that does not
+// decode; that entry and everything after it in the file is zeroed (and logged), so it
+// can never come back. Min is the first slot of the first file. See doc.go for the rules,
+// including the files Open removes.
+func Open(dir string, opts *Options) (*Queue, error) {
+	o := DefaultOptions
+	if opts != nil {
+		if opts.FS != nil {
+			o.FS = opts.FS
+		}
+		if opts.SegmentEntries != 0 {
+			o.SegmentEntries = opts.SegmentEntries
+		}
+		if opts.Logger != nil {
+			o.Logger = opts.Logger
+		}
+	}
+	if o.SegmentEntries < 1 || o.SegmentEntries > maxSegmentEntries {
+		return nil, fmt.Errorf("cqueue: SegmentEntries %d out of range [1, %d]", o.SegmentEntries, maxSegmentEntries)
+	}
+	q := &Queue{dir: dir, fs: o.FS, n: int64(o.SegmentEntries), log: o.Logger}
+	if err := q.load(); err != nil {
+		return nil, err
+	}
+	return q, nil
+}
+
+// Min returns the first available offset.
+func (q *Queue) Min() int64 { return q.min.Load() }
+
+// Max returns the offset the next Append writes; the queue holds [Min, Max).
+func (q *Queue) Max() int64 { return q.max.Load() }
+
+// fileSize is the size of every file of q in bytes.
+func (q *Queue) fileSize() int { return int(q.n * EntrySize) }
+
+// Append writes e at offset off. off must be Max(); on an empty queue (Min() == Max())
+// it may be any value >= Max(), and the queue then starts at off (its old, empty files
+// are replaced by one named for off). Otherwise it returns an error wrapping
+// ErrOffsetExists (off < Max) or ErrGap (off > Max); an invalid e wraps ErrInvalidEntry.
+// When the active file is full, Append syncs it and creates the next one; if that fails
+// (allocation wraps vfs.ErrNoSpace on a full disk) the queue is unchanged and a later
+// Append retries. The entry is durable after Sync; readers see it when Append returns.
+func (q *Queue) Append(off int64, e Entry) error {
+	if !e.valid() {
+		return fmt.Errorf("%w: %s: %+v", ErrInvalidEntry, e.invalid(), e)
+	}
+	q.wmu.Lock()
+	defer q.wmu.Unlock()
+	if q.closed {
+		return ErrClosed
+	}
+	if q.werr != nil {
+		return q.werr
+	}
+	lo, hi := q.min.Load(), q.max.Load()
+	switch {
+	case off < hi:
+		return fmt.Errorf("%w: offset %d, max %d", ErrOffsetExists, off, hi)
+	case len(q.segs) == 0 || (off > hi && lo == hi):
+		if err := q.rebaseLocked(off); err != nil {
+			return err
+		}
+	case off > hi:
+		return fmt.Errorf("%w: offset %d, max %d", ErrGap, off, hi)
+	}
+	s := q.segs[len(q.segs)-1]
+	slot := off - s.base
+	if slot == q.n {
+		if err := q.rollLocked(); err != nil {
+			return err
+		}
+		s, slot = q.segs[len(q.segs)-1], 0
+	}
+	o := slot * EntrySize
+	e.Put(s.m[o : o+EntrySize])
+	q.dirty = true
+	q.max.Store(off + 1) // publish only after the bytes are in place
+	return nil
+}
+
+// rollLocked seals the full active file and makes a new one active. The full file is
+// synced first, so a file exists on disk only once every file before it is durable
+// (recovery scans only the last file). q.wmu is held.
+func (q *Queue) rollLocked() error {
+	old := q.segs[len(q.segs)-1]
+	if q.dirty {
+		if err := old.f.Sync(); err != nil {
+			return fmt.Errorf("cqueue: sync %s: %w", old.path, err)
+		}
+		q.dirty = false
+	}
+	s, err := createSegment(q.fs, q.dir, old.base+q.n, q.fileSize())
+	if err != nil {
+		return err
+	}
+	q.mu.Lock()
+	uerr := old.unmap()
+	q.segs = append(q.segs, s)
+	q.mu.Unlock()
+	if uerr != nil {
+		q.log.Warn("cqueue: unmap sealed file", "err", uerr)
+	}
+	return nil
+}
+
+// rebaseLocked makes the empty queue start at off: a new file named for off replaces all
+// files (which hold no available entries). On error the queue is unchanged. q.wmu is held.
+func (q *Queue) rebaseLocked(off int64) error {
+	s, err := createSegment(q.fs, q.dir, off, q.fileSize())
+	if err != nil {
+		return err
+	}
+	q.mu.Lock()
+	old := q.segs
+	var uerr error
+	if len(old) > 0 {
+		uerr = old[len(old)-1].unmap()
+	}
+	q.segs = []*segment{s}
+	q.min.Store(off)
+	q.max.Store(off)
+	q.mu.Unlock()
+	q.dirty = false
+	if uerr != nil {
+		q.log.Warn("cqueue: unmap replaced file", "err", uerr)
+	}
+	if len(old) == 0 {
+		return nil
+	}
+	// The new file is durable first, so a crash in here leaves it after a gap, and Open
+	// removes whatever old file survived.
+	for _, o := range old {
+		_ = o.f.Close()
+		if err := q.fs.Remove(o.path); err != nil {
+			q.log.Warn("cqueue: remove replaced file", "file", o.path, "err", err)
+		}
+	}
+	_ = q.syncDirLocked() // a failure is retried by the next Sync
+	return nil
+}
+
+// syncDirLocked syncs q.dir, remembering a failure for the next Sync. q.wmu is held.
+func (q *Queue) syncDirLocked() error {
+	if err := q.fs.SyncDir(q.dir); err != nil {
+		q.dirDirty = true
+		return fmt.Errorf("cqueue: sync dir %s: %w", q.dir, err)
+	}
+	q.dirDirty = false
+	return nil
+}
+
+// Get returns the entry at off. It returns an error wrapping ErrOffsetTooSmall for
+// off < Min, ErrOffsetTooLarge for off >= Max, and a *CorruptError for an entry on disk
+// that does not decode.
+func (q *Queue) Get(off int64) (Entry, error) {
+	var e [1]Entry
+	n, err := q.Read(off, e[:])
+	if err != nil {
+		return Entry{}, err
+	}
+	if n == 0 {
+		return Entry{}, fmt.Errorf("%w: offset %d is at or past max", ErrOffsetTooLarge, off)
+	}
+	return e[0], nil
+}
+
+// Read stores up to len(dst) entries starting at off in dst and returns how many. Reading
+// at Max returns 0 and nil: a consumer that has caught up is not an error. off > Max
+// returns an error wrapping ErrOffsetTooLarge, off < Min one wrapping ErrOffsetTooSmall.
+// An entry on disk that does not decode stops the read with a *CorruptError (wrapping
+// ErrCorrupt); the n entries before it are valid.
+func (q *Queue) Read(off int64, dst []Entry) (int, error) {
+	q.mu.RLock()
+	defer q.mu.RUnlock()
+	if q.closed {
+		return 0, ErrClosed
+	}
+	lo, hi := q.min.Load(), q.max.Load()
+	switch {
+	case off < lo:
+		return 0, fmt.Errorf("%w: offset %d, min %d", ErrOffsetTooSmall, off, lo)
+	case off > hi:
+		return 0, fmt.Errorf("%w: offset %d, max %d", ErrOffsetTooLarge, off, hi)
+	}
+	want := int(min(int64(len(dst)), hi-off))
+	done := 0
+	for done < want {
+		s := q.segs[(off-q.segs[0].base)/q.n]
+		slot := off - s.base
+		k := int(min(int64(want-done), q.n-slot))
+		n, err := s.read(slot, dst[done:done+k])
+		done += n
+		if err != nil {
+			return done, err
+		}
+		off += int64(k)
+	}
+	return done, nil
+}
+
+// Search returns the smallest offset in [Min, Max) whose entry makes fn true, or Max if
+// there is none. fn must be monotone over the queue (false for a prefix, then true), as
+// "the record's store time is at least T" is; the store uses it to find an offset by
+// time. An error from fn or from reading stops the search and is returned.
+func (q *Queue) Search(fn func(Entry) (bool, error)) (int64, error) {
+	lo, hi := q.min.Load(), q.max.Load()
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		e, err := q.Get(mid)
+		if err != nil {
+			return 0, err
+		}
+		ok, err := fn(e)
+		if err != nil {
+			return 0, err
+		}
+		if ok {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return lo, nil
+}
+
+// Last returns the entry at Max()-1, and false if the queue is empty (or closed, or that
+// entry cannot be read). Recovery compares it with the end of the commitlog.
+func (q *Queue) Last() (Entry, bool) {
+	hi := q.max.Load()
+	if hi <= q.min.Load() {
+		return Entry{}, false
+	}
+	e, err := q.Get(hi - 1)
+	return e, err == nil
+}
+
+// Sync makes every entry appended so far durable: it fdatasyncs the active file (full
+// files were synced when they were sealed) and syncs the directory if an earlier sync of
+// it failed.
+func (q *Queue) Sync() error {
+	q.wmu.Lock()
+	defer q.wmu.Unlock()
+	if q.closed {
+		return ErrClosed
+	}
+	return q.syncLocked()
+}
+
+// syncLocked is Sync with q.wmu held.
+func (q *Queue) syncLocked() error {
+	if q.dirDirty {
+		if err := q.syncDirLocked(); err != nil {
+			return err
+		}
+	}
+	if q.dirty && len(q.segs) > 0 {
+		s := q.segs[len(q.segs)-1]
+		if err := s.f.Sync(); err != nil {
+			return fmt.Errorf("cqueue: sync %s: %w", s.path, err)
+		}
+		q.dirty = false
+	}
+	return nil
+}
+
+// Close syncs the queue, unmaps the active file and closes all files. Later calls to any
+// method return ErrClosed, except Min and Max, which keep their last values.
+func (q *Queue) Close() error {
+	q.wmu.Lock()
+	defer q.wmu.Unlock()
+	if q.closed {
+		return ErrClosed
+	}
+	err := q.syncLocked()
+	if err == nil && q.werr != nil {
+		err = q.werr
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.closed = true
+	for _, s := range q.segs {
+		if uerr := s.unmap(); uerr != nil && err == nil {
+			err = uerr
+		}
+		if cerr := s.f.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("cqueue: close %s: %w", s.path, cerr)
+		}
+	}
+	q.segs = nil
+	return err
+}
