@@ -1,0 +1,444 @@
+package store
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/edgemq/edgemq/store/commitlog"
+	"github.com/edgemq/edgemq/store/cqueue"
+	"github.com/edgemq/edgemq/store/vfs"
+)
+
+// dispatchName is the dispatch checkpoint: i64 position (big-endian) | u32 crc32c. Every
+// record below the position has its consume-queue entry synced to disk.
+const dispatchName = "dispatch"
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// dispatchLimit is how far the dispatcher may go: durable records in sync mode (a consumer
+// never sees a message a power cut could take back), written records in async mode.
+func (s *Store) dispatchLimit() int64 {
+	if s.opts.Flush == commitlog.FlushSync {
+		return s.log.Durable()
+	}
+	return s.log.Written()
+}
+
+func (s *Store) dispatchLoop() {
+	defer s.wg.Done()
+	r := s.log.NewReader()
+	defer r.Close()
+	t := time.NewTicker(s.opts.QueueFlushInterval)
+	defer t.Stop()
+	synced := s.dispatched.Load()
+	for {
+		select {
+		case <-s.dkick:
+		case <-t.C:
+			if d := s.dispatched.Load(); d != synced {
+				if err := s.syncQueues(); err != nil {
+					s.lg.Error("sync consume queues", "err", err)
+				} else {
+					synced = d
+				}
+			}
+		case <-s.done:
+			s.dispatch(r, s.dispatchLimit(), true)
+			if err := s.syncQueues(); err != nil {
+				s.lg.Error("sync consume queues at close", "err", err)
+			}
+			return
+		}
+		s.dispatch(r, s.dispatchLimit(), true)
+	}
+}
+
+// dispatch writes queue entries for the records in [dispatched, limit).
+func (s *Store) dispatch(r *commitlog.Reader, limit int64, notify bool) {
+	pos := s.dispatched.Load()
+	for pos < limit {
+		rec, err := r.Next(pos)
+		if errors.Is(err, commitlog.ErrNoRecord) {
+			// No record between pos and the end of the log (the unused tail of a segment).
+			if limit <= s.log.Written() {
+				s.dispatched.Store(limit)
+			}
+			return
+		}
+		if err != nil {
+			var ce *commitlog.CorruptError
+			if errors.As(err, &ce) {
+				// Only bit rot in memory or on disk gets here: skip the rest of the segment.
+				next := pos - pos%s.opts.SegmentSize + s.opts.SegmentSize
+				s.lg.Error("corrupt record while dispatching: skipping to the next segment", "pos", pos, "err", err)
+				pos = next
+				s.dispatched.Store(pos)
+				continue
+			}
+			s.lg.Error("dispatch read", "pos", pos, "err", err)
+			return
+		}
+		if ok := s.dispatchRecord(r, rec, notify); !ok {
+			return // disk full or closed: retry on the next kick
+		}
+		pos = rec.Next
+		s.dispatched.Store(pos)
+	}
+}
+
+// dispatchRecord writes the queue entry of one record. It reports false when the entry could
+// not be written and the record must be dispatched again later.
+func (s *Store) dispatchRecord(r *commitlog.Reader, rec commitlog.Record, notify bool) bool {
+	h, err := decodeHeader(rec.Payload)
+	if err != nil {
+		s.lg.Error("record does not decode: no queue entry", "pos", rec.Pos, "err", err)
+		return true
+	}
+	s.qmu.RLock()
+	q := s.topics[string(h.topic)][h.queueID]
+	s.qmu.RUnlock()
+	if q == nil {
+		s.qmu.Lock()
+		q, err = s.openQueueLocked(string(h.topic), h.queueID)
+		s.qmu.Unlock()
+		if err != nil {
+			s.lg.Error("dispatch", "err", err)
+			return false
+		}
+	}
+	e := cqueue.Entry{Pos: rec.Pos, Size: int32(rec.Next - rec.Pos), TagHash: tagHashBytes(h.tags)}
+	err = q.cq.Append(h.queueOffset, e)
+	if errors.Is(err, cqueue.ErrGap) {
+		err = s.rebuildQueue(q, rec.Pos, h.queueOffset)
+		if err == nil {
+			err = q.cq.Append(h.queueOffset, e)
+		}
+	}
+	switch {
+	case err == nil:
+		if notify && s.opts.OnArrival != nil {
+			s.opts.OnArrival(Arrival{Topic: q.topic, QueueID: q.id, Offset: h.queueOffset, TagHash: e.TagHash, StoreTime: rec.StoreTime})
+		}
+		return true
+	case errors.Is(err, cqueue.ErrOffsetExists):
+		// Replayed after a restart: the entry should be there already. Past the dispatch
+		// checkpoint the queue file was not synced, so a power cut may have left garbage in
+		// it: an entry that disagrees with the log is cut, with everything after it.
+		if old, gerr := q.cq.Get(h.queueOffset); gerr == nil && old == e {
+			return true
+		}
+		s.lg.Warn("consume queue entry disagrees with the commitlog: rewriting the queue from here", "topic", q.topic, "queue", q.id, "offset", h.queueOffset)
+		if err := q.cq.TruncateFrom(h.queueOffset); err != nil {
+			s.lg.Error("cut consume queue", "topic", q.topic, "queue", q.id, "err", err)
+			return false
+		}
+		return s.dispatchRecord(r, rec, notify)
+	case errors.Is(err, vfs.ErrNoSpace):
+		s.lg.Error("disk full: consume queue entry waits", "topic", q.topic, "queue", q.id, "err", err)
+		return false
+	default:
+		s.lg.Error("consume queue append", "topic", q.topic, "queue", q.id, "err", err)
+		return !errors.Is(err, cqueue.ErrClosed)
+	}
+}
+
+// rebuildQueue fills a queue that lost entries (a damaged or deleted queue file) from the
+// commitlog: it scans from the queue's last good entry to upTo for the queue's records. If the
+// records it lacks are gone from the log too, it restarts the queue empty at offset want.
+func (s *Store) rebuildQueue(q *queue, upTo, want int64) error {
+	from := s.log.MinPos()
+	if last, ok := q.cq.Last(); ok {
+		from = max(from, last.Pos+int64(last.Size))
+	}
+	s.lg.Warn("consume queue lacks entries: rebuilding it from the commitlog", "topic", q.topic, "queue", q.id, "max", q.cq.Max(), "want", want, "from", from)
+	r := s.log.NewReader()
+	defer r.Close()
+	for pos := from; pos < upTo; {
+		rec, err := r.Next(pos)
+		if err != nil || rec.Pos >= upTo {
+			break
+		}
+		pos = rec.Next
+		h, err := decodeHeader(rec.Payload)
+		if err != nil || h.queueID != q.id || string(h.topic) != q.topic || h.queueOffset != q.cq.Max() {
+			continue
+		}
+		e := cqueue.Entry{Pos: rec.Pos, Size: int32(rec.Next - rec.Pos), TagHash: tagHashBytes(h.tags)}
+		if err := q.cq.Append(h.queueOffset, e); err != nil {
+			return err
+		}
+	}
+	if lost := want - q.cq.Max(); lost > 0 {
+		// The records are gone or damaged too: keep offsets dense (consumers hold offsets
+		// into this queue) with hole entries that reads report and skip.
+		s.lg.Error("consume queue entries lost with their records: filling with holes", "topic", q.topic, "queue", q.id, "from", q.cq.Max(), "count", lost)
+		for q.cq.Max() < want {
+			if err := q.cq.Append(q.cq.Max(), holeEntry); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// holeEntry stands for a queue entry whose record is lost. It points at the first position of
+// the log, whose record (if any) never matches the entry's topic, queue and offset; reads skip
+// it as OFFSET_FOUND_NULL.
+var holeEntry = cqueue.Entry{Pos: cqueue.MinPos, Size: 1}
+
+// syncQueues fsyncs every consume queue, then records how far they are complete.
+func (s *Store) syncQueues() error {
+	d := s.dispatched.Load()
+	var ck checkpoint
+	ck.pos = d
+	s.qmu.RLock()
+	var err error
+	for _, qs := range s.topics {
+		for _, q := range qs {
+			ck.queues = append(ck.queues, queueMax{q.topic, q.id, q.cq.Max()})
+			if e := q.cq.Sync(); e != nil && err == nil && !errors.Is(e, cqueue.ErrClosed) {
+				err = e
+			}
+		}
+	}
+	s.qmu.RUnlock()
+	if err != nil {
+		return err
+	}
+	return s.writeCheckpoint(ck)
+}
+
+// checkpoint is the dispatch checkpoint: every record below pos has its queue entry on disk,
+// and each queue held max entries then. Layout (store/FORMAT.md):
+//
+//	u32 count | count × (u16 topic length | topic | i32 queue id | i64 max offset) |
+//	i64 pos | u32 crc32c of everything before it
+//
+// It is written to a temporary file, fsynced and renamed over the old one.
+type checkpoint struct {
+	pos    int64
+	queues []queueMax
+}
+
+type queueMax struct {
+	topic string
+	id    int32
+	max   int64
+}
+
+func (c checkpoint) marshal() []byte {
+	b := binary.BigEndian.AppendUint32(nil, uint32(len(c.queues)))
+	for _, q := range c.queues {
+		b = binary.BigEndian.AppendUint16(b, uint16(len(q.topic)))
+		b = append(b, q.topic...)
+		b = binary.BigEndian.AppendUint32(b, uint32(q.id))
+		b = binary.BigEndian.AppendUint64(b, uint64(q.max))
+	}
+	b = binary.BigEndian.AppendUint64(b, uint64(c.pos))
+	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+}
+
+var errBadCheckpoint = errors.New("store: dispatch checkpoint does not verify")
+
+func unmarshalCheckpoint(b []byte) (checkpoint, error) {
+	var c checkpoint
+	if len(b) < 16 || crc32.Checksum(b[:len(b)-4], castagnoli) != binary.BigEndian.Uint32(b[len(b)-4:]) {
+		return c, errBadCheckpoint
+	}
+	body := b[:len(b)-12]
+	c.pos = int64(binary.BigEndian.Uint64(b[len(b)-12:]))
+	n := binary.BigEndian.Uint32(body)
+	body = body[4:]
+	if uint64(n) > uint64(len(body))/14 {
+		return checkpoint{}, errBadCheckpoint
+	}
+	for i := uint32(0); i < n; i++ {
+		if len(body) < 2 {
+			return checkpoint{}, errBadCheckpoint
+		}
+		l := int(binary.BigEndian.Uint16(body))
+		if len(body) < 2+l+12 {
+			return checkpoint{}, errBadCheckpoint
+		}
+		q := queueMax{topic: string(body[2 : 2+l]), id: int32(binary.BigEndian.Uint32(body[2+l:])), max: int64(binary.BigEndian.Uint64(body[6+l:]))}
+		c.queues = append(c.queues, q)
+		body = body[2+l+12:]
+	}
+	if len(body) != 0 {
+		return checkpoint{}, errBadCheckpoint
+	}
+	return c, nil
+}
+
+func (s *Store) writeCheckpoint(c checkpoint) error {
+	path := filepath.Join(s.dir, dispatchName)
+	tmp := path + ".tmp"
+	f, err := s.opts.FS.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("store: dispatch checkpoint: %w", err)
+	}
+	_, err = f.WriteAt(c.marshal(), 0)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = s.opts.FS.Rename(tmp, path)
+	}
+	if err == nil {
+		err = s.opts.FS.SyncDir(s.dir)
+	}
+	if err != nil {
+		return fmt.Errorf("store: write dispatch checkpoint: %w", err)
+	}
+	return nil
+}
+
+// readCheckpoint returns the dispatch checkpoint, or one at position -1.
+func (s *Store) readCheckpoint() checkpoint {
+	none := checkpoint{pos: -1}
+	f, err := s.opts.FS.OpenFile(filepath.Join(s.dir, dispatchName), os.O_RDONLY, 0)
+	if err != nil {
+		return none
+	}
+	defer f.Close()
+	size, err := f.Size()
+	if err != nil || size > 64<<20 {
+		return none
+	}
+	b := make([]byte, size)
+	if _, err := f.ReadAt(b, 0); err != nil && !errors.Is(err, io.EOF) {
+		return none
+	}
+	c, err := unmarshalCheckpoint(b)
+	if err != nil {
+		s.lg.Warn("dispatch checkpoint unusable: rebuilding consume queues from the start of the log", "err", err)
+		return none
+	}
+	return c
+}
+
+// recoverQueues opens every consume queue, cuts entries the commitlog does not back, and
+// dispatches the records after the dispatch checkpoint.
+func (s *Store) recoverQueues() error {
+	root := filepath.Join(s.dir, queuesDir)
+	if err := s.opts.FS.MkdirAll(root, 0o755); err != nil {
+		return fmt.Errorf("store: create %s: %w", root, err)
+	}
+	topics, err := s.opts.FS.ReadDir(root)
+	if err != nil {
+		return fmt.Errorf("store: list %s: %w", root, err)
+	}
+	r := s.log.NewReader()
+	defer r.Close()
+	ck := s.readCheckpoint()
+	trusted := map[queueKey]int64{}
+	for _, qm := range ck.queues {
+		trusted[queueKey{qm.topic, qm.id}] = qm.max
+	}
+	for _, topic := range topics {
+		ids, err := s.opts.FS.ReadDir(filepath.Join(root, topic))
+		if err != nil {
+			continue // not a directory
+		}
+		for _, name := range ids {
+			id, err := strconv.ParseInt(name, 10, 32)
+			if err != nil || id < 0 {
+				continue
+			}
+			s.qmu.Lock()
+			q, err := s.openQueueLocked(topic, int32(id))
+			s.qmu.Unlock()
+			if err != nil {
+				return err
+			}
+			if err := s.checkQueueTail(r, q, trusted[queueKey{topic, int32(id)}]); err != nil {
+				return err
+			}
+		}
+	}
+	start := ck.pos
+	if start < s.log.MinPos() || start > s.log.Written() {
+		start = s.log.MinPos()
+	}
+	s.lg.Debug("recovering consume queues", "checkpoint", ck.pos, "start", start, "log_min", s.log.MinPos(), "log_end", s.log.Written())
+	// A queue shorter than the checkpoint says lost entries (damaged or deleted files).
+	for _, qm := range ck.queues {
+		q, err := s.queueFor(qm.topic, qm.id, true)
+		if err != nil {
+			return err
+		}
+		s.lg.Debug("queue at recovery", "topic", qm.topic, "queue", qm.id, "max", q.cq.Max(), "checkpoint_max", qm.max)
+		if q.cq.Max() < qm.max && start > s.log.MinPos() {
+			if err := s.rebuildQueue(q, start, qm.max); err != nil {
+				return err
+			}
+		}
+	}
+	s.dispatched.Store(start)
+	s.dispatch(r, s.log.Written(), false)
+	s.trimQueues(s.log.MinPos())
+	for _, qs := range s.topics {
+		for _, q := range qs {
+			q.next = q.cq.Max()
+		}
+	}
+	return s.syncQueues()
+}
+
+type queueKey struct {
+	topic string
+	id    int32
+}
+
+// checkQueueTail drops entries at the end of q that the commitlog does not back: records cut
+// by log recovery, or entries that fail to match their record. Entries below trusted were
+// synced before the dispatch checkpoint was written: one whose record fails its checksum is
+// bit rot, kept for reads to report and skip. Entries above it may be garbage from a torn
+// write, and must match their record exactly.
+func (s *Store) checkQueueTail(r *commitlog.Reader, q *queue, trusted int64) error {
+	for {
+		e, ok := q.cq.Last()
+		if !ok {
+			if q.cq.Max() > q.cq.Min() { // the last entry does not decode
+				if err := q.cq.TruncateFrom(q.cq.Max() - 1); err != nil {
+					return err
+				}
+				continue
+			}
+			return nil
+		}
+		want := q.cq.Max() - 1
+		if e.Pos < s.log.MinPos() {
+			return nil // deleted by retention: trimmed below
+		}
+		if e == holeEntry {
+			return nil
+		}
+		rec, err := r.Read(e.Pos)
+		if errors.Is(err, commitlog.ErrCorrupt) && want < trusted {
+			// The record is damaged, not cut: keep its entry; reads report and skip it.
+			s.lg.Error("consume queue's last record is damaged", "topic", q.topic, "queue", q.id, "offset", want, "pos", e.Pos)
+			return nil
+		}
+		if err == nil {
+			h, herr := decodeHeader(rec.Payload)
+			if herr == nil && string(h.topic) == q.topic && h.queueID == q.id && h.queueOffset == want && rec.Next-rec.Pos == int64(e.Size) {
+				return nil
+			}
+		}
+		s.lg.Warn("consume queue entry not backed by the commitlog: cutting it", "topic", q.topic, "queue", q.id, "offset", want, "pos", e.Pos, "err", err)
+		if err := q.cq.TruncateFrom(want); err != nil {
+			return err
+		}
+	}
+}

@@ -1,0 +1,29 @@
+// Package store is EdgeMQ's message store: a durable commitlog of message records, one
+// consume queue per (topic, queue id) indexing it, the dispatcher that builds the queues from
+// the log, and the meta store (package meta) beside them in one data dir:
+//
+//	<dir>/LOCK                          the data dir lock (package dirlock)
+//	<dir>/meta.db                       offsets, topic and group configs, ... (package meta)
+//	<dir>/commitlog/%020d.log           commitlog segments (package commitlog)
+//	<dir>/consumequeue/<topic>/<id>/    consume queue files (package cqueue)
+//	<dir>/dispatch                      the dispatch checkpoint
+//
+// Append assigns each message the next offset of its queue and writes the batch contiguously
+// to the commitlog; with the default sync flush policy it returns once an fsync covers the
+// batch (group commit). One dispatcher goroutine turns new records into queue entries and
+// calls Options.OnArrival, the hook long polling hangs on. In sync mode it dispatches only
+// durable records, so no consumer ever sees a message a power cut could take back.
+//
+// GetMessages reads a queue from an offset through a tag filter and answers with RocketMQ's
+// statuses (FOUND, NO_MESSAGE_IN_QUEUE, OFFSET_OVERFLOW_ONE, ...), next begin offset, and min
+// and max offsets. Records are checksummed; a damaged record or queue entry is reported in the
+// log and skipped, never served.
+//
+// Recovery (Open): the commitlog keeps its longest whole prefix; consume-queue tails not
+// backed by the log are cut; records after the dispatch checkpoint are dispatched again,
+// checking the entries that are already there; a queue shorter than the checkpoint says is
+// rebuilt from the log past its last good entry.
+//
+// The store knows nothing of consumer groups, the network or RocketMQ's wire format. The
+// record and file formats are specified in store/FORMAT.md.
+package store

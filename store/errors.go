@@ -1,0 +1,19 @@
+package store
+
+import "errors"
+
+var (
+	// ErrClosed is returned by every call on a Store after Close.
+	ErrClosed = errors.New("store: closed")
+	// ErrMessageTooLarge is returned by Append for a body over Options.MaxMessageSize, or a
+	// record whose properties, keys and tags push it over MaxMessageSize plus 64 KiB.
+	ErrMessageTooLarge = errors.New("store: message too large")
+	// ErrInvalidMessage is returned by Append for a message without a topic, with a topic
+	// longer than 255 bytes, or with a negative queue id. Nothing of the batch is written.
+	ErrInvalidMessage = errors.New("store: invalid message")
+	// ErrBadRecord is returned when a record's payload does not decode as a message.
+	ErrBadRecord = errors.New("store: record does not decode as a message")
+	// ErrSettings is returned by Open when the options contradict what the data dir was
+	// written with (segment size, schema version).
+	ErrSettings = errors.New("store: options contradict the data dir")
+)

@@ -1,0 +1,110 @@
+package store
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/edgemq/edgemq/store/commitlog"
+	"github.com/edgemq/edgemq/store/vfs"
+)
+
+// Options configures a Store. A zero field takes its default; nil Options means all defaults.
+type Options struct {
+	// FS is the storage layer of the commitlog and the consume queues. Default vfs.OS.
+	// (The meta store and the dir lock always use the real file system.)
+	FS vfs.FS
+	// SegmentSize is the commitlog segment size in bytes. Default: what the data dir was
+	// created with, else 64 MiB.
+	SegmentSize int64
+	// QueueSegmentEntries is the number of 20-byte entries per consume-queue file.
+	// Default 65536 (1.25 MiB).
+	QueueSegmentEntries int
+	// Flush is the commitlog flush policy. Default commitlog.FlushSync: Append returns after
+	// an fsync covers its records, shared by concurrent appenders (group commit).
+	Flush commitlog.FlushMode
+	// FlushInterval is the async flush period. Default 500 ms.
+	FlushInterval time.Duration
+	// FlushBytes makes an async log flush once this many bytes are unflushed. Default 4 MiB.
+	FlushBytes int64
+	// QueueFlushInterval is how often consume queues are fsynced and the dispatch checkpoint
+	// written. Default 1 s.
+	QueueFlushInterval time.Duration
+	// MaxAge deletes commitlog segments older than this. Default 72 h; negative disables.
+	MaxAge time.Duration
+	// MaxBytes is the commitlog byte quota. Default 0: none.
+	MaxBytes int64
+	// MaxUsedRatio deletes the oldest segments while the file system is fuller than this.
+	// Default 0.75; negative disables.
+	MaxUsedRatio float64
+	// OnFull is what an append does on a full disk. Default commitlog.FailWrites.
+	OnFull commitlog.OnFull
+	// RetentionInterval is how often retention runs. Default 10 s.
+	RetentionInterval time.Duration
+	// MaxMessageSize is the largest body Append accepts, in bytes. Default 4 MiB.
+	MaxMessageSize int
+	// MaxPullBytes bounds the bytes of messages one GetMessages returns (at least one
+	// message is always returned). Default 256 KiB.
+	MaxPullBytes int
+	// OnArrival, if set, is called from the dispatch goroutine for every message once its
+	// consume-queue entry is written. It must not block: long polling hangs on it.
+	OnArrival func(Arrival)
+	// Now is the clock for store timestamps and retention. Default time.Now.
+	Now func() time.Time
+	// Logger receives recovery, retention and corruption reports. Default: discard.
+	Logger *slog.Logger
+	// MetaNoSync skips fsync in the meta store. For tests only.
+	MetaNoSync bool
+}
+
+// Arrival tells that a consume queue grew.
+type Arrival struct {
+	Topic     string
+	QueueID   int32
+	Offset    int64 // the new message's queue offset; the queue's max offset is Offset+1
+	TagHash   int64
+	StoreTime int64 // unix ms
+}
+
+// DefaultOptions holds the defaults that zero fields take.
+var DefaultOptions = Options{
+	QueueSegmentEntries: 65536,
+	QueueFlushInterval:  time.Second,
+	MaxMessageSize:      4 << 20,
+	MaxPullBytes:        256 << 10,
+	Now:                 time.Now,
+}
+
+func (o *Options) withDefaults() (Options, error) {
+	var r Options
+	if o != nil {
+		r = *o
+	}
+	d := DefaultOptions
+	if r.FS == nil {
+		r.FS = vfs.OS
+	}
+	if r.QueueSegmentEntries == 0 {
+		r.QueueSegmentEntries = d.QueueSegmentEntries
+	}
+	if r.QueueFlushInterval == 0 {
+		r.QueueFlushInterval = d.QueueFlushInterval
+	}
+	if r.MaxMessageSize == 0 {
+		r.MaxMessageSize = d.MaxMessageSize
+	}
+	if r.MaxPullBytes == 0 {
+		r.MaxPullBytes = d.MaxPullBytes
+	}
+	if r.Now == nil {
+		r.Now = d.Now
+	}
+	if r.Logger == nil {
+		r.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if r.MaxMessageSize < 0 || r.MaxPullBytes < 0 || r.QueueFlushInterval < 0 || r.QueueSegmentEntries < 0 {
+		return r, fmt.Errorf("store: negative MaxMessageSize, MaxPullBytes, QueueFlushInterval or QueueSegmentEntries")
+	}
+	return r, nil
+}

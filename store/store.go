@@ -1,0 +1,357 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+
+	"github.com/edgemq/edgemq/store/commitlog"
+	"github.com/edgemq/edgemq/store/cqueue"
+	"github.com/edgemq/edgemq/store/dirlock"
+	"github.com/edgemq/edgemq/store/meta"
+)
+
+// Data dir layout.
+const (
+	commitlogDir = "commitlog"
+	queuesDir    = "consumequeue"
+)
+
+// propertySlack is what a record may carry beyond MaxMessageSize of body: properties, keys,
+// tags and the header.
+const propertySlack = 64 << 10
+
+// Store is EdgeMQ's message store: a commitlog of message records, a consume queue per
+// (topic, queue id) indexing it, a dispatcher that builds the queues from the log, and the
+// meta store. It knows nothing of consumer groups, the network or RocketMQ's wire format.
+//
+// Goroutines: the commitlog's own (flusher, segment preparer, retention) and the dispatcher,
+// which turns new records into queue entries, calls Options.OnArrival, and periodically
+// fsyncs the queues and writes the dispatch checkpoint. Close stops and waits for all.
+type Store struct {
+	dir  string
+	opts Options
+	lg   *slog.Logger
+	lock *dirlock.Lock
+	meta *meta.Store
+	log  *commitlog.Log
+
+	mu       sync.Mutex // serializes Append: queue offsets are assigned in log order
+	scratch  []byte
+	bounds   []int
+	payloads [][]byte
+	pos      []int64
+	undo     []undo
+
+	qmu    sync.RWMutex // guards topics
+	topics map[string]map[int32]*queue
+
+	dispatched atomic.Int64 // every record below this position has its queue entry
+	dkick      chan struct{}
+	readers    sync.Pool // *commitlog.Reader
+	closed     atomic.Bool
+	done       chan struct{}
+	wg         sync.WaitGroup
+}
+
+type queue struct {
+	topic string
+	id    int32
+	cq    *cqueue.Queue
+	next  int64 // next queue offset to assign; guarded by Store.mu
+}
+
+type undo struct {
+	q    *queue
+	next int64
+}
+
+// Open opens the store in dir, creating it if needed. It takes the data dir's lock (a second
+// process fails at once with an error naming the holder's pid), opens the meta store,
+// recovers the commitlog, checks the consume queues against it, and rebuilds them past their
+// last good entry.
+func Open(dir string, opts *Options) (st *Store, err error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if err := o.FS.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("store: create %s: %w", dir, err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil { // the lock and meta.db live on the real FS
+		return nil, fmt.Errorf("store: create %s: %w", dir, err)
+	}
+	s := &Store{
+		dir:    dir,
+		opts:   o,
+		lg:     o.Logger.With("component", "store"),
+		topics: map[string]map[int32]*queue{},
+		dkick:  make(chan struct{}, 1),
+		done:   make(chan struct{}),
+	}
+	if s.lock, err = dirlock.Acquire(dir); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			s.closeParts()
+		}
+	}()
+	if s.meta, err = meta.Open(dir, &meta.Options{NoSync: o.MetaNoSync}); err != nil {
+		return nil, err
+	}
+	if err := s.checkSettings(); err != nil {
+		return nil, err
+	}
+	if int64(o.MaxMessageSize)+propertySlack > s.opts.SegmentSize/2 {
+		return nil, fmt.Errorf("%w: MaxMessageSize %d needs segments of at least %d bytes, have %d", ErrSettings, o.MaxMessageSize, 2*(int64(o.MaxMessageSize)+propertySlack), s.opts.SegmentSize)
+	}
+	s.log, err = commitlog.Open(filepath.Join(dir, commitlogDir), &commitlog.Options{
+		FS:                o.FS,
+		SegmentSize:       s.opts.SegmentSize,
+		Flush:             o.Flush,
+		FlushInterval:     o.FlushInterval,
+		FlushBytes:        o.FlushBytes,
+		MaxAge:            o.MaxAge,
+		MaxBytes:          o.MaxBytes,
+		MaxUsedRatio:      o.MaxUsedRatio,
+		OnFull:            o.OnFull,
+		RetentionInterval: o.RetentionInterval,
+		PayloadVersion:    PayloadVersion,
+		Now:               o.Now,
+		Logger:            o.Logger,
+		OnRetention:       s.trimQueues,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := s.recoverQueues(); err != nil {
+		return nil, err
+	}
+	s.wg.Add(1)
+	go s.dispatchLoop()
+	return s, nil
+}
+
+// checkSettings reconciles the options with the settings the data dir was created with.
+func (s *Store) checkSettings() error {
+	set, ok, err := s.meta.Settings()
+	if err != nil {
+		return err
+	}
+	if ok {
+		if set.SchemaVersion != PayloadVersion {
+			return fmt.Errorf("%w: data dir has schema version %d, this build reads %d", ErrSettings, set.SchemaVersion, PayloadVersion)
+		}
+		if s.opts.SegmentSize == 0 {
+			s.opts.SegmentSize = set.SegmentSize
+		} else if s.opts.SegmentSize != set.SegmentSize {
+			return fmt.Errorf("%w: data dir has %d-byte segments, options ask for %d", ErrSettings, set.SegmentSize, s.opts.SegmentSize)
+		}
+	}
+	if s.opts.SegmentSize == 0 {
+		s.opts.SegmentSize = commitlog.DefaultOptions.SegmentSize
+	}
+	if !ok || set.FlushPolicy != s.opts.Flush.String() {
+		return s.meta.PutSettings(meta.Settings{SchemaVersion: PayloadVersion, FlushPolicy: s.opts.Flush.String(), SegmentSize: s.opts.SegmentSize})
+	}
+	return nil
+}
+
+// Meta returns the store's metadata store (offsets, topic and group configs, delay progress,
+// uplink cursors). It is closed by Close.
+func (s *Store) Meta() *meta.Store { return s.meta }
+
+// Dir returns the data dir.
+func (s *Store) Dir() string { return s.dir }
+
+// Append stores msgs as one contiguous batch. For each message it sets QueueOffset (the next
+// of its (topic, queue)), StoreTime, Pos and Size. With FlushSync it returns once an fsync
+// covers the batch. A batch may mix topics and queues. On error nothing of the batch is
+// visible to readers (except after a flush failure, when durability is unknown).
+func (s *Store) Append(msgs []*Message) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	for _, m := range msgs {
+		if err := s.check(m); err != nil {
+			return err
+		}
+	}
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	s.mu.Lock()
+	now := s.opts.Now().UnixMilli()
+	s.scratch, s.bounds, s.undo = s.scratch[:0], s.bounds[:0], s.undo[:0]
+	for _, m := range msgs {
+		q, err := s.queueFor(m.Topic, m.QueueID, true)
+		if err != nil {
+			s.rollback()
+			s.mu.Unlock()
+			return err
+		}
+		s.undo = append(s.undo, undo{q, q.next})
+		m.QueueOffset = q.next
+		q.next++
+		m.StoreTime = now
+		s.scratch = m.appendPayload(s.scratch)
+		s.bounds = append(s.bounds, len(s.scratch))
+	}
+	s.payloads = s.payloads[:0]
+	start := 0
+	for _, b := range s.bounds {
+		s.payloads = append(s.payloads, s.scratch[start:b:b])
+		start = b
+	}
+	s.pos = append(s.pos[:0], make([]int64, len(msgs))...)
+	end, err := s.log.Append(now, s.payloads, s.pos)
+	if err != nil {
+		s.rollback()
+		s.mu.Unlock()
+		return err
+	}
+	for i, m := range msgs {
+		m.Pos = s.pos[i]
+		next := end
+		if i+1 < len(msgs) {
+			next = s.pos[i+1]
+		}
+		m.Size = int32(next - m.Pos)
+	}
+	clear(s.payloads)
+	s.mu.Unlock()
+	if s.opts.Flush == commitlog.FlushSync {
+		if err := s.log.WaitDurable(end); err != nil {
+			return err
+		}
+	}
+	select {
+	case s.dkick <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// rollback restores the queue offsets a failed Append assigned, newest first.
+func (s *Store) rollback() {
+	for i := len(s.undo) - 1; i >= 0; i-- {
+		s.undo[i].q.next = s.undo[i].next
+	}
+}
+
+func (s *Store) check(m *Message) error {
+	switch {
+	case m.Topic == "" || len(m.Topic) > 255:
+		return fmt.Errorf("%w: topic %q must be 1 to 255 bytes", ErrInvalidMessage, m.Topic)
+	case m.QueueID < 0:
+		return fmt.Errorf("%w: queue id %d", ErrInvalidMessage, m.QueueID)
+	case len(m.Body) > s.opts.MaxMessageSize:
+		return fmt.Errorf("%w: body of %d bytes, max %d", ErrMessageTooLarge, len(m.Body), s.opts.MaxMessageSize)
+	}
+	extra := len(m.Tags) + len(m.Keys)
+	for k, v := range m.Properties {
+		extra += len(k) + len(v) + 4
+	}
+	if extra > propertySlack-1024 {
+		return fmt.Errorf("%w: %d bytes of tags, keys and properties", ErrMessageTooLarge, extra)
+	}
+	return nil
+}
+
+// queueFor returns the queue of (topic, id), opening or creating it when create is set.
+func (s *Store) queueFor(topic string, id int32, create bool) (*queue, error) {
+	s.qmu.RLock()
+	q := s.topics[topic][id]
+	s.qmu.RUnlock()
+	if q != nil || !create {
+		return q, nil
+	}
+	s.qmu.Lock()
+	defer s.qmu.Unlock()
+	if q := s.topics[topic][id]; q != nil {
+		return q, nil
+	}
+	return s.openQueueLocked(topic, id)
+}
+
+func (s *Store) openQueueLocked(topic string, id int32) (*queue, error) {
+	cq, err := cqueue.Open(s.queueDir(topic, id), &cqueue.Options{FS: s.opts.FS, SegmentEntries: s.opts.QueueSegmentEntries, Logger: s.opts.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("store: open consume queue %s/%d: %w", topic, id, err)
+	}
+	q := &queue{topic: topic, id: id, cq: cq, next: cq.Max()}
+	if s.topics[topic] == nil {
+		s.topics[topic] = map[int32]*queue{}
+	}
+	s.topics[topic][id] = q
+	return q, nil
+}
+
+func (s *Store) queueDir(topic string, id int32) string {
+	return filepath.Join(s.dir, queuesDir, topic, fmt.Sprint(id))
+}
+
+// trimQueues moves every queue's head past records that retention deleted.
+func (s *Store) trimQueues(minPos int64) {
+	s.qmu.RLock()
+	defer s.qmu.RUnlock()
+	for _, qs := range s.topics {
+		for _, q := range qs {
+			if _, err := q.cq.DeleteBefore(minPos); err != nil && !errors.Is(err, cqueue.ErrClosed) {
+				s.lg.Warn("trim consume queue after retention", "topic", q.topic, "queue", q.id, "err", err)
+			}
+		}
+	}
+}
+
+// Flush makes everything appended so far durable, consume queues included.
+func (s *Store) Flush() error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	if err := s.log.Flush(); err != nil {
+		return err
+	}
+	return s.syncQueues()
+}
+
+// Close flushes the log and the queues, writes the checkpoints, stops the goroutines and
+// releases the data dir.
+func (s *Store) Close() error {
+	if !s.closed.CompareAndSwap(false, true) {
+		return ErrClosed
+	}
+	s.mu.Lock() // wait for appends in flight
+	s.mu.Unlock()
+	ferr := s.log.Flush()
+	close(s.done)
+	s.wg.Wait()
+	return errors.Join(ferr, s.closeParts())
+}
+
+func (s *Store) closeParts() error {
+	var errs []error
+	if s.log != nil {
+		errs = append(errs, s.log.Close())
+	}
+	s.qmu.Lock()
+	for _, qs := range s.topics {
+		for _, q := range qs {
+			errs = append(errs, q.cq.Close())
+		}
+	}
+	s.topics = nil
+	s.qmu.Unlock()
+	if s.meta != nil {
+		errs = append(errs, s.meta.Close())
+	}
+	if s.lock != nil {
+		errs = append(errs, s.lock.Release())
+	}
+	return errors.Join(errs...)
+}
