@@ -353,4 +353,3 @@ func TestPowerCut(t *testing.T) {
 		})
 	}
 }
-
