@@ -490,3 +490,23 @@ func TestNextAfterRecordFillingSegment(t *testing.T) {
 		t.Fatalf("Next after a full segment: got %q at %d, %v; want the record at %d", rec.Payload, rec.Pos, err, last)
 	}
 }
+
+func TestCloseDoesNotUnmapUnderReader(t *testing.T) {
+	l := openTest(t, t.TempDir(), Options{})
+	pos := appendOne(t, l, 1, []byte("held across Close"))
+	r := l.NewReader()
+	rec, err := r.Read(pos)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if string(rec.Payload) != "held across Close" { // would fault if unmapped
+		t.Fatalf("payload changed to %q", rec.Payload)
+	}
+	if _, err := r.Read(pos); !errors.Is(err, ErrClosed) {
+		t.Fatalf("read after Close: %v", err)
+	}
+	r.Close()
+}

@@ -38,6 +38,7 @@ type segment struct {
 	writable bool
 	refs     int // acquirers, plus one for the writer while the segment is active
 	deleted  bool
+	closing  bool  // Close ran while readers held the segment: the last release closes it
 	lastUse  int64 // retention tick of the last acquire
 }
 
@@ -46,7 +47,7 @@ type segment struct {
 func (s *segment) acquire(tick int64) ([]byte, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.deleted {
+	if s.deleted || s.closing {
 		return nil, nil
 	}
 	if s.data == nil {
@@ -66,8 +67,17 @@ func (s *segment) release(fs vfs.FS) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.refs--
-	if s.refs == 0 && s.deleted {
+	switch {
+	case s.refs > 0:
+		return nil
+	case s.deleted:
 		return s.destroyLocked(fs)
+	case s.closing:
+		err := s.unmapLocked()
+		if cerr := s.file.Close(); err == nil {
+			err = cerr
+		}
+		return err
 	}
 	return nil
 }
@@ -129,10 +139,18 @@ func (s *segment) idleSince() (int64, bool) {
 	return s.lastUse, s.refs == 0 && s.data != nil
 }
 
-// close unmaps and closes without removing the file.
+// close unmaps and closes without removing the file; while readers hold the segment, the
+// last of them does it.
 func (s *segment) close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.refs > 0 {
+		s.closing = true
+		return nil
+	}
+	if s.deleted {
+		return nil // destroyed already
+	}
 	err := s.unmapLocked()
 	if cerr := s.file.Close(); err == nil {
 		err = cerr
