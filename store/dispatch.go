@@ -75,9 +75,9 @@ func (s *Store) dispatch(r *commitlog.Reader, limit int64, notify bool) {
 		if err != nil {
 			var ce *commitlog.CorruptError
 			if errors.As(err, &ce) {
-				// Only bit rot in memory or on disk gets here: skip the rest of the segment.
-				next := pos - pos%s.opts.SegmentSize + s.opts.SegmentSize
-				s.lg.Error("corrupt record while dispatching: skipping to the next segment", "pos", pos, "err", err)
+				// Only bit rot gets here (recovery cut whatever a power cut tore).
+				next := s.skipDamage(r, pos, ce)
+				s.lg.Error("corrupt record while dispatching: skipped", "pos", pos, "resume", next, "err", err)
 				pos = next
 				s.dispatched.Store(pos)
 				continue
@@ -91,6 +91,19 @@ func (s *Store) dispatch(r *commitlog.Reader, limit int64, notify bool) {
 		pos = rec.Next
 		s.dispatched.Store(pos)
 	}
+}
+
+// skipDamage returns where to go on after a damaged record at pos: just past it when its
+// length leads to a record that verifies, else the next segment — but never past the end
+// of the log, where new records will be written.
+func (s *Store) skipDamage(r *commitlog.Reader, pos int64, ce *commitlog.CorruptError) int64 {
+	if ce.Next > pos {
+		if _, err := r.Read(ce.Next); err == nil {
+			return ce.Next
+		}
+	}
+	next := pos - pos%s.opts.SegmentSize + s.opts.SegmentSize
+	return min(next, max(pos+1, s.log.Written()))
 }
 
 // dispatchRecord writes the queue entry of one record. It reports false when the entry could
@@ -162,6 +175,11 @@ func (s *Store) rebuildQueue(q *queue, upTo, want int64) error {
 	defer r.Close()
 	for pos := from; pos < upTo; {
 		rec, err := r.Next(pos)
+		var ce *commitlog.CorruptError
+		if errors.As(err, &ce) {
+			pos = s.skipDamage(r, pos, ce)
+			continue
+		}
 		if err != nil || rec.Pos >= upTo {
 			break
 		}

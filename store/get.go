@@ -97,6 +97,9 @@ func (s *Store) GetMessages(topic string, queueID int32, offset int64, maxMsgs i
 			return res, nil
 		}
 		var ce *cqueue.CorruptError
+		if errors.As(err, &ce) && n > 0 {
+			err = nil // serve the good entries first; the next read reports the bad one
+		}
 		if errors.As(err, &ce) {
 			s.lg.Error("corrupt consume queue entry: skipped", "topic", topic, "queue", queueID, "offset", ce.Offset, "err", err)
 			next, scanned, sawGone = ce.Offset+1, scanned+1, true

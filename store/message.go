@@ -201,7 +201,11 @@ func decodeFields(p []byte, storeTime int64, m *Message, str func([]byte) string
 		}
 	}
 	if bits&hasBornDelta != 0 {
-		m.BornTime = storeTime + d.varint()
+		delta := d.varint()
+		if d.err == nil && delta == 0 { // the encoder writes no field for a zero delta
+			d.fail("born time delta")
+		}
+		m.BornTime = storeTime + delta
 	}
 	if d.err != nil {
 		return d.err
@@ -305,6 +309,10 @@ func (d *decoder) host() netip.AddrPort {
 		return netip.AddrPort{}
 	}
 	a, _ := netip.AddrFromSlice(d.b[1 : 1+n])
+	if n == 16 && a.Is4In6() { // the encoder writes IPv4 as 4 bytes
+		d.fail("born host")
+		return netip.AddrPort{}
+	}
 	port := binary.BigEndian.Uint16(d.b[1+n:])
 	d.b = d.b[1+n+2:]
 	return netip.AddrPortFrom(a, port)

@@ -10,16 +10,19 @@ import (
 	"path/filepath"
 )
 
-// checkpointName is the file holding the last known durable position:
+// checkpointName is the file holding the last known durable position, twice:
 //
-//	i64 position (big-endian) | u32 crc32c of the 8 bytes
+//	2 x (i64 position (big-endian) | u32 crc32c of the 8 bytes)
 //
+// The first copy that verifies is used, so one damaged copy is not enough to lose it.
 // It is rewritten in place, at most every 100 ms after a flush and at Close, and fsynced only
 // at Open and Close: a stale checkpoint only makes recovery scan further, and one that fails
 // its CRC is ignored (recovery then scans from the first segment).
 const checkpointName = "checkpoint"
 
-const checkpointSize = 12
+const checkpointCopy = 12
+
+const checkpointSize = 2 * checkpointCopy
 
 // openCheckpoint opens (creating) the checkpoint file and returns the position it holds, or
 // -1 if it holds none.
@@ -31,17 +34,20 @@ func (l *Log) openCheckpoint() (int64, error) {
 	}
 	l.ckpt = f
 	var b [checkpointSize]byte
-	if _, err := f.ReadAt(b[:], 0); err != nil {
-		if errors.Is(err, io.EOF) {
-			return -1, nil
-		}
+	n, err := f.ReadAt(b[:], 0)
+	if err != nil && !errors.Is(err, io.EOF) {
 		return 0, fmt.Errorf("commitlog: read checkpoint: %w", err)
 	}
-	if crc32.Checksum(b[:8], castagnoli) != binary.BigEndian.Uint32(b[8:]) {
-		l.lg.Warn("checkpoint fails its checksum: recovering from the first segment")
-		return -1, nil
+	for c := 0; c+checkpointCopy <= n; c += checkpointCopy {
+		p := b[c : c+checkpointCopy]
+		if crc32.Checksum(p[:8], castagnoli) == binary.BigEndian.Uint32(p[8:]) {
+			return int64(binary.BigEndian.Uint64(p[:8])), nil
+		}
 	}
-	return int64(binary.BigEndian.Uint64(b[:8])), nil
+	if n > 0 {
+		l.lg.Warn("checkpoint fails its checksum: recovering from the first segment")
+	}
+	return -1, nil
 }
 
 func (l *Log) writeCheckpoint(pos int64, sync bool) error {
@@ -55,6 +61,7 @@ func (l *Log) writeCheckpoint(pos int64, sync bool) error {
 	var b [checkpointSize]byte
 	binary.BigEndian.PutUint64(b[:8], uint64(pos))
 	binary.BigEndian.PutUint32(b[8:], crc32.Checksum(b[:8], castagnoli))
+	copy(b[checkpointCopy:], b[:checkpointCopy])
 	if _, err := l.ckpt.WriteAt(b[:], 0); err != nil {
 		return fmt.Errorf("commitlog: write checkpoint: %w", err)
 	}

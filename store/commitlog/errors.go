@@ -33,6 +33,10 @@ type CorruptError struct {
 	Segment string // file name
 	Offset  int64  // byte offset within the segment file
 	Reason  string
+	// Next is where the damaged record claims to end (a position), when its length field
+	// decodes and fits in the segment; 0 otherwise. It is a hint: the length itself may be
+	// what is damaged, so a caller skipping there must check that a record starts there.
+	Next int64
 }
 
 func (e *CorruptError) Error() string {

@@ -65,7 +65,8 @@ func (s frameStatus) String() string {
 	}
 }
 
-// decodeFrame decodes the frame at the start of b. It never reads past len(b).
+// decodeFrame decodes the frame at the start of b. It never reads past len(b). With
+// frameBadCRC, size is the length the frame claims (which may itself be damaged).
 func decodeFrame(b []byte) (delta int64, payload []byte, size int, st frameStatus) {
 	if len(b) == 0 || b[0] == 0 {
 		return 0, nil, 0, frameEnd
@@ -84,7 +85,8 @@ func decodeFrame(b []byte) (delta int64, payload []byte, size int, st frameStatu
 	body := b[i+crcSize : i+crcSize+int(n)]
 	want := binary.BigEndian.Uint32(b[i:])
 	if crc32.Update(crc32.Checksum(b[:i], castagnoli), castagnoli, body) != want {
-		return 0, nil, 0, frameBadCRC
+		// The size is what the (possibly damaged) length field says: a hint, no more.
+		return 0, nil, i + crcSize + int(n), frameBadCRC
 	}
 	d, j := binary.Varint(body)
 	if j <= 0 {

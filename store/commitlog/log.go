@@ -230,6 +230,14 @@ func (l *Log) recover(segs []*segment, ckpt int64) ([]*segment, int64, error) {
 	if k == len(segs) { // the checkpoint is the very end of the last segment
 		return segs, start, nil
 	}
+	// Without a checkpoint the walk starts at the first segment, among data synced long ago:
+	// damage there is bit rot, not a torn write, and cutting the log at it would throw away
+	// every later record. Only the last two segments can hold data a power cut tore (a flush
+	// never leaves more than one segment boundary unsynced).
+	sealedBelow := 0
+	if ckpt < 0 {
+		sealedBelow = len(segs) - 2
+	}
 	for i := k; i < len(segs); i++ {
 		s := segs[i]
 		off := int64(HeaderSize)
@@ -245,6 +253,10 @@ func (l *Log) recover(segs []*segment, ckpt int64) ([]*segment, int64, error) {
 			next := segs[i+1]
 			if st == frameEnd && next.base == s.base+s.size && next.prevEnd == off {
 				continue // a clean roll
+			}
+			if i < sealedBelow && next.base == s.base+s.size && next.prevEnd > off {
+				l.lg.Error("damaged record in a sealed segment: its later records are reachable only through their queue entries", "segment", s.path, "offset", off, "reason", st.String())
+				continue
 			}
 			l.lg.Error("the log ends short of the next segment (a tail lost to a power cut, or damage): cutting here", "segment", s.path, "offset", off, "reason", st.String(), "next_expected", next.prevEnd)
 			for _, later := range segs[i+1:] {

@@ -112,7 +112,11 @@ func (r *Reader) read(pos int64) (Record, error) {
 	case frameEnd:
 		return Record{}, errSegmentEnd
 	default:
-		return Record{}, &CorruptError{Segment: s.path, Offset: off, Reason: st.String()}
+		ce := &CorruptError{Segment: s.path, Offset: off, Reason: st.String()}
+		if st == frameBadCRC {
+			ce.Next = pos + int64(n)
+		}
+		return Record{}, ce
 	}
 }
 
