@@ -1,0 +1,213 @@
+package edge
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestSendStoresAndReportsWhere(t *testing.T) {
+	b := openBroker(t, nil)
+	ctx := context.Background()
+	m := &Message{Topic: "Telemetry", Tags: "temp", Keys: "dev1", Body: []byte("21.5")}
+	res, err := b.Send(ctx, m, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.QueueOffset != 0 || res.Topic != "Telemetry" || len(res.MsgID) != 32 {
+		t.Fatalf("result %+v", res)
+	}
+	host, pos, err := ParseMessageID(res.MsgID)
+	if err != nil || pos != res.Pos || host != b.opts.StoreHost {
+		t.Fatalf("message id %s: %v %d %v", res.MsgID, host, pos, err)
+	}
+	cfg, ok := b.Topic("Telemetry")
+	if !ok || cfg.ReadQueues != 4 || cfg.WriteQueues != 4 || cfg.Perm != PermReadWrite {
+		t.Fatalf("auto-created topic %+v %v", cfg, ok)
+	}
+	// Round robin over the four queues.
+	seen := map[int32]bool{}
+	for i := 0; i < 4; i++ {
+		r, err := b.Send(ctx, &Message{Topic: "Telemetry", Body: []byte("x")}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen[r.QueueID] = true
+	}
+	if len(seen) != 4 {
+		t.Fatalf("round robin used queues %v", seen)
+	}
+	// A sharding key always lands on one queue.
+	q := int32(-1)
+	for i := 0; i < 10; i++ {
+		r, err := b.Send(ctx, &Message{Topic: "Orders", Body: []byte("o")}, ShardingKey("order-42"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if q >= 0 && r.QueueID != q {
+			t.Fatalf("sharding key moved from queue %d to %d", q, r.QueueID)
+		}
+		q = r.QueueID
+	}
+	if got := b.TopicStats("Telemetry"); got.MessagesIn != 5 || got.BytesIn != 8 {
+		t.Fatalf("stats %+v", got)
+	}
+}
+
+func TestSendBatchLandsOnOneQueueInOrder(t *testing.T) {
+	b := openBroker(t, nil)
+	var batch []*Message
+	for i := 0; i < 10; i++ {
+		batch = append(batch, &Message{Topic: "B", Body: []byte{byte(i)}})
+	}
+	res, err := b.SendBatch(context.Background(), batch, QueueID(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		if r.QueueID != 2 || r.QueueOffset != int64(i) {
+			t.Fatalf("message %d: %+v", i, r)
+		}
+	}
+}
+
+func TestSendBadInputChangesNothing(t *testing.T) {
+	b := openBroker(t, &Options{NoAutoCreateTopics: true, MaxMessageSize: 1000})
+	ctx := context.Background()
+	if err := b.CreateTopic(TopicConfig{Name: "T", WriteQueues: 2}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		m    *Message
+		sel  QueueSelector
+		want error
+	}{
+		{"empty topic", &Message{Topic: ""}, nil, ErrInvalidTopic},
+		{"bad character", &Message{Topic: "a b"}, nil, ErrInvalidTopic},
+		{"too long", &Message{Topic: strings.Repeat("t", 128)}, nil, ErrInvalidTopic},
+		{"DLQ topic", &Message{Topic: "%DLQ%g"}, nil, ErrInvalidTopic},
+		{"bare retry prefix", &Message{Topic: "%RETRY%"}, nil, ErrInvalidTopic},
+		{"schedule topic", &Message{Topic: ScheduleTopic}, nil, ErrInvalidTopic},
+		{"unknown topic", &Message{Topic: "Nope"}, nil, ErrTopicNotExist},
+		{"queue out of range", &Message{Topic: "T"}, QueueID(2), ErrInvalidQueue},
+		{"negative queue", &Message{Topic: "T"}, QueueID(-1), ErrInvalidQueue},
+		{"too large", &Message{Topic: "T", Body: make([]byte, 1001)}, nil, ErrMessageTooLarge},
+		{"bad delay", &Message{Topic: "T", Properties: map[string]string{PropertyDelayLevel: "x"}}, nil, ErrInvalidArgument},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := b.Send(ctx, tc.m, tc.sel); !errors.Is(err, tc.want) {
+				t.Fatalf("got %v, want %v", err, tc.want)
+			}
+		})
+	}
+	if n := b.st.Log().Written(); n != 64 {
+		t.Fatalf("log grew to %d after rejected sends", n)
+	}
+	if _, ok := b.Topic("Nope"); ok {
+		t.Fatal("rejected send created a topic")
+	}
+	if err := b.CreateTopic(TopicConfig{Name: "T"}); !errors.Is(err, ErrTopicExists) {
+		t.Fatalf("create existing: %v", err)
+	}
+	if err := b.UpdateTopic(TopicConfig{Name: "T", Perm: PermRead}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Send(ctx, &Message{Topic: "T"}, nil); !errors.Is(err, ErrNoPermission) {
+		t.Fatalf("send to read-only topic: %v", err)
+	}
+}
+
+func TestSendToRetryTopic(t *testing.T) {
+	b := openBroker(t, &Options{NoAutoCreateTopics: true})
+	res, err := b.Send(context.Background(), &Message{Topic: RetryTopic("g"), Body: []byte("again")}, nil)
+	if err != nil || res.QueueID != 0 {
+		t.Fatalf("send to retry topic: %+v %v", res, err)
+	}
+	if cfg, ok := b.Topic(RetryTopic("g")); !ok || cfg.WriteQueues != 1 {
+		t.Fatalf("retry topic %+v %v", cfg, ok)
+	}
+}
+
+func TestTopicsSurviveReopen(t *testing.T) {
+	dir := t.TempDir()
+	b := openBrokerAt(t, dir, nil)
+	if err := b.CreateTopic(TopicConfig{Name: "Kept", ReadQueues: 3, WriteQueues: 2, Order: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.CreateTopic(TopicConfig{Name: "Gone"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.DeleteTopic("Gone"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.CommitOffset("g", "Kept", 1, 7); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	b = openBrokerAt(t, dir, nil)
+	cfg, ok := b.Topic("Kept")
+	if !ok || cfg.ReadQueues != 3 || cfg.WriteQueues != 2 || !cfg.Order {
+		t.Fatalf("after reopen: %+v %v", cfg, ok)
+	}
+	if _, ok := b.Topic("Gone"); ok {
+		t.Fatal("deleted topic came back")
+	}
+	if off, err := b.QueryOffset("g", "Kept", 1); err != nil || off != 7 {
+		t.Fatalf("offset after reopen: %d %v", off, err)
+	}
+}
+
+func TestCompressedBodyComesBackWhole(t *testing.T) {
+	b := openBroker(t, &Options{CompressOver: 100})
+	body := []byte(strings.Repeat("temperature=21.5;", 100))
+	res, err := b.Send(context.Background(), &Message{Topic: "Z", Body: body}, QueueID(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, err := b.st.ReadMessage(res.Pos)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stored.SysFlag&SysFlagCompressed == 0 || len(stored.Body) >= len(body) {
+		t.Fatalf("stored body not compressed: %d bytes, sysflag %x", len(stored.Body), stored.SysFlag)
+	}
+	if err := b.decompress(stored); err != nil || string(stored.Body) != string(body) || stored.SysFlag != 0 {
+		t.Fatalf("decompressed: %v, %d bytes, sysflag %x", err, len(stored.Body), stored.SysFlag)
+	}
+}
+
+func TestClosedBroker(t *testing.T) {
+	b := openBroker(t, nil)
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Send(context.Background(), &Message{Topic: "T"}, nil); !errors.Is(err, ErrClosed) {
+		t.Fatalf("send after close: %v", err)
+	}
+	if err := b.Close(); !errors.Is(err, ErrClosed) {
+		t.Fatalf("second close: %v", err)
+	}
+}
+
+func TestManualClockTimers(t *testing.T) {
+	c := NewManualClock(time.Unix(0, 0))
+	t1 := c.NewTimer(time.Hour)
+	t2 := c.NewTimer(time.Minute)
+	c.Advance(2 * time.Minute)
+	select {
+	case <-t2.C():
+	default:
+		t.Fatal("minute timer did not fire")
+	}
+	select {
+	case <-t1.C():
+		t.Fatal("hour timer fired early")
+	default:
+	}
+	if !t1.Stop() || c.Timers() != 0 {
+		t.Fatal("Stop did not remove the timer")
+	}
+}

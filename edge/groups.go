@@ -1,0 +1,514 @@
+package edge
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/edgemq/edgemq/store"
+	"github.com/edgemq/edgemq/store/meta"
+)
+
+// maxGroupLen is the longest consumer group name: its retry topic %RETRY%<group> must fit in
+// the 255 characters of a system topic.
+const maxGroupLen = maxSystemTopicLen - len(RetryPrefix)
+
+// member is one client of a consumer group, as its last heartbeat told it.
+type member struct {
+	model       MessageModel
+	consumeType ConsumeType
+	fromWhere   string
+	subs        map[string]Subscription // by topic
+	last        time.Time               // last heartbeat
+	onChange    func(group string)
+}
+
+// consumerGroup is a group the broker has seen. It stays known when its last member leaves.
+type consumerGroup struct {
+	model   MessageModel // of the latest heartbeat
+	members map[string]*member
+}
+
+// groupRegistry is the client registry: consumer groups and their members, and producer
+// groups, kept up by heartbeats (RocketMQ's ConsumerManager and ProducerManager).
+//
+// Goroutines: run, the expiry loop, started by Open and stopped by Close; and the
+// notifier's delivery goroutines, at most one per (client, group) at a time, which run
+// waits for before it returns.
+type groupRegistry struct {
+	b         *Broker
+	mu        sync.RWMutex                    // guards groups and producers
+	groups    map[string]*consumerGroup       // every consumer group seen, stored ones included
+	producers map[string]map[string]time.Time // producer group -> client -> last heartbeat
+	notes     notifier
+}
+
+func newGroupRegistry(b *Broker) *groupRegistry {
+	g := &groupRegistry{b: b, groups: map[string]*consumerGroup{}, producers: map[string]map[string]time.Time{}}
+	g.notes.init()
+	stored, err := b.meta.Groups()
+	if err != nil {
+		// Not fatal: the groups are known again on their members' next heartbeat.
+		b.lg.Error("load consumer groups", "err", err)
+	}
+	for _, sg := range stored {
+		model := Clustering
+		if sg.BroadcastEnable {
+			model = Broadcasting
+		}
+		g.groups[sg.Name] = &consumerGroup{model: model, members: map[string]*member{}}
+	}
+	return g
+}
+
+// run drops members and producers not heard from for Options.HeartbeatTimeout, checking
+// every Options.HeartbeatCheckInterval, until the broker closes. It also drops expired queue
+// locks, which are as good as free. Before it returns it stops the notifier and waits for
+// callbacks in flight.
+func (g *groupRegistry) run() {
+	defer g.b.wg.Done()
+	defer g.notes.stop()
+	for {
+		t := g.b.clock.NewTimer(g.b.opts.HeartbeatCheckInterval)
+		select {
+		case <-g.b.done:
+			t.Stop()
+			return
+		case <-t.C():
+			now := g.b.clock.Now()
+			g.expire(now)
+			g.b.locks.expire(now)
+		}
+	}
+}
+
+// close releases the registry's state; every goroutine has stopped.
+func (g *groupRegistry) close() {
+	g.notes.stop() // no-op after run; Open may have failed before starting it
+	g.mu.Lock()
+	clear(g.groups)
+	clear(g.producers)
+	g.mu.Unlock()
+}
+
+// expire drops members and producers whose last heartbeat is more than HeartbeatTimeout
+// before now, and tells the remaining members of a changed group.
+func (g *groupRegistry) expire(now time.Time) {
+	timeout := g.b.opts.HeartbeatTimeout
+	var notes []note
+	g.mu.Lock()
+	for name, cg := range g.groups {
+		changed := false
+		for id, m := range cg.members {
+			if now.Sub(m.last) > timeout {
+				delete(cg.members, id)
+				changed = true
+				g.b.lg.Info("consumer expired", "group", name, "client", id, "last", m.last)
+			}
+		}
+		if changed {
+			notes = cg.notesLocked(name, "", notes)
+		}
+	}
+	for name, clients := range g.producers {
+		for id, last := range clients {
+			if now.Sub(last) > timeout {
+				delete(clients, id)
+			}
+		}
+		if len(clients) == 0 {
+			delete(g.producers, name)
+		}
+	}
+	g.mu.Unlock()
+	g.notes.post(notes)
+}
+
+// notesLocked appends a change notification for every member of cg except the client
+// except; none for a broadcasting group (RocketMQ notifies only clustering groups).
+func (cg *consumerGroup) notesLocked(group, except string, notes []note) []note {
+	if cg.model == Broadcasting {
+		return notes
+	}
+	for id, m := range cg.members {
+		if id != except && m.onChange != nil {
+			notes = append(notes, note{noteKey{id, group}, m.onChange})
+		}
+	}
+	return notes
+}
+
+// subscription returns the subscription to topic that group's members declared; when they
+// disagree, the one with the highest SubVersion.
+func (g *groupRegistry) subscription(group, topic string) (Subscription, bool) {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	cg, ok := g.groups[group]
+	if !ok {
+		return Subscription{}, false
+	}
+	var best Subscription
+	found := false
+	for _, m := range cg.members {
+		if s, ok := m.subs[topic]; ok && (!found || s.SubVersion > best.SubVersion) {
+			best, found = s, true
+		}
+	}
+	return best, found
+}
+
+// validateGroup checks a group name: 1 to maxLen characters of [A-Za-z0-9_%|-], RocketMQ's
+// rule for group names (Validators.checkGroup).
+func validateGroup(name string, maxLen int) error {
+	if err := validateName(name, maxLen); err != nil {
+		return fmt.Errorf("%w: group %q must be 1 to %d characters of A-Z a-z 0-9 _ - %% |", ErrInvalidArgument, name, maxLen)
+	}
+	return nil
+}
+
+// validateSubscribedTopic accepts the topics a consumer may subscribe to: user topics, and
+// retry and dead-letter topics.
+func validateSubscribedTopic(name string) error {
+	if strings.HasPrefix(name, RetryPrefix) || strings.HasPrefix(name, DLQPrefix) {
+		return validateName(name, maxSystemTopicLen)
+	}
+	return ValidateTopic(name)
+}
+
+func validateHeartbeat(hb *Heartbeat) error {
+	if hb.ClientID == "" {
+		return fmt.Errorf("%w: empty client id", ErrInvalidArgument)
+	}
+	for _, p := range hb.Producers {
+		if err := validateGroup(p, maxSystemTopicLen); err != nil {
+			return fmt.Errorf("producer %w", err)
+		}
+	}
+	for _, cd := range hb.Consumers {
+		if err := validateGroup(cd.Group, maxGroupLen); err != nil {
+			return fmt.Errorf("consumer %w", err)
+		}
+		if cd.Model != Clustering && cd.Model != Broadcasting {
+			return fmt.Errorf("%w: group %q: message model %d", ErrInvalidArgument, cd.Group, cd.Model)
+		}
+		if cd.ConsumeType != ConsumePassively && cd.ConsumeType != ConsumeActively {
+			return fmt.Errorf("%w: group %q: consume type %d", ErrInvalidArgument, cd.Group, cd.ConsumeType)
+		}
+		for _, s := range cd.Subscriptions {
+			if err := validateSubscribedTopic(s.Topic); err != nil {
+				return fmt.Errorf("group %q subscription: %w", cd.Group, err)
+			}
+			if _, err := store.ParseTagFilter(s.Expression); err != nil {
+				return fmt.Errorf("%w: group %q topic %q: %v", ErrInvalidArgument, cd.Group, s.Topic, err)
+			}
+		}
+	}
+	return nil
+}
+
+// Heartbeat registers hb.ClientID as a member of each of hb.Consumers' groups, with its
+// message model, consume type, consume-from-where and subscriptions, and as a producer of
+// each of hb.Producers; each registration lives Options.HeartbeatTimeout from now.
+//
+// A stored subscription to a topic is replaced only by one with a SubVersion at least as
+// high; topics missing from the heartbeat are dropped from the member. The first heartbeat
+// of a clustering group creates its retry topic %RETRY%<group>; a group seen for the first
+// time gets a stored config (consume enabled, one retry queue, Options.MaxReconsumeTimes).
+// When a heartbeat adds a member to a clustering group or changes a member's topics or
+// expressions, every other member's OnChange is called.
+//
+// Errors: ErrInvalidArgument for an empty client id, a bad group name (1 to 248 characters
+// of A-Z a-z 0-9 _ - % |; 255 for producer groups), model or consume type, or a tag
+// expression that does not parse; ErrInvalidTopic for a subscribed topic that is not a
+// valid user, retry or dead-letter topic. Nothing changes on error.
+func (b *Broker) Heartbeat(hb Heartbeat) error {
+	if err := b.check(); err != nil {
+		return err
+	}
+	if err := validateHeartbeat(&hb); err != nil {
+		return err
+	}
+	g := b.groups
+	for _, cd := range hb.Consumers {
+		if cd.Model == Clustering {
+			if _, err := b.topics.ensure(RetryTopic(cd.Group)); err != nil {
+				return fmt.Errorf("edge: create retry topic of group %q: %w", cd.Group, err)
+			}
+		}
+		g.mu.RLock()
+		_, known := g.groups[cd.Group]
+		g.mu.RUnlock()
+		if !known {
+			if err := b.storeGroup(cd); err != nil {
+				return err
+			}
+		}
+	}
+
+	now := b.clock.Now()
+	var notes []note
+	g.mu.Lock()
+	for _, cd := range hb.Consumers {
+		cg, ok := g.groups[cd.Group]
+		if !ok {
+			cg = &consumerGroup{members: map[string]*member{}}
+			g.groups[cd.Group] = cg
+		}
+		cg.model = cd.Model
+		m, ok := cg.members[hb.ClientID]
+		changed := !ok
+		if !ok {
+			m = &member{subs: map[string]Subscription{}}
+			cg.members[hb.ClientID] = m
+		}
+		m.model, m.consumeType, m.fromWhere, m.last, m.onChange = cd.Model, cd.ConsumeType, cd.FromWhere, now, hb.OnChange
+		if m.updateSubs(cd.Subscriptions) {
+			changed = true
+		}
+		if changed {
+			notes = cg.notesLocked(cd.Group, hb.ClientID, notes)
+		}
+	}
+	for _, p := range hb.Producers {
+		clients, ok := g.producers[p]
+		if !ok {
+			clients = map[string]time.Time{}
+			g.producers[p] = clients
+		}
+		clients[hb.ClientID] = now
+	}
+	g.mu.Unlock()
+	g.notes.post(notes)
+	return nil
+}
+
+// storeGroup writes the default config of a group new to this process, unless one is stored.
+func (b *Broker) storeGroup(cd ConsumerData) error {
+	if _, ok, err := b.meta.Group(cd.Group); err != nil {
+		return fmt.Errorf("edge: load group %q: %w", cd.Group, err)
+	} else if ok {
+		return nil
+	}
+	err := b.meta.PutGroup(meta.Group{Name: cd.Group, ConsumeEnable: true, BroadcastEnable: cd.Model == Broadcasting,
+		RetryQueues: 1, MaxReconsumeTimes: b.opts.MaxReconsumeTimes, ConsumeFromMinEnable: true})
+	if err != nil {
+		return fmt.Errorf("edge: store group %q: %w", cd.Group, err)
+	}
+	return nil
+}
+
+// updateSubs makes subs the member's subscriptions, keeping a stored one that has a higher
+// SubVersion, and reports whether a topic or an expression changed.
+func (m *member) updateSubs(subs []Subscription) bool {
+	next := make(map[string]Subscription, len(subs))
+	for _, s := range subs {
+		if old, ok := next[s.Topic]; ok && old.SubVersion > s.SubVersion {
+			continue
+		}
+		if old, ok := m.subs[s.Topic]; ok && old.SubVersion > s.SubVersion {
+			s = old
+		}
+		next[s.Topic] = s
+	}
+	changed := !maps.EqualFunc(m.subs, next, func(a, b Subscription) bool { return a.Expression == b.Expression })
+	m.subs = next
+	return changed
+}
+
+// Unregister removes clientID from group, or from all its groups when group is "", as a
+// producer and as a consumer, and frees the queue locks it holds in them; the group's other
+// members are told. The remoting layer calls it when a client's connection closes
+// (RocketMQ's Go client never sends UNREGISTER_CLIENT). Unknown clients and groups are no
+// error.
+func (b *Broker) Unregister(clientID, group string) error {
+	if err := b.check(); err != nil {
+		return err
+	}
+	if clientID == "" {
+		return fmt.Errorf("%w: empty client id", ErrInvalidArgument)
+	}
+	g := b.groups
+	var notes []note
+	g.mu.Lock()
+	for name, cg := range g.groups {
+		if group != "" && name != group {
+			continue
+		}
+		if _, ok := cg.members[clientID]; ok {
+			delete(cg.members, clientID)
+			notes = cg.notesLocked(name, clientID, notes)
+		}
+	}
+	for name, clients := range g.producers {
+		if group != "" && name != group {
+			continue
+		}
+		delete(clients, clientID)
+		if len(clients) == 0 {
+			delete(g.producers, name)
+		}
+	}
+	g.mu.Unlock()
+	b.locks.releaseClient(group, clientID)
+	g.notes.post(notes)
+	return nil
+}
+
+// ConsumerIDs returns the sorted client ids of group's members (RocketMQ's
+// GET_CONSUMER_LIST_BY_GROUP). A known group without members has none; a group the broker
+// has never seen gets ErrGroupNotExist.
+func (b *Broker) ConsumerIDs(group string) ([]string, error) {
+	if err := b.check(); err != nil {
+		return nil, err
+	}
+	if group == "" {
+		return nil, fmt.Errorf("%w: empty consumer group", ErrInvalidArgument)
+	}
+	g := b.groups
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	cg, ok := g.groups[group]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrGroupNotExist, group)
+	}
+	return slices.Sorted(maps.Keys(cg.members)), nil
+}
+
+// Members returns group's members sorted by client id, each with its subscriptions sorted by
+// topic. Errors as ConsumerIDs.
+func (b *Broker) Members(group string) ([]Member, error) {
+	if err := b.check(); err != nil {
+		return nil, err
+	}
+	if group == "" {
+		return nil, fmt.Errorf("%w: empty consumer group", ErrInvalidArgument)
+	}
+	g := b.groups
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	cg, ok := g.groups[group]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrGroupNotExist, group)
+	}
+	out := make([]Member, 0, len(cg.members))
+	for _, id := range slices.Sorted(maps.Keys(cg.members)) {
+		m := cg.members[id]
+		subs := slices.SortedFunc(maps.Values(m.subs), func(a, b Subscription) int { return strings.Compare(a.Topic, b.Topic) })
+		out = append(out, Member{ClientID: id, Model: m.model, ConsumeType: m.consumeType, FromWhere: m.fromWhere,
+			Subscriptions: subs, LastHeartbeat: m.last})
+	}
+	return out, nil
+}
+
+// Groups returns the names of the consumer groups the broker knows, sorted: those seen in a
+// heartbeat and those stored from earlier runs.
+func (b *Broker) Groups() []string {
+	g := b.groups
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	return slices.Sorted(maps.Keys(g.groups))
+}
+
+// ProducerGroups returns the sorted names of the producer groups with a live producer.
+func (b *Broker) ProducerGroups() []string {
+	g := b.groups
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	return slices.Sorted(maps.Keys(g.producers))
+}
+
+// Producers returns the sorted client ids of group's live producers.
+func (b *Broker) Producers(group string) []string {
+	g := b.groups
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	return slices.Sorted(maps.Keys(g.producers[group]))
+}
+
+// noteKey is what notifications coalesce on: one client's view of one group.
+type noteKey struct{ client, group string }
+
+type note struct {
+	key noteKey
+	fn  func(group string)
+}
+
+// notifier delivers OnChange callbacks without holding the registry lock and without
+// blocking the caller. A key has at most one delivery goroutine; changes that come while
+// its callback runs are coalesced into one more call, so a slow client costs one goroutine
+// and no queue.
+type notifier struct {
+	mu      sync.Mutex // guards the fields below
+	stopped bool
+	busy    map[noteKey]bool               // a delivery goroutine runs for the key
+	again   map[noteKey]func(group string) // call once more when the running one returns
+	idle    *sync.Cond                     // broadcast when busy empties
+	wg      sync.WaitGroup                 // delivery goroutines
+}
+
+func (n *notifier) init() {
+	n.busy = map[noteKey]bool{}
+	n.again = map[noteKey]func(string){}
+	n.idle = sync.NewCond(&n.mu)
+}
+
+// post schedules the notes' callbacks; dropped once the notifier has stopped.
+func (n *notifier) post(notes []note) {
+	if len(notes) == 0 {
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.stopped {
+		return
+	}
+	for _, nt := range notes {
+		if n.busy[nt.key] {
+			n.again[nt.key] = nt.fn
+			continue
+		}
+		n.busy[nt.key] = true
+		n.wg.Add(1)
+		go n.deliver(nt)
+	}
+}
+
+func (n *notifier) deliver(nt note) {
+	defer n.wg.Done()
+	for {
+		nt.fn(nt.key.group)
+		n.mu.Lock()
+		fn, ok := n.again[nt.key]
+		delete(n.again, nt.key)
+		if !ok || n.stopped {
+			delete(n.busy, nt.key)
+			if len(n.busy) == 0 {
+				n.idle.Broadcast()
+			}
+			n.mu.Unlock()
+			return
+		}
+		n.mu.Unlock()
+		nt.fn = fn
+	}
+}
+
+// wait returns once no callback runs or is due. For tests.
+func (n *notifier) wait() {
+	n.mu.Lock()
+	for len(n.busy) > 0 {
+		n.idle.Wait()
+	}
+	n.mu.Unlock()
+}
+
+// stop drops later notes and waits for the callbacks in flight.
+func (n *notifier) stop() {
+	n.mu.Lock()
+	n.stopped = true
+	n.mu.Unlock()
+	n.wg.Wait()
+}

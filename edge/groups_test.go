@@ -1,0 +1,567 @@
+package edge
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+var grpT0 = time.Date(2024, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// grpClockBroker opens a broker on a ManualClock with a 30 s heartbeat timeout checked every second.
+func grpClockBroker(t *testing.T) (*Broker, *ManualClock) {
+	t.Helper()
+	c := NewManualClock(grpT0)
+	b := openBroker(t, &Options{Clock: c, HeartbeatTimeout: 30 * time.Second, HeartbeatCheckInterval: time.Second})
+	return b, c
+}
+
+// grpChanges records a client's OnChange calls.
+type grpChanges chan string
+
+func newGrpChanges() grpChanges { return make(grpChanges, 100) }
+
+func (c grpChanges) onChange(group string) { c <- group }
+
+// want waits (bounded) for a notification about group.
+func (c grpChanges) want(t *testing.T, group string) {
+	t.Helper()
+	select {
+	case g := <-c:
+		if g != group {
+			t.Fatalf("OnChange(%q), want OnChange(%q)", g, group)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("no OnChange(%q) within 5 s", group)
+	}
+}
+
+// none checks that no notification was delivered; call it after b.groups.notes.wait().
+func (c grpChanges) none(t *testing.T) {
+	t.Helper()
+	select {
+	case g := <-c:
+		t.Fatalf("unexpected OnChange(%q)", g)
+	default:
+	}
+}
+
+func hbConsumer(group string, subs ...Subscription) ConsumerData {
+	return ConsumerData{Group: group, Model: Clustering, FromWhere: "CONSUME_FROM_LAST_OFFSET", Subscriptions: subs}
+}
+
+func hbSub(topic, expr string, version int64) Subscription {
+	return Subscription{Topic: topic, Expression: expr, SubVersion: version}
+}
+
+func mustHeartbeat(t *testing.T, b *Broker, hb Heartbeat) {
+	t.Helper()
+	if err := b.Heartbeat(hb); err != nil {
+		t.Fatalf("Heartbeat(%s): %v", hb.ClientID, err)
+	}
+}
+
+func consumerIDs(t *testing.T, b *Broker, group string) []string {
+	t.Helper()
+	ids, err := b.ConsumerIDs(group)
+	if err != nil {
+		t.Fatalf("ConsumerIDs(%q): %v", group, err)
+	}
+	return ids
+}
+
+func TestHeartbeatRegisters(t *testing.T) {
+	b, c := grpClockBroker(t)
+	hb := Heartbeat{ClientID: "10.0.0.1@1", Producers: []string{"pg"},
+		Consumers: []ConsumerData{hbConsumer("g", hbSub("Telemetry", "temp || hum", 7), hbSub("%RETRY%g", "*", 7))}}
+	hb.Consumers[0].ConsumeType = ConsumeActively
+	mustHeartbeat(t, b, hb)
+
+	ms, err := b.Members("g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Member{ClientID: "10.0.0.1@1", Model: Clustering, ConsumeType: ConsumeActively, FromWhere: "CONSUME_FROM_LAST_OFFSET",
+		Subscriptions: []Subscription{hbSub("%RETRY%g", "*", 7), hbSub("Telemetry", "temp || hum", 7)}, LastHeartbeat: grpT0}
+	if len(ms) != 1 || !grpEqualMember(ms[0], want) {
+		t.Fatalf("Members = %+v, want [%+v]", ms, want)
+	}
+	if got := b.Groups(); !slices.Equal(got, []string{"g"}) {
+		t.Fatalf("Groups = %v, want [g]", got)
+	}
+	if got := b.ProducerGroups(); !slices.Equal(got, []string{"pg"}) {
+		t.Fatalf("ProducerGroups = %v, want [pg]", got)
+	}
+	if got := b.Producers("pg"); !slices.Equal(got, []string{"10.0.0.1@1"}) {
+		t.Fatalf("Producers(pg) = %v", got)
+	}
+	if s, ok := b.groups.subscription("g", "Telemetry"); !ok || s.Expression != "temp || hum" {
+		t.Fatalf("subscription = %+v, %v", s, ok)
+	}
+	if _, ok := b.groups.subscription("g", "Other"); ok {
+		t.Fatal("subscription to a topic nobody subscribed")
+	}
+
+	// The group's config is stored the first time, and not overwritten later.
+	cfg, ok, err := b.meta.Group("g")
+	if err != nil || !ok || !cfg.ConsumeEnable || cfg.RetryQueues != 1 || cfg.MaxReconsumeTimes != 16 || cfg.BroadcastEnable {
+		t.Fatalf("stored group %+v, %v, %v", cfg, ok, err)
+	}
+	cfg.MaxReconsumeTimes = 3
+	if err := b.meta.PutGroup(cfg); err != nil {
+		t.Fatal(err)
+	}
+
+	// A later heartbeat refreshes LastHeartbeat.
+	c.Advance(10 * time.Second)
+	mustHeartbeat(t, b, hb)
+	ms, _ = b.Members("g")
+	if !ms[0].LastHeartbeat.Equal(grpT0.Add(10 * time.Second)) {
+		t.Fatalf("LastHeartbeat = %v, want %v", ms[0].LastHeartbeat, grpT0.Add(10*time.Second))
+	}
+	if cfg, _, _ := b.meta.Group("g"); cfg.MaxReconsumeTimes != 3 {
+		t.Fatalf("heartbeat overwrote the stored group config: %+v", cfg)
+	}
+}
+
+func TestGroupsKnownAfterReopen(t *testing.T) {
+	dir := t.TempDir()
+	b := openBrokerAt(t, dir, nil)
+	mustHeartbeat(t, b, Heartbeat{ClientID: "a", Consumers: []ConsumerData{hbConsumer("g")}})
+	cfg, _, _ := b.meta.Group("g")
+	cfg.MaxReconsumeTimes = 5
+	if err := b.meta.PutGroup(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b = openBrokerAt(t, dir, nil)
+	if ids, err := b.ConsumerIDs("g"); err != nil || len(ids) != 0 {
+		t.Fatalf("ConsumerIDs(g) after reopen = %v, %v; want [], nil", ids, err)
+	}
+	mustHeartbeat(t, b, Heartbeat{ClientID: "a", Consumers: []ConsumerData{hbConsumer("g")}})
+	if cfg, _, _ := b.meta.Group("g"); cfg.MaxReconsumeTimes != 5 {
+		t.Fatalf("heartbeat after reopen overwrote the stored group config: %+v", cfg)
+	}
+}
+
+func grpEqualMember(a, b Member) bool {
+	return a.ClientID == b.ClientID && a.Model == b.Model && a.ConsumeType == b.ConsumeType && a.FromWhere == b.FromWhere &&
+		slices.Equal(a.Subscriptions, b.Subscriptions) && a.LastHeartbeat.Equal(b.LastHeartbeat)
+}
+
+func TestConsumerIDsSorted(t *testing.T) {
+	b := openBroker(t, nil)
+	for _, id := range []string{"c@3", "a@1", "b@2"} {
+		mustHeartbeat(t, b, Heartbeat{ClientID: id, Consumers: []ConsumerData{hbConsumer("g", hbSub("T", "*", 1))}})
+	}
+	if got, want := consumerIDs(t, b, "g"), []string{"a@1", "b@2", "c@3"}; !slices.Equal(got, want) {
+		t.Fatalf("ConsumerIDs = %v, want %v", got, want)
+	}
+	if _, err := b.ConsumerIDs("never"); !errors.Is(err, ErrGroupNotExist) {
+		t.Fatalf("ConsumerIDs(never) err = %v, want ErrGroupNotExist", err)
+	}
+	if _, err := b.Members("never"); !errors.Is(err, ErrGroupNotExist) {
+		t.Fatalf("Members(never) err = %v, want ErrGroupNotExist", err)
+	}
+	if _, err := b.ConsumerIDs(""); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("ConsumerIDs(\"\") err = %v, want ErrInvalidArgument", err)
+	}
+}
+
+func TestRetryTopicOnlyForClustering(t *testing.T) {
+	b := openBroker(t, nil)
+	bc := hbConsumer("bcast", hbSub("T", "*", 1))
+	bc.Model = Broadcasting
+	mustHeartbeat(t, b, Heartbeat{ClientID: "a", Consumers: []ConsumerData{hbConsumer("clu", hbSub("T", "*", 1)), bc}})
+	cfg, ok := b.Topic(RetryTopic("clu"))
+	if !ok || cfg.ReadQueues != 1 || cfg.WriteQueues != 1 || cfg.Perm != PermReadWrite {
+		t.Fatalf("retry topic of a clustering group: %+v, %v", cfg, ok)
+	}
+	if _, ok := b.Topic(RetryTopic("bcast")); ok {
+		t.Fatal("a broadcasting group got a retry topic")
+	}
+	if g, _, _ := b.meta.Group("bcast"); !g.BroadcastEnable {
+		t.Fatalf("stored broadcasting group %+v", g)
+	}
+}
+
+func TestSubscriptionReplacedOnlyByNewerVersion(t *testing.T) {
+	b := openBroker(t, nil)
+	hb := func(client string, s Subscription) {
+		mustHeartbeat(t, b, Heartbeat{ClientID: client, Consumers: []ConsumerData{hbConsumer("g", s)}})
+	}
+	expr := func() string {
+		s, ok := b.groups.subscription("g", "T")
+		if !ok {
+			t.Fatal("no subscription")
+		}
+		return s.Expression
+	}
+	hb("a", hbSub("T", "A", 10))
+	hb("a", hbSub("T", "B", 5))
+	if got := expr(); got != "A" {
+		t.Fatalf("after an older version: %q, want A", got)
+	}
+	hb("a", hbSub("T", "C", 10))
+	if got := expr(); got != "C" {
+		t.Fatalf("after the same version: %q, want C", got)
+	}
+	hb("a", hbSub("T", "D", 11))
+	if got := expr(); got != "D" {
+		t.Fatalf("after a newer version: %q, want D", got)
+	}
+	// Members that disagree: the highest version wins, whoever declared it.
+	hb("b", hbSub("T", "E", 20))
+	if got := expr(); got != "E" {
+		t.Fatalf("members disagree: %q, want E (version 20)", got)
+	}
+	hb("c", hbSub("T", "F", 15))
+	if got := expr(); got != "E" {
+		t.Fatalf("members disagree: %q, want E (version 20)", got)
+	}
+	// A topic left out of a heartbeat is no longer subscribed.
+	mustHeartbeat(t, b, Heartbeat{ClientID: "b", Consumers: []ConsumerData{hbConsumer("g")}})
+	if got := expr(); got != "F" {
+		t.Fatalf("after b dropped T: %q, want F", got)
+	}
+}
+
+func TestOnChange(t *testing.T) {
+	b, _ := grpClockBroker(t)
+	ca, cb, cc := newGrpChanges(), newGrpChanges(), newGrpChanges()
+	a := Heartbeat{ClientID: "a", Consumers: []ConsumerData{hbConsumer("g", hbSub("T", "*", 1))}, OnChange: ca.onChange}
+	bb := Heartbeat{ClientID: "b", Consumers: []ConsumerData{hbConsumer("g", hbSub("T", "*", 1))}, OnChange: cb.onChange}
+	cl := Heartbeat{ClientID: "c", Consumers: []ConsumerData{hbConsumer("g", hbSub("T", "*", 1))}, OnChange: cc.onChange}
+	settle := func() { b.groups.notes.wait() }
+
+	mustHeartbeat(t, b, a)
+	settle()
+	ca.none(t)
+
+	// Join: the others hear of it, the newcomer does not.
+	mustHeartbeat(t, b, bb)
+	ca.want(t, "g")
+	settle()
+	cb.none(t)
+
+	// A heartbeat that changes nothing announces nothing.
+	mustHeartbeat(t, b, a)
+	mustHeartbeat(t, b, bb)
+	settle()
+	ca.none(t)
+	cb.none(t)
+
+	// A subscription change.
+	bb.Consumers = []ConsumerData{hbConsumer("g", hbSub("T", "X", 2))}
+	mustHeartbeat(t, b, bb)
+	ca.want(t, "g")
+	settle()
+	cb.none(t)
+
+	// A new topic is a change too.
+	bb.Consumers = []ConsumerData{hbConsumer("g", hbSub("T", "X", 2), hbSub("U", "*", 2))}
+	mustHeartbeat(t, b, bb)
+	ca.want(t, "g")
+	settle()
+	cb.none(t)
+
+	// Leave.
+	mustHeartbeat(t, b, cl)
+	ca.want(t, "g")
+	cb.want(t, "g")
+	if err := b.Unregister("c", "g"); err != nil {
+		t.Fatal(err)
+	}
+	ca.want(t, "g")
+	cb.want(t, "g")
+	settle()
+	cc.none(t)
+	if got := consumerIDs(t, b, "g"); !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("after Unregister: %v, want [a b]", got)
+	}
+}
+
+func TestOnChangeOnExpiry(t *testing.T) {
+	b, c := grpClockBroker(t)
+	ca, cb := newGrpChanges(), newGrpChanges()
+	a := Heartbeat{ClientID: "a", Consumers: []ConsumerData{hbConsumer("g", hbSub("T", "*", 1))}, OnChange: ca.onChange}
+	bb := Heartbeat{ClientID: "b", Consumers: []ConsumerData{hbConsumer("g", hbSub("T", "*", 1))}, OnChange: cb.onChange}
+	mustHeartbeat(t, b, a)
+	mustHeartbeat(t, b, bb)
+	ca.want(t, "g")
+
+	// b keeps its heartbeats up, a goes silent. Advance in check-interval steps, so that the
+	// expiry loop's timer is due whenever it was set.
+	deadline := time.After(10 * time.Second)
+	for expired := false; !expired; {
+		c.Advance(time.Second)
+		mustHeartbeat(t, b, bb)
+		select {
+		case g := <-cb:
+			if g != "g" {
+				t.Fatalf("OnChange(%q), want g", g)
+			}
+			expired = true
+		case <-deadline:
+			t.Fatal("a never expired")
+		case <-time.After(time.Millisecond):
+		}
+	}
+	if elapsed := c.Now().Sub(grpT0); elapsed <= 30*time.Second {
+		t.Fatalf("a expired after %v, before the 30 s timeout", elapsed)
+	}
+	if got := consumerIDs(t, b, "g"); !slices.Equal(got, []string{"b"}) {
+		t.Fatalf("after a expired: %v, want [b]", got)
+	}
+	b.groups.notes.wait()
+	ca.none(t)
+}
+
+func TestNoOnChangeInBroadcastingGroups(t *testing.T) {
+	b, c := grpClockBroker(t)
+	ca, cb := newGrpChanges(), newGrpChanges()
+	bc := func(client string, cb grpChanges, expr string) Heartbeat {
+		cd := hbConsumer("g", hbSub("T", expr, 1))
+		cd.Model = Broadcasting
+		return Heartbeat{ClientID: client, Consumers: []ConsumerData{cd}, OnChange: cb.onChange}
+	}
+	mustHeartbeat(t, b, bc("a", ca, "*"))
+	mustHeartbeat(t, b, bc("b", cb, "*"))         // join
+	mustHeartbeat(t, b, bc("b", cb, "X"))         // subscription change
+	if err := b.Unregister("b", ""); err != nil { // leave
+		t.Fatal(err)
+	}
+	mustHeartbeat(t, b, bc("b", cb, "*"))
+	deadline := time.Now().Add(5 * time.Second)
+	for len(consumerIDs(t, b, "g")) > 1 { // b expires first
+		if time.Now().After(deadline) {
+			t.Fatal("b never expired")
+		}
+		c.Advance(time.Second)
+		mustHeartbeat(t, b, bc("a", ca, "*"))
+		time.Sleep(time.Millisecond)
+	}
+	for len(consumerIDs(t, b, "g")) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("members never expired")
+		}
+		c.Advance(time.Second)
+		time.Sleep(time.Millisecond)
+	}
+	b.groups.notes.wait()
+	ca.none(t)
+	cb.none(t)
+}
+
+func TestBlockedOnChangeDoesNotBlockHeartbeat(t *testing.T) {
+	b := openBroker(t, nil)
+	release := make(chan struct{})
+	stuck := make(chan struct{})
+	var mu sync.Mutex
+	n := 0
+	slow := func(string) {
+		mu.Lock()
+		n++
+		first := n == 1
+		mu.Unlock()
+		if first {
+			close(stuck)
+			<-release
+		}
+	}
+	mustHeartbeat(t, b, Heartbeat{ClientID: "slow", Consumers: []ConsumerData{hbConsumer("g")}, OnChange: slow})
+
+	// x's join gets slow's callback stuck; 200 more changes follow while it is.
+	done := make(chan error, 1)
+	go func() {
+		if err := b.Heartbeat(Heartbeat{ClientID: "x", Consumers: []ConsumerData{hbConsumer("g")}}); err != nil {
+			done <- err
+			return
+		}
+		for i := 0; i < 100; i++ {
+			id := fmt.Sprintf("c%d", i)
+			if err := b.Heartbeat(Heartbeat{ClientID: id, Consumers: []ConsumerData{hbConsumer("g")}}); err != nil {
+				done <- err
+				return
+			}
+			if err := b.Unregister(id, "g"); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		close(release)
+		t.Fatal("heartbeats blocked behind a stuck OnChange")
+	}
+	select {
+	case <-stuck:
+	case <-time.After(5 * time.Second):
+		t.Fatal("OnChange was never called")
+	}
+	close(release)
+	b.groups.notes.wait()
+	// The changes that came while the callback was stuck are coalesced into one more call.
+	mu.Lock()
+	defer mu.Unlock()
+	if n != 2 {
+		t.Fatalf("slow client got %d calls, want 2 (the stuck one and one for all changes since)", n)
+	}
+}
+
+func TestUnregister(t *testing.T) {
+	b := openBroker(t, nil)
+	mustHeartbeat(t, b, Heartbeat{ClientID: "a", Producers: []string{"p"}, Consumers: []ConsumerData{hbConsumer("g1"), hbConsumer("g2")}})
+	mustHeartbeat(t, b, Heartbeat{ClientID: "b", Consumers: []ConsumerData{hbConsumer("g1"), hbConsumer("g2")}})
+	if err := b.Unregister("a", "g1"); err != nil {
+		t.Fatal(err)
+	}
+	if got := consumerIDs(t, b, "g1"); !slices.Equal(got, []string{"b"}) {
+		t.Fatalf("g1 = %v, want [b]", got)
+	}
+	if got := consumerIDs(t, b, "g2"); !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("g2 = %v, want [a b]", got)
+	}
+	if err := b.Unregister("a", ""); err != nil {
+		t.Fatal(err)
+	}
+	if got := consumerIDs(t, b, "g2"); !slices.Equal(got, []string{"b"}) {
+		t.Fatalf("g2 = %v, want [b]", got)
+	}
+	if got := b.ProducerGroups(); len(got) != 0 {
+		t.Fatalf("producer groups after Unregister: %v", got)
+	}
+	if err := b.Unregister("nobody", ""); err != nil {
+		t.Fatalf("Unregister of an unknown client: %v", err)
+	}
+	if err := b.Unregister("", "g1"); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("Unregister(\"\") err = %v, want ErrInvalidArgument", err)
+	}
+}
+
+func TestHeartbeatBadInput(t *testing.T) {
+	long := strings.Repeat("g", maxGroupLen+1)
+	bad := func(f func(cd *ConsumerData)) Heartbeat {
+		good := hbConsumer("ok", hbSub("T", "*", 1))
+		cd := hbConsumer("g", hbSub("T", "A || B", 1))
+		f(&cd)
+		return Heartbeat{ClientID: "c", Producers: []string{"p"}, Consumers: []ConsumerData{good, cd}}
+	}
+	cases := []struct {
+		name string
+		hb   Heartbeat
+		want error
+	}{
+		{"empty client id", Heartbeat{Consumers: []ConsumerData{hbConsumer("g")}}, ErrInvalidArgument},
+		{"empty group", bad(func(cd *ConsumerData) { cd.Group = "" }), ErrInvalidArgument},
+		{"group with a space", bad(func(cd *ConsumerData) { cd.Group = "my group" }), ErrInvalidArgument},
+		{"group with a control char", bad(func(cd *ConsumerData) { cd.Group = "g\n" }), ErrInvalidArgument},
+		{"group too long for its retry topic", bad(func(cd *ConsumerData) { cd.Group = long }), ErrInvalidArgument},
+		{"bad producer group", Heartbeat{ClientID: "c", Producers: []string{"p", "a b"}}, ErrInvalidArgument},
+		{"bad model", bad(func(cd *ConsumerData) { cd.Model = 7 }), ErrInvalidArgument},
+		{"bad consume type", bad(func(cd *ConsumerData) { cd.ConsumeType = 9 }), ErrInvalidArgument},
+		{"bad topic", bad(func(cd *ConsumerData) { cd.Subscriptions[0].Topic = "a/b" }), ErrInvalidTopic},
+		{"empty topic", bad(func(cd *ConsumerData) { cd.Subscriptions[0].Topic = "" }), ErrInvalidTopic},
+		{"reserved topic", bad(func(cd *ConsumerData) { cd.Subscriptions[0].Topic = DefaultTopic }), ErrInvalidTopic},
+		{"bad expression", bad(func(cd *ConsumerData) { cd.Subscriptions[0].Expression = "A ||" }), ErrInvalidArgument},
+	}
+	b := openBroker(t, nil)
+	topics := len(b.Topics())
+	for _, tc := range cases {
+		if err := b.Heartbeat(tc.hb); !errors.Is(err, tc.want) {
+			t.Errorf("%s: err = %v, want %v", tc.name, err, tc.want)
+		}
+	}
+	if got := b.Groups(); len(got) != 0 {
+		t.Errorf("groups after rejected heartbeats: %v", got)
+	}
+	if got := b.ProducerGroups(); len(got) != 0 {
+		t.Errorf("producer groups after rejected heartbeats: %v", got)
+	}
+	if got := len(b.Topics()); got != topics {
+		t.Errorf("%d topics after rejected heartbeats, want %d", got, topics)
+	}
+	if gs, _ := b.meta.Groups(); len(gs) != 0 {
+		t.Errorf("stored groups after rejected heartbeats: %v", gs)
+	}
+	// Retry and dead-letter topics may be subscribed.
+	mustHeartbeat(t, b, Heartbeat{ClientID: "c", Consumers: []ConsumerData{hbConsumer("g", hbSub(RetryTopic("g"), "*", 1), hbSub(DLQTopic("g"), "*", 1))}})
+}
+
+func TestConcurrentHeartbeatsAndLocks(t *testing.T) {
+	b := openBroker(t, nil)
+	const workers, rounds = 16, 50
+	mqs := []MessageQueue{{"T", 0}, {"T", 1}, {"T", 2}, {"T", 3}}
+	var wg sync.WaitGroup
+	var notified sync.Map
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			id := fmt.Sprintf("client-%02d", w)
+			for r := 0; r < rounds; r++ {
+				hb := Heartbeat{ClientID: id, Producers: []string{"p"},
+					Consumers: []ConsumerData{hbConsumer(fmt.Sprintf("g%d", r%3), hbSub("T", fmt.Sprintf("t%d", r), int64(r)))},
+					OnChange:  func(g string) { notified.Store(id, true) }}
+				if err := b.Heartbeat(hb); err != nil {
+					t.Error(err)
+					return
+				}
+				if _, err := b.LockQueues("g0", id, mqs); err != nil {
+					t.Error(err)
+					return
+				}
+				b.groups.subscription("g1", "T")
+				if _, err := b.ConsumerIDs("g0"); err != nil {
+					t.Error(err)
+				}
+				if r%10 == 9 {
+					if err := b.UnlockQueues("g0", id, mqs); err != nil {
+						t.Error(err)
+					}
+					if err := b.Unregister(id, ""); err != nil {
+						t.Error(err)
+					}
+				}
+			}
+			if err := b.Heartbeat(Heartbeat{ClientID: id, Consumers: []ConsumerData{hbConsumer("g0")}}); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if got := consumerIDs(t, b, "g0"); len(got) != workers {
+		t.Fatalf("g0 has %d members, want %d", len(got), workers)
+	}
+	// Every queue is locked by exactly one client.
+	owners := map[string]int{}
+	for w := 0; w < workers; w++ {
+		id := fmt.Sprintf("client-%02d", w)
+		got, err := b.LockQueues("g0", id, mqs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range got {
+			owners[id]++
+		}
+	}
+	total := 0
+	for _, n := range owners {
+		total += n
+	}
+	if total != len(mqs) {
+		t.Fatalf("%d queues granted to %v, want each of %d to one owner", total, owners, len(mqs))
+	}
+}

@@ -1,0 +1,199 @@
+package edge
+
+import (
+	"sync"
+	"time"
+
+	"github.com/edgemq/edgemq/store"
+)
+
+// holdKey names the hold queue of one consume queue (RocketMQ's "topic@queueId").
+type holdKey struct {
+	topic string
+	queue int32
+}
+
+// waiter is one parked pull. It is in its hold queue while idx >= 0; whoever takes it out
+// (an arrival, the sweep, Close, or the pull itself on timeout or ctx end) sets idx to -1,
+// under holdService.mu. The capacity-1 ch is sent to without blocking, so a wake-up never
+// waits for the pull to read it.
+type waiter struct {
+	key    holdKey
+	offset int64        // the pull's offset: any message at or after it may answer it
+	filter store.Filter // nil matches every message
+	ch     chan struct{}
+	idx    int // position in h.m[key], -1 once removed
+}
+
+func newWaiter(key holdKey, offset int64, filter store.Filter) *waiter {
+	return &waiter{key: key, offset: offset, filter: filter, ch: make(chan struct{}, 1), idx: -1}
+}
+
+// holdService holds pulls that found nothing until a message they want arrives (the
+// seeds' PullRequestHoldService). Its goroutine, run, is the periodic sweep; it exits when
+// the broker closes, after waking every parked pull.
+//
+// Lock order: mu is taken before the store's own locks (park and sweep read queue max
+// offsets under mu); the store calls arrive without holding any of its locks.
+type holdService struct {
+	b      *Broker
+	mu     sync.Mutex // guards m, n and closed
+	m      map[holdKey][]*waiter
+	n      int  // parked waiters in m
+	closed bool // Close woke everyone: no more parking
+}
+
+// newHoldService is called before the store opens: b.st may be used only from run, park
+// and sweep.
+func newHoldService(b *Broker) *holdService {
+	return &holdService{b: b, m: map[holdKey][]*waiter{}}
+}
+
+// parkResult says what park did.
+type parkResult int
+
+const (
+	parked      parkResult = iota // w waits in its hold queue
+	parkMoved                     // the queue grew past w.offset already: read again now
+	parkRefused                   // the broker is closing
+)
+
+// park puts w in its hold queue unless the queue already holds a message at or after
+// w.offset. The check and the insert happen under mu, and the store moves a queue's max
+// offset before it announces the arrival (which takes mu), so no arrival slips between them.
+func (h *holdService) park(w *waiter) parkResult {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return parkRefused
+	}
+	if h.b.st.MaxOffset(w.key.topic, w.key.queue) > w.offset {
+		return parkMoved
+	}
+	h.addLocked(w)
+	return parked
+}
+
+func (h *holdService) addLocked(w *waiter) {
+	ws := h.m[w.key]
+	w.idx = len(ws)
+	h.m[w.key] = append(ws, w)
+	h.n++
+}
+
+// remove takes w out of its hold queue if it is still there (it timed out or its ctx
+// ended). It reports whether it did; false means w was woken.
+func (h *holdService) remove(w *waiter) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if w.idx < 0 {
+		return false
+	}
+	ws := h.m[w.key]
+	last := len(ws) - 1
+	if w.idx != last {
+		ws[w.idx] = ws[last]
+		ws[w.idx].idx = w.idx
+	}
+	ws[last] = nil
+	if last == 0 {
+		delete(h.m, w.key)
+	} else {
+		h.m[w.key] = ws[:last]
+	}
+	w.idx = -1
+	h.n--
+	return true
+}
+
+// wakeLocked wakes and removes the waiters of key that wake says to, keeping the rest in
+// order.
+func (h *holdService) wakeLocked(key holdKey, ws []*waiter, wake func(*waiter) bool) {
+	keep := ws[:0]
+	for _, w := range ws {
+		if !wake(w) {
+			w.idx = len(keep)
+			keep = append(keep, w)
+			continue
+		}
+		w.idx = -1
+		select {
+		case w.ch <- struct{}{}:
+		default:
+		}
+	}
+	h.n -= len(ws) - len(keep)
+	clear(ws[len(keep):])
+	if len(keep) == 0 {
+		delete(h.m, key)
+	} else {
+		h.m[key] = keep
+	}
+}
+
+// arrive is called by the store's dispatch goroutine for every message: it wakes the pulls
+// parked on the message's queue at or below its offset whose filter passes its tag hash (the
+// exact tag is checked when they read). It never blocks; with nobody parked on the queue it
+// costs one map lookup under mu.
+func (h *holdService) arrive(a store.Arrival) {
+	key := holdKey{a.Topic, a.QueueID}
+	h.mu.Lock()
+	if ws := h.m[key]; len(ws) > 0 {
+		h.wakeLocked(key, ws, func(w *waiter) bool {
+			return w.offset <= a.Offset && (w.filter == nil || w.filter.MatchHash(a.TagHash))
+		})
+	}
+	h.mu.Unlock()
+}
+
+// sweep wakes every parked pull whose queue has grown past its offset, whatever the tag
+// (RocketMQ's checkHoldRequest): a safety net for a missed arrival.
+func (h *holdService) sweep() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for key, ws := range h.m {
+		maxOff := h.b.st.MaxOffset(key.topic, key.queue)
+		h.wakeLocked(key, ws, func(w *waiter) bool { return w.offset < maxOff })
+	}
+}
+
+// closeAll wakes every parked pull and refuses new ones.
+func (h *holdService) closeAll() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.closed = true
+	for key, ws := range h.m {
+		h.wakeLocked(key, ws, func(*waiter) bool { return true })
+	}
+}
+
+// parked returns how many pulls are parked.
+func (h *holdService) parked() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.n
+}
+
+func (h *holdService) interval() time.Duration {
+	if h.b.opts.ShortPolling {
+		return h.b.opts.ShortPollingWait
+	}
+	return h.b.opts.HoldCheckInterval
+}
+
+// run sweeps the parked pulls every HoldCheckInterval (ShortPollingWait with short polling)
+// until the broker closes; then it wakes them all and returns.
+func (h *holdService) run() {
+	defer h.b.wg.Done()
+	for {
+		t := h.b.clock.NewTimer(h.interval())
+		select {
+		case <-h.b.done:
+			t.Stop()
+			h.closeAll()
+			return
+		case <-t.C():
+			h.sweep()
+		}
+	}
+}

@@ -1,0 +1,317 @@
+package edge
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/edgemq/edgemq/store"
+)
+
+// holdBroker opens a broker on a ManualClock (never advanced unless the test says so, so a
+// parked pull can only return through an arrival, ctx or Close) with topic "H" of two queues.
+func holdBroker(t *testing.T, o Options) (*Broker, *ManualClock) {
+	t.Helper()
+	clk := NewManualClock(time.Unix(1e9, 0))
+	o.Clock = clk
+	b := openBroker(t, &o)
+	if err := b.CreateTopic(TopicConfig{Name: "H", ReadQueues: 2, WriteQueues: 2}); err != nil {
+		t.Fatal(err)
+	}
+	return b, clk
+}
+
+func TestPullParkedWakesOnMatchingArrival(t *testing.T) {
+	b, _ := holdBroker(t, Options{})
+	pullSend(t, b, "H", 0, "old")
+	for _, filter := range []string{"*", "A", "B || A"} {
+		t.Run(filter, func(t *testing.T) {
+			off := b.st.MaxOffset("H", 0)
+			ch := pullAsync(context.Background(), b, PullRequest{Group: "g", Topic: "H", Offset: off, Filter: filter, Suspend: true})
+			pullWaitParked(t, b, 1)
+			pullSend(t, b, "H", 0, "A")
+			o := pullRecv(t, ch)
+			if o.err != nil || o.res.Status != PullFound || len(o.res.Messages) != 1 ||
+				o.res.Messages[0].QueueOffset != off || o.res.Messages[0].Tags != "A" || o.res.NextBeginOffset != off+1 {
+				t.Fatalf("got %v %v %v next %d, want FOUND [%d] next %d", o.err, o.res.Status, pullOffsets(o.res.Messages), o.res.NextBeginOffset, off, off+1)
+			}
+			if n := b.hold.parked(); n != 0 {
+				t.Fatalf("%d pulls parked after the wake-up", n)
+			}
+		})
+	}
+}
+
+func TestPullParkedIgnoresOtherQueuesAndTags(t *testing.T) {
+	b, clk := holdBroker(t, Options{})
+	ctx := context.Background()
+	wantA := pullAsync(ctx, b, PullRequest{Group: "a", Topic: "H", Filter: "A", Suspend: true, MaxWait: 2 * time.Second})
+	wantAll := pullAsync(ctx, b, PullRequest{Group: "all", Topic: "H", Filter: "*", Suspend: true, MaxWait: 2 * time.Second})
+	pullWaitParked(t, b, 2)
+	// A message on the other queue wakes nobody.
+	pullSend(t, b, "H", 1, "A")
+	pullStillParked(t, wantA)
+	pullStillParked(t, wantAll)
+	// A "B" on queue 0 wakes the "*" pull; the "A" pull was passed over in the same
+	// arrival, so once the "*" pull is back, the "A" pull's fate is known.
+	pullSend(t, b, "H", 0, "B")
+	if o := pullRecv(t, wantAll); o.err != nil || o.res.Status != PullFound || len(o.res.Messages) != 1 {
+		t.Fatalf("'*' pull: %v %v %d messages", o.err, o.res.Status, len(o.res.Messages))
+	}
+	if n := b.hold.parked(); n != 1 {
+		t.Fatalf("%d pulls parked, want the 'A' pull", n)
+	}
+	pullStillParked(t, wantA)
+	// Its wait runs out: it reads once more, finds only the "B" and says so; the consumer
+	// moves past it.
+	clk.Advance(2 * time.Second)
+	o := pullRecv(t, wantA)
+	if o.err != nil || o.res.Status != PullNoMatchedMsg || len(o.res.Messages) != 0 || o.res.NextBeginOffset != 1 {
+		t.Fatalf("'A' pull: got %v %v %v next %d, want NO_MATCHED_MSG next 1", o.err, o.res.Status, pullOffsets(o.res.Messages), o.res.NextBeginOffset)
+	}
+}
+
+// TestPullParkedHashCollision: a tag with the hash of the wanted tag may wake the pull, but
+// the exact check keeps the message from it.
+func TestPullParkedHashCollision(t *testing.T) {
+	b, _ := holdBroker(t, Options{})
+	ch := pullAsync(context.Background(), b, PullRequest{Group: "g", Topic: "H", Filter: "Aa", Suspend: true})
+	pullWaitParked(t, b, 1)
+	pullSend(t, b, "H", 0, "BB")
+	o := pullRecv(t, ch)
+	if o.err != nil || o.res.Status != PullNoMatchedMsg || len(o.res.Messages) != 0 || o.res.NextBeginOffset != 1 {
+		t.Fatalf("got %v %v %v next %d, want NO_MATCHED_MSG next 1", o.err, o.res.Status, pullOffsets(o.res.Messages), o.res.NextBeginOffset)
+	}
+}
+
+func TestPullParkedTimesOut(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		opts    Options
+		maxWait time.Duration
+		want    time.Duration
+	}{
+		{"MaxWait", Options{}, 3 * time.Second, 3 * time.Second},
+		{"DefaultSuspend", Options{DefaultSuspend: 4 * time.Second}, 0, 4 * time.Second},
+		{"capped by MaxSuspend", Options{MaxSuspend: 2 * time.Second}, time.Hour, 2 * time.Second},
+		{"short polling", Options{ShortPolling: true, ShortPollingWait: 500 * time.Millisecond}, 10 * time.Second, 500 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, clk := holdBroker(t, tc.opts)
+			ch := pullAsync(context.Background(), b, PullRequest{Group: "g", Topic: "H", Filter: "*", Suspend: true, MaxWait: tc.maxWait})
+			pullWaitParked(t, b, 1)
+			clk.Advance(tc.want - time.Millisecond)
+			pullStillParked(t, ch)
+			clk.Advance(time.Millisecond)
+			o := pullRecv(t, ch)
+			if o.err != nil || o.res.Status != PullNoNewMsg || o.res.NextBeginOffset != 0 {
+				t.Fatalf("got %v %v next %d, want NO_NEW_MSG next 0", o.err, o.res.Status, o.res.NextBeginOffset)
+			}
+			if n := b.hold.parked(); n != 0 {
+				t.Fatalf("%d pulls parked after the timeout", n)
+			}
+		})
+	}
+}
+
+func TestPullWithoutSuspendDoesNotWait(t *testing.T) {
+	b, _ := holdBroker(t, Options{})
+	res, err := b.Pull(context.Background(), PullRequest{Group: "g", Topic: "H", Filter: "*"})
+	if err != nil || res.Status != PullNoNewMsg || b.hold.parked() != 0 {
+		t.Fatalf("got %v %v, %d parked", res.Status, err, b.hold.parked())
+	}
+}
+
+func TestPullParkedCtxEnds(t *testing.T) {
+	b, _ := holdBroker(t, Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := pullAsync(ctx, b, PullRequest{Group: "g", Topic: "H", Filter: "*", Suspend: true})
+	pullWaitParked(t, b, 1)
+	cancel()
+	if o := pullRecv(t, ch); !errors.Is(o.err, context.Canceled) {
+		t.Fatalf("got %v, want %v", o.err, context.Canceled)
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), 20*time.Millisecond) // real time
+	defer cancel()
+	if _, err := b.Pull(ctx, PullRequest{Group: "g", Topic: "H", Filter: "*", Suspend: true}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("got %v, want %v", err, context.DeadlineExceeded)
+	}
+	if n := b.hold.parked(); n != 0 {
+		t.Fatalf("%d pulls parked after their ctx ended", n)
+	}
+}
+
+// TestPullTenThousandCancelled: cancelled pulls leave no waiter, map entry, timer or
+// goroutine behind (TestMain checks goroutines).
+func TestPullTenThousandCancelled(t *testing.T) {
+	b, clk := holdBroker(t, Options{})
+	const n = 10000
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errs := make(chan error, n)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Go(func() {
+			_, err := b.Pull(ctx, PullRequest{Group: "g", Topic: "H", QueueID: int32(i % 2), Filter: "*", Suspend: true})
+			errs <- err
+		})
+	}
+	pullWaitParked(t, b, n)
+	timers := clk.Timers()
+	cancel()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("got %v, want %v", err, context.Canceled)
+		}
+	}
+	b.hold.mu.Lock()
+	parked, keys := b.hold.n, len(b.hold.m)
+	b.hold.mu.Unlock()
+	if parked != 0 || keys != 0 {
+		t.Fatalf("%d waiters in %d hold queues left", parked, keys)
+	}
+	if left := clk.Timers(); left > timers-n {
+		t.Fatalf("%d timers left of %d, want at most %d", left, timers, timers-n)
+	}
+}
+
+func TestPullCloseAnswersParkedPulls(t *testing.T) {
+	b := openBroker(t, nil) // real clock: parked pulls would wait 15 s
+	if err := b.CreateTopic(TopicConfig{Name: "H", ReadQueues: 2, WriteQueues: 2}); err != nil {
+		t.Fatal(err)
+	}
+	var chs []<-chan pullOutcome
+	for i := 0; i < 20; i++ {
+		chs = append(chs, pullAsync(context.Background(), b, PullRequest{Group: "g", Topic: "H", QueueID: int32(i % 2), Filter: "*", Suspend: true}))
+	}
+	pullWaitParked(t, b, 20)
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, ch := range chs {
+		if o := pullRecv(t, ch); !errors.Is(o.err, ErrClosed) {
+			t.Fatalf("got %v, want %v", o.err, ErrClosed)
+		}
+	}
+	if n := b.hold.parked(); n != 0 {
+		t.Fatalf("%d pulls parked after Close", n)
+	}
+}
+
+// TestHoldSweepWakesMissedArrival parks a waiter below the queue's max, as if its arrival
+// had been missed: the periodic sweep wakes it, whatever its filter.
+func TestHoldSweepWakesMissedArrival(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts Options
+		tick time.Duration
+	}{
+		{"long polling", Options{HoldCheckInterval: 5 * time.Second}, 5 * time.Second},
+		{"short polling", Options{ShortPolling: true, ShortPollingWait: time.Second, HoldCheckInterval: time.Hour}, time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, clk := holdBroker(t, tc.opts)
+			pullSend(t, b, "H", 0, "A")
+			f, _ := store.ParseTagFilter("Z")
+			missed := newWaiter(holdKey{"H", 0}, 0, f)
+			current := newWaiter(holdKey{"H", 0}, 1, nil)
+			b.hold.mu.Lock()
+			b.hold.addLocked(missed)
+			b.hold.addLocked(current)
+			b.hold.mu.Unlock()
+			// The sweep's timer may not exist yet when we advance: advance one period at a
+			// time until the sweep runs.
+			deadline := time.Now().Add(10 * time.Second)
+			for woken := false; !woken; {
+				if time.Now().After(deadline) {
+					t.Fatal("sweep did not wake the waiter")
+				}
+				clk.Advance(tc.tick)
+				select {
+				case <-missed.ch:
+					woken = true
+				case <-time.After(5 * time.Millisecond):
+				}
+			}
+			select {
+			case <-current.ch:
+				t.Fatal("sweep woke a waiter at the queue's end")
+			default:
+			}
+			if n := b.hold.parked(); n != 1 || !b.hold.remove(current) {
+				t.Fatalf("%d parked, want the waiter at the end", n)
+			}
+		})
+	}
+}
+
+// TestHoldArrive checks which waiters one arrival wakes.
+func TestHoldArrive(t *testing.T) {
+	h := newHoldService(&Broker{})
+	fa, _ := store.ParseTagFilter("A || B")
+	fz, _ := store.ParseTagFilter("Z")
+	ws := map[string]*waiter{
+		"below, any":         newWaiter(holdKey{"T", 0}, 3, nil),
+		"at, any":            newWaiter(holdKey{"T", 0}, 5, nil),
+		"at, A||B":           newWaiter(holdKey{"T", 0}, 5, fa),
+		"at, Z":              newWaiter(holdKey{"T", 0}, 5, fz),
+		"beyond, any":        newWaiter(holdKey{"T", 0}, 6, nil),
+		"other queue":        newWaiter(holdKey{"T", 1}, 5, nil),
+		"other topic":        newWaiter(holdKey{"U", 0}, 5, nil),
+		"at, any, 2nd":       newWaiter(holdKey{"T", 0}, 5, nil),
+		"removed before arr": newWaiter(holdKey{"T", 0}, 5, nil),
+	}
+	want := map[string]bool{"below, any": true, "at, any": true, "at, A||B": true, "at, any, 2nd": true}
+	h.mu.Lock()
+	for _, w := range ws {
+		h.addLocked(w)
+	}
+	h.mu.Unlock()
+	if !h.remove(ws["removed before arr"]) || h.remove(ws["removed before arr"]) {
+		t.Fatal("remove: want true, then false")
+	}
+	h.arrive(store.Arrival{Topic: "T", QueueID: 0, Offset: 5, TagHash: store.TagHash("B")})
+	for name, w := range ws {
+		woke := len(w.ch) == 1
+		if woke != want[name] {
+			t.Errorf("%s: woken %v, want %v", name, woke, want[name])
+		}
+		if woke && w.idx != -1 {
+			t.Errorf("%s: woken but still in its hold queue", name)
+		}
+	}
+	if n := h.parked(); n != 4 {
+		t.Fatalf("%d parked, want 4", n)
+	}
+	// Removing the rest empties the map; a woken waiter cannot be removed again.
+	for name, w := range ws {
+		if h.remove(w) == want[name] && name != "removed before arr" {
+			t.Errorf("%s: remove after arrival disagrees with woken", name)
+		}
+	}
+	if h.parked() != 0 || len(h.m) != 0 {
+		t.Fatalf("%d parked in %d hold queues after removing all", h.parked(), len(h.m))
+	}
+	h.arrive(store.Arrival{Topic: "T", QueueID: 0, Offset: 6}) // nobody waits: a no-op
+}
+
+// TestHoldParkRechecksMax: a waiter whose queue already grew past its offset is not parked
+// (the arrival that would wake it may have come before it was in the map).
+func TestHoldParkRechecksMax(t *testing.T) {
+	b, _ := holdBroker(t, Options{})
+	pullSend(t, b, "H", 0, "A", "B")
+	if got := b.hold.park(newWaiter(holdKey{"H", 0}, 1, nil)); got != parkMoved {
+		t.Fatalf("below max: got %v, want parkMoved", got)
+	}
+	w := newWaiter(holdKey{"H", 0}, 2, nil)
+	if got := b.hold.park(w); got != parked {
+		t.Fatalf("at max: got %v, want parked", got)
+	}
+	if b.hold.parked() != 1 || !b.hold.remove(w) {
+		t.Fatal("waiter at max not parked")
+	}
+}

@@ -1,0 +1,146 @@
+package edge
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"time"
+
+	"github.com/edgemq/edgemq/store"
+)
+
+// Options configures a Broker. A zero field takes its default; nil Options means all defaults.
+type Options struct {
+	// Store configures the message store under the broker (segment size, flush policy,
+	// retention, ...). nil means the store's defaults. Its Now and OnArrival are set by the
+	// broker.
+	Store *store.Options
+	// Clock is the source of time. Default SystemClock.
+	Clock Clock
+	// Logger receives the broker's reports. Default: discard.
+	Logger *slog.Logger
+	// DefaultQueues is the read and write queue count of auto-created topics and of
+	// CreateTopic calls that give none. Default 4.
+	DefaultQueues int32
+	// NoAutoCreateTopics makes Send to an unknown topic fail with ErrTopicNotExist instead of
+	// creating it. Default false: topics are created on first send.
+	NoAutoCreateTopics bool
+	// MaxMessageSize is the largest body Send accepts, in bytes. Default 4 MiB.
+	MaxMessageSize int
+	// CompressOver compresses (zstd) bodies larger than this many bytes before storing them;
+	// Pull returns the original bytes. Default 0: no compression.
+	CompressOver int
+	// DefaultSuspend is how long a pull that finds nothing waits for a message when its
+	// request gives no MaxWait. Default 15 s.
+	DefaultSuspend time.Duration
+	// MaxSuspend caps the wait of any pull. Default 30 s.
+	MaxSuspend time.Duration
+	// ShortPolling turns long polling off: a pull waits at most ShortPollingWait, and parked
+	// pulls are re-checked every ShortPollingWait instead of HoldCheckInterval.
+	ShortPolling bool
+	// ShortPollingWait is the hold of a pull with ShortPolling. Default 1 s.
+	ShortPollingWait time.Duration
+	// HoldCheckInterval is how often parked pulls are re-checked against the queues (the
+	// seeds' PullRequestHoldService sweep). Default 5 s.
+	HoldCheckInterval time.Duration
+	// OffsetPersistInterval is how often consumer offsets are written to the meta store.
+	// Default 5 s. They are also written on Close.
+	OffsetPersistInterval time.Duration
+	// HeartbeatTimeout drops a group member not heard from for this long. Default 120 s.
+	HeartbeatTimeout time.Duration
+	// HeartbeatCheckInterval is how often members are checked for expiry. Default 10 s.
+	HeartbeatCheckInterval time.Duration
+	// LockLifetime is how long a queue lock lives unless renewed. Default 60 s.
+	LockLifetime time.Duration
+	// MaxReconsumeTimes sends a message to the DLQ once it has been reconsumed this many
+	// times, when SendBack gives no maximum. Default 16.
+	MaxReconsumeTimes int32
+	// DelayLevels are the delays of levels 1..n. Default
+	// 1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h.
+	DelayLevels []time.Duration
+	// StoreHost is the address written into message ids (RocketMQ's offsetMsgId).
+	// Default 127.0.0.1:10911.
+	StoreHost netip.AddrPort
+}
+
+// DefaultDelayLevels are RocketMQ's 18 delay levels.
+var DefaultDelayLevels = []time.Duration{
+	time.Second, 5 * time.Second, 10 * time.Second, 30 * time.Second,
+	time.Minute, 2 * time.Minute, 3 * time.Minute, 4 * time.Minute, 5 * time.Minute,
+	6 * time.Minute, 7 * time.Minute, 8 * time.Minute, 9 * time.Minute, 10 * time.Minute,
+	20 * time.Minute, 30 * time.Minute, time.Hour, 2 * time.Hour,
+}
+
+// DefaultOptions holds the defaults that zero fields take.
+var DefaultOptions = Options{
+	Clock:                  SystemClock,
+	DefaultQueues:          4,
+	MaxMessageSize:         4 << 20,
+	DefaultSuspend:         15 * time.Second,
+	MaxSuspend:             30 * time.Second,
+	ShortPollingWait:       time.Second,
+	HoldCheckInterval:      5 * time.Second,
+	OffsetPersistInterval:  5 * time.Second,
+	HeartbeatTimeout:       120 * time.Second,
+	HeartbeatCheckInterval: 10 * time.Second,
+	LockLifetime:           60 * time.Second,
+	MaxReconsumeTimes:      16,
+	DelayLevels:            DefaultDelayLevels,
+	StoreHost:              netip.MustParseAddrPort("127.0.0.1:10911"),
+}
+
+func (o *Options) withDefaults() (Options, error) {
+	var r Options
+	if o != nil {
+		r = *o
+	}
+	d := DefaultOptions
+	if r.Clock == nil {
+		r.Clock = d.Clock
+	}
+	if r.Logger == nil {
+		r.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	setDefault(&r.DefaultQueues, d.DefaultQueues)
+	setDefault(&r.MaxMessageSize, d.MaxMessageSize)
+	setDefault(&r.DefaultSuspend, d.DefaultSuspend)
+	setDefault(&r.MaxSuspend, d.MaxSuspend)
+	setDefault(&r.ShortPollingWait, d.ShortPollingWait)
+	setDefault(&r.HoldCheckInterval, d.HoldCheckInterval)
+	setDefault(&r.OffsetPersistInterval, d.OffsetPersistInterval)
+	setDefault(&r.HeartbeatTimeout, d.HeartbeatTimeout)
+	setDefault(&r.HeartbeatCheckInterval, d.HeartbeatCheckInterval)
+	setDefault(&r.LockLifetime, d.LockLifetime)
+	setDefault(&r.MaxReconsumeTimes, d.MaxReconsumeTimes)
+	if len(r.DelayLevels) == 0 {
+		r.DelayLevels = d.DelayLevels
+	}
+	if !r.StoreHost.IsValid() {
+		r.StoreHost = d.StoreHost
+	}
+	switch {
+	case r.DefaultQueues < 0 || r.DefaultQueues > maxQueues:
+		return r, fmt.Errorf("%w: DefaultQueues %d not in 1..%d", ErrInvalidArgument, r.DefaultQueues, maxQueues)
+	case r.MaxMessageSize < 0 || r.CompressOver < 0 || r.MaxReconsumeTimes < 0:
+		return r, fmt.Errorf("%w: negative MaxMessageSize, CompressOver or MaxReconsumeTimes", ErrInvalidArgument)
+	case r.DefaultSuspend < 0 || r.MaxSuspend < 0 || r.ShortPollingWait < 0 || r.HoldCheckInterval < 0 ||
+		r.OffsetPersistInterval < 0 || r.HeartbeatTimeout < 0 || r.HeartbeatCheckInterval < 0 || r.LockLifetime < 0:
+		return r, fmt.Errorf("%w: negative duration in Options", ErrInvalidArgument)
+	case len(r.DelayLevels) > 64:
+		return r, fmt.Errorf("%w: %d delay levels, at most 64", ErrInvalidArgument, len(r.DelayLevels))
+	}
+	for i, l := range r.DelayLevels {
+		if l <= 0 {
+			return r, fmt.Errorf("%w: delay level %d is %v", ErrInvalidArgument, i+1, l)
+		}
+	}
+	return r, nil
+}
+
+func setDefault[T comparable](v *T, d T) {
+	var zero T
+	if *v == zero {
+		*v = d
+	}
+}

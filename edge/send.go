@@ -1,0 +1,185 @@
+package edge
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"strconv"
+	"strings"
+
+	"github.com/klauspost/compress/zstd"
+)
+
+// SendResult says where a message was stored.
+type SendResult struct {
+	MsgID string // RocketMQ's offsetMsgId: store host and commitlog position
+	// Topic, QueueID and QueueOffset say where the message is stored now: for a delayed
+	// message, its level's queue of ScheduleTopic until it is due.
+	Topic       string
+	QueueID     int32
+	QueueOffset int64
+	Pos         int64 // commitlog position: a stable id of the stored copy
+}
+
+// Send stores m on a write queue of its topic chosen by sel (round robin when nil) and
+// returns where. With the sync flush policy (the store's default) it returns once the message
+// is on disk. Pulls see it once the store has dispatched it to its queue, normally
+// microseconds later; a suspended pull waiting on the queue is woken by it. A message with a delay level is held in the schedule topic and delivered to its
+// topic and queue when due. Errors: ErrInvalidTopic, ErrTopicNotExist (auto-creation off),
+// ErrNoPermission, ErrInvalidQueue, ErrMessageTooLarge, ErrInvalidArgument; nothing is
+// stored on error.
+func (b *Broker) Send(ctx context.Context, m *Message, sel QueueSelector) (SendResult, error) {
+	res, err := b.SendBatch(ctx, []*Message{m}, sel)
+	if err != nil {
+		return SendResult{}, err
+	}
+	return res[0], nil
+}
+
+// validateSendTopic admits user topics and retry topics: RocketMQ clients whose send-back
+// fails send the message to %RETRY%<group> themselves.
+func validateSendTopic(name string) error {
+	if strings.HasPrefix(name, RetryPrefix) && len(name) > len(RetryPrefix) {
+		return validateName(name, maxSystemTopicLen)
+	}
+	return ValidateTopic(name)
+}
+
+// SendBatch stores msgs, all of one topic, contiguously on one queue, in order. The queue is
+// chosen once, by sel applied to the first message (round robin when nil).
+func (b *Broker) SendBatch(ctx context.Context, msgs []*Message, sel QueueSelector) ([]SendResult, error) {
+	if err := b.check(); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if len(msgs) == 0 {
+		return nil, nil
+	}
+	name := msgs[0].Topic
+	if err := validateSendTopic(name); err != nil {
+		return nil, err
+	}
+	tp, err := b.topics.ensure(name)
+	if err != nil {
+		return nil, err
+	}
+	if tp.cfg.Perm&PermWrite == 0 {
+		return nil, fmt.Errorf("%w: topic %q is not writable", ErrNoPermission, name)
+	}
+	q, err := b.chooseQueue(tp, msgs[0], sel)
+	if err != nil {
+		return nil, err
+	}
+	stored := make([]*Message, len(msgs))
+	for i, m := range msgs {
+		if m.Topic != name {
+			return nil, fmt.Errorf("%w: a batch holds one topic, got %q and %q", ErrInvalidArgument, name, m.Topic)
+		}
+		if len(m.Body) > b.opts.MaxMessageSize {
+			return nil, fmt.Errorf("%w: body of %d bytes, max %d", ErrMessageTooLarge, len(m.Body), b.opts.MaxMessageSize)
+		}
+		s, err := b.prepare(m, q)
+		if err != nil {
+			return nil, err
+		}
+		stored[i] = s
+	}
+	return b.store(stored, msgs)
+}
+
+// store appends prepared messages and reports to the originals.
+func (b *Broker) store(stored, orig []*Message) ([]SendResult, error) {
+	if err := b.st.Append(stored); err != nil {
+		return nil, err
+	}
+	res := make([]SendResult, len(stored))
+	var bytes int64
+	for i, s := range stored {
+		o := orig[i]
+		if s.Topic == o.Topic { // a delayed message's queue fields would name the schedule queue
+			o.QueueID, o.QueueOffset = s.QueueID, s.QueueOffset
+		}
+		o.StoreTime, o.Pos, o.Size = s.StoreTime, s.Pos, s.Size
+		res[i] = SendResult{MsgID: MessageID(b.opts.StoreHost, s.Pos), Topic: s.Topic, QueueID: s.QueueID, QueueOffset: s.QueueOffset, Pos: s.Pos}
+		bytes += int64(len(o.Body))
+	}
+	b.stats.in(orig[0].Topic, int64(len(orig)), bytes)
+	return res, nil
+}
+
+func (b *Broker) chooseQueue(tp *topic, m *Message, sel QueueSelector) (int32, error) {
+	n := tp.cfg.WriteQueues
+	if n <= 0 {
+		return 0, fmt.Errorf("%w: topic %q has no write queues", ErrNoPermission, tp.cfg.Name)
+	}
+	var q int32
+	if sel == nil {
+		q = int32((tp.rr.Add(1) - 1) % uint32(n))
+	} else {
+		q = sel(n, m)
+	}
+	if q < 0 || q >= n {
+		return 0, fmt.Errorf("%w: queue %d of topic %q, which has %d write queues", ErrInvalidQueue, q, tp.cfg.Name, n)
+	}
+	return q, nil
+}
+
+// prepare returns the copy of m to store on queue q: compressed when large, and moved to the
+// schedule topic when delayed. m itself is not changed.
+func (b *Broker) prepare(m *Message, q int32) (*Message, error) {
+	s := *m
+	s.QueueID = q
+	level, err := DelayLevel(m)
+	if err != nil {
+		return nil, err
+	}
+	if level > 0 {
+		level = min(level, len(b.opts.DelayLevels))
+		s.Properties = maps.Clone(m.Properties)
+		s.Properties[PropertyDelayLevel] = strconv.Itoa(level)
+		s.Properties[PropertyRealTopic] = m.Topic
+		s.Properties[PropertyRealQueueID] = strconv.Itoa(int(q))
+		s.Topic = ScheduleTopic
+		s.QueueID = int32(level - 1)
+		if s.BornTime == 0 { // else delivery would show the schedule copy's store time
+			s.BornTime = b.clock.Now().UnixMilli()
+		}
+		if _, err := b.topics.ensure(ScheduleTopic); err != nil {
+			return nil, err
+		}
+	}
+	if b.opts.CompressOver > 0 && len(m.Body) > b.opts.CompressOver && m.SysFlag&SysFlagCompressed == 0 {
+		s.Body = b.zenc.EncodeAll(m.Body, make([]byte, 0, len(m.Body)/2))
+		s.SysFlag |= SysFlagCompressed | sysFlagZstd
+	}
+	return &s, nil
+}
+
+// decompress restores the body of a message the broker compressed.
+func (b *Broker) decompress(m *Message) error {
+	if m.SysFlag&SysFlagCompressed == 0 || m.SysFlag&sysFlagCompressMs != sysFlagZstd {
+		return nil
+	}
+	body, err := b.zdec.DecodeAll(m.Body, nil)
+	if err != nil {
+		return fmt.Errorf("edge: decompress message at %d: %w", m.Pos, err)
+	}
+	m.Body = body
+	m.SysFlag &^= SysFlagCompressed | sysFlagCompressMs
+	return nil
+}
+
+func newZstd() (*zstd.Encoder, *zstd.Decoder, error) {
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithEncoderLevel(zstd.SpeedFastest))
+	if err != nil {
+		return nil, nil, err
+	}
+	dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(4), zstd.WithDecoderMaxMemory(64<<20))
+	if err != nil {
+		enc.Close()
+		return nil, nil, err
+	}
+	return enc, dec, nil
+}

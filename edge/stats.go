@@ -1,0 +1,88 @@
+package edge
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// TopicStats counts what producers sent to a topic since the broker opened.
+type TopicStats struct {
+	MessagesIn int64
+	BytesIn    int64
+}
+
+// GroupStats counts what a consumer group pulled since the broker opened.
+type GroupStats struct {
+	MessagesOut int64
+	BytesOut    int64
+}
+
+// QueueLag is how far a group is behind on one queue.
+type QueueLag struct {
+	QueueID        int32
+	MaxOffset      int64 // next offset to be written
+	ConsumerOffset int64 // the group's committed offset (-1: none)
+	Lag            int64 // messages not yet consumed
+}
+
+type counters struct{ n, bytes atomic.Int64 }
+
+type statsTable struct {
+	topics sync.Map // string -> *counters
+	groups sync.Map // string -> *counters
+}
+
+func counter(m *sync.Map, k string) *counters {
+	if c, ok := m.Load(k); ok {
+		return c.(*counters)
+	}
+	c, _ := m.LoadOrStore(k, new(counters))
+	return c.(*counters)
+}
+
+func (s *statsTable) in(topic string, n, bytes int64) {
+	c := counter(&s.topics, topic)
+	c.n.Add(n)
+	c.bytes.Add(bytes)
+}
+
+func (s *statsTable) out(group string, n, bytes int64) {
+	c := counter(&s.groups, group)
+	c.n.Add(n)
+	c.bytes.Add(bytes)
+}
+
+// TopicStats returns the send counters of topic.
+func (b *Broker) TopicStats(topic string) TopicStats {
+	c := counter(&b.stats.topics, topic)
+	return TopicStats{MessagesIn: c.n.Load(), BytesIn: c.bytes.Load()}
+}
+
+// GroupStats returns the pull counters of group.
+func (b *Broker) GroupStats(group string) GroupStats {
+	c := counter(&b.stats.groups, group)
+	return GroupStats{MessagesOut: c.n.Load(), BytesOut: c.bytes.Load()}
+}
+
+// Lag returns group's lag on each read queue of topic: messages stored but not yet consumed.
+func (b *Broker) Lag(group, topic string) ([]QueueLag, error) {
+	if err := b.check(); err != nil {
+		return nil, err
+	}
+	tp, err := b.checkQueue(group, topic, 0)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]QueueLag, 0, tp.cfg.ReadQueues)
+	for q := int32(0); q < tp.cfg.ReadQueues; q++ {
+		l := QueueLag{QueueID: q, MaxOffset: b.st.MaxOffset(topic, q), ConsumerOffset: -1}
+		from := b.st.MinOffset(topic, q)
+		if off, ok := b.offsets.get(offsetKey{group, topic, q}); ok {
+			l.ConsumerOffset = off
+			from = max(off, from)
+		}
+		l.Lag = max(0, l.MaxOffset-from)
+		out = append(out, l)
+	}
+	return out, nil
+}
