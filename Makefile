@@ -57,10 +57,10 @@ cross:
 test-arm:
 	bash scripts/test-arm.sh
 
-# run is a placeholder until the demo exists: the `demo` verb is provided by cmd/edgemq
-# (the current main only knows `version` and `help`, so this fails with "unknown command").
+# run builds, then runs the demo (cmd/edgemq demo.go) on the embedded defaults with its data
+# under ./data: producers, long-polling consumers, then throughput, latency and lag.
 run: build
-	./bin/edgemq demo --data ./data
+	./bin/edgemq demo -data ./data
 
 # clean leaves ./data alone: it may hold a demo store someone wants to keep.
 clean:

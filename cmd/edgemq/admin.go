@@ -1,0 +1,385 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/edgemq/edgemq/edge"
+	"github.com/edgemq/edgemq/store"
+	"github.com/edgemq/edgemq/store/commitlog"
+)
+
+// openBroker opens the broker of the config's data dir.
+func openBroker(load func() (*config, error)) (*edge.Broker, error) {
+	c, err := load()
+	if err != nil {
+		return nil, err
+	}
+	return edge.Open(c.dataDir, c.options())
+}
+
+func verifyCommand(fs *flag.FlagSet) func([]string, io.Writer) error {
+	load := commonFlags(fs)
+	return func(args []string, out io.Writer) error {
+		c, err := load()
+		if err != nil {
+			return err
+		}
+		so := c.store
+		so.Logger = c.options().Logger
+		st, err := store.Open(c.dataDir, &so)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		log := st.Log()
+		r := log.NewReader()
+		defer r.Close()
+		var records, corrupt int
+		for pos := log.MinPos(); ; {
+			rec, err := r.Next(pos)
+			if errors.Is(err, commitlog.ErrNoRecord) {
+				break
+			}
+			if err != nil {
+				var ce *commitlog.CorruptError
+				if !errors.As(err, &ce) {
+					return err
+				}
+				fmt.Fprintf(out, "corrupt: %v\n", err)
+				corrupt++
+				// Skip to the next segment: the frame length is not trustworthy.
+				pos = pos - pos%log.SegmentSize() + log.SegmentSize()
+				continue
+			}
+			records++
+			pos = rec.Next
+		}
+		fmt.Fprintf(out, "commitlog: %d records in %d bytes of segments, positions %d..%d\n", records, log.Size(), log.MinPos(), log.Written())
+		var entries, damaged int64
+		queues := st.Queues("")
+		sort.Slice(queues, func(i, j int) bool {
+			if queues[i].Topic != queues[j].Topic {
+				return queues[i].Topic < queues[j].Topic
+			}
+			return queues[i].QueueID < queues[j].QueueID
+		})
+		for _, q := range queues {
+			for off := q.MinOffset; off < q.MaxOffset; {
+				res, err := st.GetMessages(q.Topic, q.QueueID, off, 256, nil)
+				if err != nil {
+					return err
+				}
+				entries += int64(len(res.Messages))
+				if next := off + int64(len(res.Messages)); res.NextBeginOffset > next {
+					damaged += res.NextBeginOffset - next
+				}
+				if res.NextBeginOffset <= off {
+					break
+				}
+				off = res.NextBeginOffset
+			}
+		}
+		fmt.Fprintf(out, "consume queues: %d queues, %d messages readable, %d entries unreadable\n", len(queues), entries, damaged)
+		if corrupt > 0 || damaged > 0 {
+			return fmt.Errorf("damage found: %d corrupt records, %d unreadable queue entries (details in the log above)", corrupt, damaged)
+		}
+		fmt.Fprintln(out, "ok")
+		return nil
+	}
+}
+
+func topicCommand(fs *flag.FlagSet) func([]string, io.Writer) error {
+	load := commonFlags(fs)
+	name := fs.String("name", "", "topic `name` (create, update, delete)")
+	read := fs.Int("read", 0, "read queue `count` (0: default_queues)")
+	write := fs.Int("write", 0, "write queue `count` (0: default_queues)")
+	perm := fs.String("perm", "rw", "permission: rw, r or w")
+	order := fs.Bool("order", false, "ordered topic")
+	return func(args []string, out io.Writer) error {
+		if len(args) != 1 {
+			return fmt.Errorf("%w: want one of list, create, update, delete", errUsage)
+		}
+		b, err := openBroker(load)
+		if err != nil {
+			return err
+		}
+		defer b.Close()
+		p := int32(0)
+		for _, c := range *perm {
+			switch c {
+			case 'r':
+				p |= edge.PermRead
+			case 'w':
+				p |= edge.PermWrite
+			default:
+				return fmt.Errorf("%w: -perm %q: use r, w or rw", errUsage, *perm)
+			}
+		}
+		cfg := edge.TopicConfig{Name: *name, ReadQueues: int32(*read), WriteQueues: int32(*write), Perm: p, Order: *order}
+		switch args[0] {
+		case "list":
+			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "TOPIC\tREAD\tWRITE\tPERM\tORDER\tMESSAGES IN")
+			for _, t := range b.Topics() {
+				var n int64
+				for q := int32(0); q < max(t.ReadQueues, t.WriteQueues); q++ {
+					n += b.Store().MaxOffset(t.Name, q) - b.Store().MinOffset(t.Name, q)
+				}
+				fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%v\t%d\n", t.Name, t.ReadQueues, t.WriteQueues, permString(t.Perm), t.Order, n)
+			}
+			return tw.Flush()
+		case "create":
+			return b.CreateTopic(cfg)
+		case "update":
+			return b.UpdateTopic(cfg)
+		case "delete":
+			return b.DeleteTopic(*name)
+		}
+		return fmt.Errorf("%w: unknown topic action %q", errUsage, args[0])
+	}
+}
+
+func permString(p int32) string {
+	s := ""
+	if p&edge.PermRead != 0 {
+		s += "r"
+	}
+	if p&edge.PermWrite != 0 {
+		s += "w"
+	}
+	return s
+}
+
+func sendCommand(fs *flag.FlagSet) func([]string, io.Writer) error {
+	load := commonFlags(fs)
+	topic := fs.String("topic", "", "topic to send to (required)")
+	tags := fs.String("tags", "", "message tag")
+	keys := fs.String("keys", "", "message keys")
+	delay := fs.Int("delay", 0, "delay `level` (1..18: 1s 5s 10s 30s 1m ... 2h)")
+	queue := fs.Int("queue", -1, "queue `id` (default: round robin)")
+	key := fs.String("key", "", "sharding `key`: messages with one key go to one queue")
+	return func(args []string, out io.Writer) error {
+		if *topic == "" {
+			return fmt.Errorf("%w: -topic is required", errUsage)
+		}
+		b, err := openBroker(load)
+		if err != nil {
+			return err
+		}
+		defer b.Close()
+		var sel edge.QueueSelector
+		switch {
+		case *queue >= 0:
+			sel = edge.QueueID(int32(*queue))
+		case *key != "":
+			sel = edge.ShardingKey(*key)
+		}
+		send := func(body string) error {
+			m := &edge.Message{Topic: *topic, Tags: *tags, Keys: *keys, Body: []byte(body)}
+			edge.SetDelayLevel(m, *delay)
+			res, err := b.Send(context.Background(), m, sel)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "%s queue=%d offset=%d\n", res.MsgID, res.QueueID, res.QueueOffset)
+			return nil
+		}
+		if len(args) > 0 {
+			for _, a := range args {
+				if err := send(a); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		sc := bufio.NewScanner(os.Stdin)
+		sc.Buffer(make([]byte, 64<<10), 4<<20)
+		for sc.Scan() {
+			if err := send(sc.Text()); err != nil {
+				return err
+			}
+		}
+		return sc.Err()
+	}
+}
+
+func consumeCommand(fs *flag.FlagSet) func([]string, io.Writer) error {
+	load := commonFlags(fs)
+	topic := fs.String("topic", "", "topic to consume (required)")
+	group := fs.String("group", "edgemq-cli", "consumer `group`: its offsets are read and committed")
+	filter := fs.String("filter", "*", "tag expression: *, A, A || B")
+	from := fs.String("from", "stored", "where to start without a stored offset: stored (else first), first, last")
+	limit := fs.Int("n", 0, "stop after this many messages (0: no limit)")
+	wait := fs.Duration("wait", 2*time.Second, "stop after the topic has been idle this long")
+	return func(args []string, out io.Writer) error {
+		if *topic == "" {
+			return fmt.Errorf("%w: -topic is required", errUsage)
+		}
+		b, err := openBroker(load)
+		if err != nil {
+			return err
+		}
+		defer b.Close()
+		cfg, ok := b.Topic(*topic)
+		if !ok {
+			return fmt.Errorf("%w: %q", edge.ErrTopicNotExist, *topic)
+		}
+		offsets := make([]int64, cfg.ReadQueues)
+		for q := range offsets {
+			switch *from {
+			case "first":
+				offsets[q] = b.Store().MinOffset(*topic, int32(q))
+			case "last":
+				offsets[q] = b.Store().MaxOffset(*topic, int32(q))
+			case "stored":
+				off, err := b.QueryOffset(*group, *topic, int32(q))
+				if err != nil {
+					off = b.Store().MinOffset(*topic, int32(q))
+				}
+				offsets[q] = off
+			default:
+				return fmt.Errorf("%w: -from %q", errUsage, *from)
+			}
+		}
+		n := 0
+		idle := time.Now()
+		for time.Since(idle) < *wait && (*limit == 0 || n < *limit) {
+			got := false
+			for q := range offsets {
+				res, err := b.Pull(context.Background(), edge.PullRequest{Group: *group, Topic: *topic, QueueID: int32(q),
+					Offset: offsets[q], MaxMsgs: 32, Filter: *filter, Suspend: true, MaxWait: 100 * time.Millisecond})
+				if err != nil {
+					return err
+				}
+				for _, m := range res.Messages {
+					if *limit > 0 && n >= *limit {
+						break
+					}
+					fmt.Fprintf(out, "%s queue=%d offset=%d tags=%q keys=%q %s\n", edge.MessageID(edge.DefaultOptions.StoreHost, m.Pos), m.QueueID, m.QueueOffset, m.Tags, m.Keys, printable(m.Body))
+					n++
+					offsets[q] = m.QueueOffset + 1
+					got = true
+				}
+				if res.Status != edge.PullFound {
+					offsets[q] = res.NextBeginOffset
+				}
+				if err := b.CommitOffset(*group, *topic, int32(q), offsets[q]); err != nil {
+					return err
+				}
+			}
+			if got {
+				idle = time.Now()
+			}
+		}
+		fmt.Fprintf(os.Stderr, "%d messages\n", n)
+		return nil
+	}
+}
+
+func printable(b []byte) string {
+	s := string(b)
+	if strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 && r != '\t' || r == 0xFFFD }) {
+		return fmt.Sprintf("(%d bytes) %q", len(b), b)
+	}
+	return s
+}
+
+func offsetCommand(fs *flag.FlagSet) func([]string, io.Writer) error {
+	load := commonFlags(fs)
+	group := fs.String("group", "", "consumer `group` (required)")
+	topic := fs.String("topic", "", "topic (required)")
+	to := fs.String("to", "", "reset target: first, last, or a time (RFC 3339, e.g. 2026-11-30T08:00:00Z)")
+	return func(args []string, out io.Writer) error {
+		if len(args) != 1 || *group == "" || *topic == "" {
+			return fmt.Errorf("%w: want show or reset, with -group and -topic", errUsage)
+		}
+		b, err := openBroker(load)
+		if err != nil {
+			return err
+		}
+		defer b.Close()
+		switch args[0] {
+		case "show":
+			return printLag(b, out, *group, *topic)
+		case "reset":
+			where, at := edge.ResetToFirst, time.Time{}
+			switch *to {
+			case "first":
+			case "last":
+				where = edge.ResetToLast
+			default:
+				t, err := time.Parse(time.RFC3339, *to)
+				if err != nil {
+					return fmt.Errorf("%w: -to %q: want first, last or an RFC 3339 time", errUsage, *to)
+				}
+				where, at = edge.ResetToTimestamp, t
+			}
+			if _, err := b.ResetOffsets(*group, *topic, where, at); err != nil {
+				return err
+			}
+			return printLag(b, out, *group, *topic)
+		}
+		return fmt.Errorf("%w: unknown offset action %q", errUsage, args[0])
+	}
+}
+
+func printLag(b *edge.Broker, out io.Writer, group, topic string) error {
+	lags, err := b.Lag(group, topic)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "QUEUE\tMIN\tMAX\tCONSUMER OFFSET\tLAG")
+	for _, l := range lags {
+		co := "-"
+		if l.ConsumerOffset >= 0 {
+			co = fmt.Sprint(l.ConsumerOffset)
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%d\n", l.QueueID, b.Store().MinOffset(topic, l.QueueID), l.MaxOffset, co, l.Lag)
+	}
+	return tw.Flush()
+}
+
+func statsCommand(fs *flag.FlagSet) func([]string, io.Writer) error {
+	load := commonFlags(fs)
+	topic := fs.String("topic", "", "only this topic")
+	group := fs.String("group", "", "show this group's lag on -topic")
+	return func(args []string, out io.Writer) error {
+		b, err := openBroker(load)
+		if err != nil {
+			return err
+		}
+		defer b.Close()
+		if *group != "" {
+			if *topic == "" {
+				return fmt.Errorf("%w: -group needs -topic", errUsage)
+			}
+			return printLag(b, out, *group, *topic)
+		}
+		qs := b.Store().Queues(*topic)
+		sort.Slice(qs, func(i, j int) bool {
+			if qs[i].Topic != qs[j].Topic {
+				return qs[i].Topic < qs[j].Topic
+			}
+			return qs[i].QueueID < qs[j].QueueID
+		})
+		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "TOPIC\tQUEUE\tMIN\tMAX")
+		for _, q := range qs {
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\n", q.Topic, q.QueueID, q.MinOffset, q.MaxOffset)
+		}
+		log := b.Store().Log()
+		fmt.Fprintf(tw, "\ncommitlog\t%d bytes\tpositions %d..%d\n", log.Size(), log.MinPos(), log.Written())
+		return tw.Flush()
+	}
+}
