@@ -211,3 +211,33 @@ func TestManualClockTimers(t *testing.T) {
 		t.Fatal("Stop did not remove the timer")
 	}
 }
+
+func TestQueueOffsets(t *testing.T) {
+	clk := NewManualClock(time.UnixMilli(1_700_000_000_000))
+	b := openBroker(t, &Options{Clock: clk})
+	for i := 0; i < 5; i++ {
+		if _, err := b.Send(context.Background(), &Message{Topic: "O", Body: []byte("x")}, QueueID(0)); err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(time.Second)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for n, _ := b.MaxOffset("O", 0); n < 5 && time.Now().Before(deadline); n, _ = b.MaxOffset("O", 0) {
+		time.Sleep(time.Millisecond)
+	}
+	if n, err := b.MaxOffset("O", 0); n != 5 || err != nil {
+		t.Fatalf("MaxOffset %d %v", n, err)
+	}
+	if n, err := b.MinOffset("O", 0); n != 0 || err != nil {
+		t.Fatalf("MinOffset %d %v", n, err)
+	}
+	if n, err := b.SearchOffset("O", 0, time.UnixMilli(1_700_000_002_000)); n != 2 || err != nil {
+		t.Fatalf("SearchOffset %d %v", n, err)
+	}
+	if _, err := b.MaxOffset("O", 9); !errors.Is(err, ErrInvalidQueue) {
+		t.Fatalf("queue out of range: %v", err)
+	}
+	if _, err := b.MaxOffset("Nope", 0); !errors.Is(err, ErrTopicNotExist) {
+		t.Fatalf("unknown topic: %v", err)
+	}
+}

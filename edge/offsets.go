@@ -189,3 +189,37 @@ func (b *Broker) ResetOffsets(group, topic string, where ResetWhere, at time.Tim
 	}
 	return out, b.offsets.persist()
 }
+
+// MaxOffset returns the next offset to be written in topic's queue (0 for an empty one).
+func (b *Broker) MaxOffset(topic string, queueID int32) (int64, error) {
+	if err := b.check(); err != nil {
+		return 0, err
+	}
+	if _, err := b.checkQueue("-", topic, queueID); err != nil {
+		return 0, err
+	}
+	return b.st.MaxOffset(topic, queueID), nil
+}
+
+// MinOffset returns the first offset still stored in topic's queue.
+func (b *Broker) MinOffset(topic string, queueID int32) (int64, error) {
+	if err := b.check(); err != nil {
+		return 0, err
+	}
+	if _, err := b.checkQueue("-", topic, queueID); err != nil {
+		return 0, err
+	}
+	return b.st.MinOffset(topic, queueID), nil
+}
+
+// SearchOffset returns the first offset of topic's queue whose message was stored at or
+// after at, or the max offset when none was.
+func (b *Broker) SearchOffset(topic string, queueID int32, at time.Time) (int64, error) {
+	if err := b.check(); err != nil {
+		return 0, err
+	}
+	if _, err := b.checkQueue("-", topic, queueID); err != nil {
+		return 0, err
+	}
+	return b.st.OffsetByTime(topic, queueID, at.UnixMilli())
+}
