@@ -113,6 +113,7 @@ func (s *Store) GetMessages(topic string, queueID int32, offset int64, maxMsgs i
 		}
 		if arena == nil {
 			arena = make([]byte, 0, min(s.opts.MaxPullBytes, int(buf[0].Size)*min(maxMsgs, n)+256))
+			res.Messages = make([]Message, 0, min(maxMsgs, n))
 		}
 		for i := 0; i < n && found < maxMsgs && (found == 0 || bytes < s.opts.MaxPullBytes); i++ {
 			e := buf[i]
