@@ -38,39 +38,65 @@ func (s *Store) dispatchLoop() {
 	t := time.NewTicker(s.opts.QueueFlushInterval)
 	defer t.Stop()
 	synced := s.dispatched.Load()
+	sync := func() error {
+		d := s.dispatched.Load()
+		err := s.syncQueues()
+		if err != nil {
+			s.lg.Error("sync consume queues", "err", err)
+		} else {
+			synced = d
+		}
+		return err
+	}
 	for {
 		select {
 		case <-s.dkick:
 		case <-t.C:
-			if d := s.dispatched.Load(); d != synced {
-				if err := s.syncQueues(); err != nil {
-					s.lg.Error("sync consume queues", "err", err)
-				} else {
-					synced = d
-				}
+			if s.dispatched.Load() != synced {
+				sync()
 			}
+		case reply := <-s.syncReq:
+			for s.dispatch(r, s.dispatchLimit(), true) {
+			}
+			reply <- sync()
+			continue
 		case <-s.done:
-			s.dispatch(r, s.dispatchLimit(), true)
-			if err := s.syncQueues(); err != nil {
-				s.lg.Error("sync consume queues at close", "err", err)
+			for s.dispatch(r, s.dispatchLimit(), true) {
 			}
+			sync()
 			return
 		}
-		s.dispatch(r, s.dispatchLimit(), true)
+		if more := s.dispatch(r, s.dispatchLimit(), true); more {
+			select { // let the loop breathe between rounds: ticker, Flush, Close
+			case s.dkick <- struct{}{}:
+			default:
+			}
+		}
+		if s.dispatched.Load()-synced >= s.opts.QueueFlushBytes {
+			sync()
+		}
 	}
 }
 
-// dispatch writes queue entries for the records in [dispatched, limit).
-func (s *Store) dispatch(r *commitlog.Reader, limit int64, notify bool) {
+// dispatchRound bounds the bytes of log one dispatch call covers.
+const dispatchRound = 4 << 20
+
+// dispatch writes queue entries for the records in [dispatched, limit), at most about
+// dispatchRound bytes of them; it reports whether records remain.
+func (s *Store) dispatch(r *commitlog.Reader, limit int64, notify bool) bool {
 	pos := s.dispatched.Load()
+	stop := pos + dispatchRound
 	for pos < limit {
+		if pos >= stop && notify {
+			return true
+		}
 		rec, err := r.Next(pos)
 		if errors.Is(err, commitlog.ErrNoRecord) {
 			// No record between pos and the end of the log (the unused tail of a segment).
 			if limit <= s.log.Written() {
 				s.dispatched.Store(limit)
 			}
-			return
+			return false
 		}
 		if err != nil {
 			var ce *commitlog.CorruptError
@@ -83,14 +109,33 @@ func (s *Store) dispatch(r *commitlog.Reader, limit int64, notify bool) {
 				continue
 			}
 			s.lg.Error("dispatch read", "pos", pos, "err", err)
-			return
+			return false
 		}
 		if ok := s.dispatchRecord(r, rec, notify); !ok {
-			return // disk full or closed: retry on the next kick
+			return false // disk full or closed: retry on the next kick
 		}
 		pos = rec.Next
 		s.dispatched.Store(pos)
 	}
+	return false
+}
+
+// entryAhead returns the queue's entry at off, reading entries ahead in bulk: replay after a
+// restart checks every replayed record against its entry, and one read per record would
+// make recovery slow.
+func (q *queue) entryAhead(off int64) (cqueue.Entry, bool) {
+	if off >= q.aheadBase && off < q.aheadBase+int64(len(q.ahead)) {
+		return q.ahead[off-q.aheadBase], true
+	}
+	if cap(q.ahead) == 0 {
+		q.ahead = make([]cqueue.Entry, 0, 512)
+	}
+	n, _ := q.cq.Read(off, q.ahead[:cap(q.ahead)]) // entries before a damaged one are good
+	q.ahead, q.aheadBase = q.ahead[:n], off
+	if n == 0 {
+		return cqueue.Entry{}, false
+	}
+	return q.ahead[0], true
 }
 
 // skipDamage returns where to go on after a damaged record at pos: just past it when its
@@ -127,6 +172,20 @@ func (s *Store) dispatchRecord(r *commitlog.Reader, rec commitlog.Record, notify
 		}
 	}
 	e := cqueue.Entry{Pos: rec.Pos, Size: int32(rec.Next - rec.Pos), TagHash: tagHashBytes(h.tags)}
+	if h.queueOffset < q.cq.Max() && h.queueOffset >= q.cq.Min() {
+		// Replayed after a restart: the entry should be there already. Past the dispatch
+		// checkpoint the queue file was not synced, so a power cut may have left garbage in
+		// it: an entry that disagrees with the log is cut, with everything after it.
+		if old, ok := q.entryAhead(h.queueOffset); ok && old == e {
+			return true
+		}
+		s.lg.Warn("consume queue entry disagrees with the commitlog: rewriting the queue from here", "topic", q.topic, "queue", q.id, "offset", h.queueOffset)
+		q.ahead = q.ahead[:0]
+		if err := q.cq.TruncateFrom(h.queueOffset); err != nil {
+			s.lg.Error("cut consume queue", "topic", q.topic, "queue", q.id, "err", err)
+			return false
+		}
+	}
 	err = q.cq.Append(h.queueOffset, e)
 	if errors.Is(err, cqueue.ErrGap) {
 		err = s.rebuildQueue(q, rec.Pos, h.queueOffset)
@@ -141,18 +200,7 @@ func (s *Store) dispatchRecord(r *commitlog.Reader, rec commitlog.Record, notify
 		}
 		return true
 	case errors.Is(err, cqueue.ErrOffsetExists):
-		// Replayed after a restart: the entry should be there already. Past the dispatch
-		// checkpoint the queue file was not synced, so a power cut may have left garbage in
-		// it: an entry that disagrees with the log is cut, with everything after it.
-		if old, gerr := q.cq.Get(h.queueOffset); gerr == nil && old == e {
-			return true
-		}
-		s.lg.Warn("consume queue entry disagrees with the commitlog: rewriting the queue from here", "topic", q.topic, "queue", q.id, "offset", h.queueOffset)
-		if err := q.cq.TruncateFrom(h.queueOffset); err != nil {
-			s.lg.Error("cut consume queue", "topic", q.topic, "queue", q.id, "err", err)
-			return false
-		}
-		return s.dispatchRecord(r, rec, notify)
+		return true // below Min: retention deleted it meanwhile
 	case errors.Is(err, vfs.ErrNoSpace):
 		s.lg.Error("disk full: consume queue entry waits", "topic", q.topic, "queue", q.id, "err", err)
 		return false
@@ -408,6 +456,7 @@ func (s *Store) recoverQueues() error {
 	for _, qs := range s.topics {
 		for _, q := range qs {
 			q.next = q.cq.Max()
+			q.ahead = nil // only replay reads ahead
 		}
 	}
 	return s.syncQueues()

@@ -31,6 +31,10 @@ type Options struct {
 	// QueueFlushInterval is how often consume queues are fsynced and the dispatch checkpoint
 	// written. Default 1 s.
 	QueueFlushInterval time.Duration
+	// QueueFlushBytes also syncs the queues and writes the checkpoint once the dispatcher
+	// has covered this many bytes of log since the last time, bounding what recovery after
+	// a crash must dispatch again. Default 32 MiB.
+	QueueFlushBytes int64
 	// MaxAge deletes commitlog segments older than this. Default 72 h; negative disables.
 	MaxAge time.Duration
 	// MaxBytes is the commitlog byte quota. Default 0: none.
@@ -71,6 +75,7 @@ type Arrival struct {
 var DefaultOptions = Options{
 	QueueSegmentEntries: 65536,
 	QueueFlushInterval:  time.Second,
+	QueueFlushBytes:     32 << 20,
 	MaxMessageSize:      4 << 20,
 	MaxPullBytes:        256 << 10,
 	Now:                 time.Now,
@@ -91,6 +96,9 @@ func (o *Options) withDefaults() (Options, error) {
 	if r.QueueFlushInterval == 0 {
 		r.QueueFlushInterval = d.QueueFlushInterval
 	}
+	if r.QueueFlushBytes == 0 {
+		r.QueueFlushBytes = d.QueueFlushBytes
+	}
 	if r.MaxMessageSize == 0 {
 		r.MaxMessageSize = d.MaxMessageSize
 	}
@@ -103,7 +111,7 @@ func (o *Options) withDefaults() (Options, error) {
 	if r.Logger == nil {
 		r.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	if r.MaxMessageSize < 0 || r.MaxPullBytes < 0 || r.QueueFlushInterval < 0 || r.QueueSegmentEntries < 0 {
+	if r.MaxMessageSize < 0 || r.MaxPullBytes < 0 || r.QueueFlushInterval < 0 || r.QueueSegmentEntries < 0 || r.QueueFlushBytes < 0 {
 		return r, fmt.Errorf("store: negative MaxMessageSize, MaxPullBytes, QueueFlushInterval or QueueSegmentEntries")
 	}
 	return r, nil

@@ -52,6 +52,7 @@ type Store struct {
 
 	dispatched atomic.Int64 // every record below this position has its queue entry
 	dkick      chan struct{}
+	syncReq    chan chan error // Flush asks the dispatcher, the checkpoint's only writer
 	readers    sync.Pool // *commitlog.Reader
 	closed     atomic.Bool
 	done       chan struct{}
@@ -63,6 +64,11 @@ type queue struct {
 	id    int32
 	cq    *cqueue.Queue
 	next  int64 // next queue offset to assign; guarded by Store.mu
+
+	// Entries read ahead by the dispatcher to check replayed records against (owned by the
+	// dispatcher goroutine, and by Open before it starts).
+	ahead     []cqueue.Entry
+	aheadBase int64
 }
 
 type undo struct {
@@ -90,8 +96,9 @@ func Open(dir string, opts *Options) (st *Store, err error) {
 		opts:   o,
 		lg:     o.Logger.With("component", "store"),
 		topics: map[string]map[int32]*queue{},
-		dkick:  make(chan struct{}, 1),
-		done:   make(chan struct{}),
+		dkick:   make(chan struct{}, 1),
+		syncReq: make(chan chan error),
+		done:    make(chan struct{}),
 	}
 	if s.lock, err = dirlock.Acquire(dir); err != nil {
 		return nil, err
@@ -317,7 +324,13 @@ func (s *Store) Flush() error {
 	if err := s.log.Flush(); err != nil {
 		return err
 	}
-	return s.syncQueues()
+	reply := make(chan error, 1)
+	select {
+	case s.syncReq <- reply:
+		return <-reply
+	case <-s.done:
+		return ErrClosed
+	}
 }
 
 // Close flushes the log and the queues, writes the checkpoints, stops the goroutines and
