@@ -1,0 +1,170 @@
+package consumer
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/edgemq/edgemq/edge"
+)
+
+// The seed's fixed delays of ConsumeMessageOrderlyService.
+const (
+	orderlyRelockDelay   = 10 * time.Millisecond  // locked but lock lost or expired mid-run; and resubmit after a relock
+	orderlyNotLockDelay  = 100 * time.Millisecond // a run found the queue not locked
+	orderlyLockFailDelay = 3 * time.Second        // the relock failed
+)
+
+// submitOrderly queues a consume run of qs after d (ConsumeMessageOrderlyService.
+// submitConsumeRequestLater); a refused run is retried after SubmitRetryDelay.
+func (pc *PushConsumer) submitOrderly(qs *queueState, d time.Duration) {
+	if d > 0 {
+		pc.after(d, func() { pc.submitOrderly(qs, 0) })
+		return
+	}
+	if !pc.pool.submit(func() { pc.consumeOrderly(qs) }) {
+		pc.after(pc.opts.SubmitRetryDelay, func() { pc.submitOrderly(qs, 0) })
+	}
+}
+
+// tryLockLaterAndReconsume relocks qs after d, then resubmits it: 10 ms later if the lock
+// was got, 3 s later if not.
+func (pc *PushConsumer) tryLockLaterAndReconsume(qs *queueState, d time.Duration) {
+	pc.after(d, func() {
+		if qs.pq.Dropped() {
+			return
+		}
+		if pc.lockOne(qs.mq, qs) {
+			pc.submitOrderly(qs, orderlyRelockDelay)
+		} else {
+			pc.submitOrderly(qs, orderlyLockFailDelay)
+		}
+	})
+}
+
+// consumeOrderly is ConsumeMessageOrderlyService.ConsumeRequest.run: it consumes qs's cache
+// in offset order while the queue stays locked, for at most MaxTimeConsumeContinuously.
+func (pc *PushConsumer) consumeOrderly(qs *queueState) {
+	if qs.pq.Dropped() {
+		return
+	}
+	o := &pc.opts
+	clustering := o.Model == edge.Clustering
+	qs.consumeMu.Lock()
+	defer qs.consumeMu.Unlock()
+	if clustering && (!qs.pq.Locked() || qs.pq.IsLockExpired(o.LockExpiry)) {
+		if !qs.pq.Dropped() {
+			pc.tryLockLaterAndReconsume(qs, orderlyNotLockDelay)
+		}
+		return
+	}
+	begin := o.Clock.Now()
+	for {
+		if qs.pq.Dropped() {
+			return
+		}
+		if clustering && (!qs.pq.Locked() || qs.pq.IsLockExpired(o.LockExpiry)) {
+			pc.tryLockLaterAndReconsume(qs, orderlyRelockDelay)
+			return
+		}
+		if o.Clock.Now().Sub(begin) > o.MaxTimeConsumeContinuously {
+			pc.submitOrderly(qs, orderlyRelockDelay)
+			return
+		}
+		msgs := qs.pq.TakeMessages(o.ConsumeMessageBatchMaxSize)
+		if len(msgs) == 0 {
+			return
+		}
+		if !pc.beginConsume() {
+			qs.pq.Rollback()
+			return
+		}
+		oc := &OrderlyContext{Queue: qs.mq, AutoCommit: true}
+		hc := &HookContext{Group: o.Group, Queue: qs.mq, Messages: msgs}
+		pc.runHooks(o.BeforeConsume, hc)
+		begin := o.Clock.Now()
+		status, err := pc.callOrderly(msgs, oc)
+		elapsed := o.Clock.Now().Sub(begin)
+		pc.endConsume()
+		if err != nil {
+			o.Logger.Warn("consumer: orderly listener failed", "queue", qs.mq, "err", err)
+			status = SuspendCurrentQueueAMoment
+		}
+		hc.Success, hc.Elapsed = status == OrderlySuccess || status == Commit, elapsed
+		hc.Status = [...]string{"SUCCESS", "SUSPEND_CURRENT_QUEUE_A_MOMENT", "COMMIT", "ROLLBACK"}[status]
+		pc.runHooks(o.AfterConsume, hc)
+		pc.stats.consumed(qs.mq.Topic, elapsed)
+		if !pc.processOrderlyResult(qs, msgs, status, oc) {
+			return
+		}
+	}
+}
+
+func (pc *PushConsumer) callOrderly(msgs []*Message, oc *OrderlyContext) (st ConsumeOrderlyStatus, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			st, err = SuspendCurrentQueueAMoment, fmt.Errorf("consumer: listener panic: %v", r)
+		}
+	}()
+	st, err = pc.orderly(pc.ctx, msgs, oc)
+	if st < OrderlySuccess || st > Rollback {
+		st = SuspendCurrentQueueAMoment
+	}
+	return st, err
+}
+
+// processOrderlyResult is ConsumeMessageOrderlyService.processConsumeResult; it reports
+// whether the run goes on.
+func (pc *PushConsumer) processOrderlyResult(qs *queueState, msgs []*Message, status ConsumeOrderlyStatus, oc *OrderlyContext) bool {
+	o := &pc.opts
+	suspend := time.Duration(oc.SuspendTime) * time.Millisecond
+	if suspend <= 0 {
+		suspend = o.SuspendCurrentQueueTime
+	}
+	commit := int64(-1)
+	cont := true
+	switch {
+	case oc.AutoCommit && status != SuspendCurrentQueueAMoment, !oc.AutoCommit && status == Commit:
+		commit = qs.pq.Commit()
+		pc.stats.consumeResult(qs.mq.Topic, len(msgs), 0)
+	case !oc.AutoCommit && status == OrderlySuccess:
+		pc.stats.consumeResult(qs.mq.Topic, len(msgs), 0)
+	case !oc.AutoCommit && status == Rollback:
+		qs.pq.Rollback()
+		pc.submitOrderly(qs, suspend)
+		cont = false
+	default: // SuspendCurrentQueueAMoment
+		pc.stats.consumeResult(qs.mq.Topic, 0, len(msgs))
+		if again := pc.checkReconsumeTimes(msgs); len(again) > 0 {
+			qs.pq.MakeMessagesToConsumeAgain(again)
+			pc.submitOrderly(qs, suspend)
+			cont = false
+		} else if oc.AutoCommit {
+			commit = qs.pq.Commit()
+		}
+	}
+	if commit >= 0 && !qs.pq.Dropped() {
+		pc.offsets.Update(qs.mq, commit, false)
+	}
+	return cont
+}
+
+// checkReconsumeTimes returns the messages to consume again; a message that has been
+// reconsumed MaxReconsumeTimes times goes to the dead-letter queue instead (if that fails it
+// is consumed again too). Reconsume counts are kept on the cached messages.
+func (pc *PushConsumer) checkReconsumeTimes(msgs []*Message) []*Message {
+	var again []*Message
+	for _, m := range msgs {
+		if m.ReconsumeTimes >= pc.opts.MaxReconsumeTimes {
+			if pc.opts.Model == edge.Broadcasting {
+				pc.opts.Logger.Warn("consumer: broadcasting message over max reconsume times, dropped", "topic", m.Topic, "offset", m.QueueOffset)
+				continue
+			}
+			if pc.sendBack(m, -1) {
+				continue
+			}
+		}
+		m.ReconsumeTimes++
+		again = append(again, m)
+	}
+	return again
+}

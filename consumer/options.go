@@ -1,0 +1,265 @@
+package consumer
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/edgemq/edgemq/edge"
+)
+
+// ConsumeFromWhere says where a queue starts when the group has no stored offset for it.
+type ConsumeFromWhere int
+
+const (
+	// ConsumeFromLastOffset starts after the last message (only new messages). Default.
+	ConsumeFromLastOffset ConsumeFromWhere = iota
+	// ConsumeFromFirstOffset starts at the first stored message.
+	ConsumeFromFirstOffset
+	// ConsumeFromTimestamp starts at the first message stored at or after
+	// Options.ConsumeTimestamp.
+	ConsumeFromTimestamp
+)
+
+// Hook runs before or after each consume of a batch (RocketMQ's ConsumeMessageHook).
+type Hook func(ctx context.Context, hc *HookContext)
+
+// HookContext describes one consume of a batch.
+type HookContext struct {
+	Group    string
+	Queue    edge.MessageQueue
+	Messages []*Message
+	Success  bool          // after the consume: the listener's verdict was a success
+	Status   string        // after the consume: the verdict's name
+	Elapsed  time.Duration // after the consume
+}
+
+// Options configures a consumer. A zero field takes its default; every number of the seeds'
+// consumer is here.
+type Options struct {
+	// Group is the consumer group. Required.
+	Group string
+	// ClientID identifies this consumer instance in the group. Default host@pid#n.
+	ClientID string
+	// Model is clustering (each message to one member, default) or broadcasting.
+	Model edge.MessageModel
+	// FromWhere and ConsumeTimestamp place a queue without a stored offset.
+	FromWhere ConsumeFromWhere
+	// ConsumeTimestamp for ConsumeFromTimestamp. Default 30 minutes before Start.
+	ConsumeTimestamp time.Time
+
+	// PullBatchSize is the most messages one pull asks for: 1..1024, default 32.
+	PullBatchSize int
+	// PullInterval waits this long between pulls of a queue. Default 0.
+	PullInterval time.Duration
+	// PullThresholdForQueue pauses a queue's pulls while it caches more messages. Default 1000.
+	PullThresholdForQueue int
+	// PullThresholdSizeForQueue pauses a queue's pulls while it caches more body bytes.
+	// Default 100 MiB.
+	PullThresholdSizeForQueue int64
+	// ConsumeConcurrentlyMaxSpan pauses a concurrent queue's pulls while its cached offsets
+	// span more than this. Default 2000.
+	ConsumeConcurrentlyMaxSpan int64
+	// FlowControlDelay is the retry delay of a pull held back by flow control. Default 50 ms.
+	FlowControlDelay time.Duration
+	// SuspendedDelay is the retry delay of a pull while the consumer is suspended. Default 1 s.
+	SuspendedDelay time.Duration
+	// PullErrorDelay is the retry delay after a failed pull. Default 3 s.
+	PullErrorDelay time.Duration
+	// BrokerSuspend is how long the broker holds a pull that finds nothing. Default 15 s.
+	BrokerSuspend time.Duration
+	// OffsetIllegalDelay: after OFFSET_ILLEGAL the queue is removed this long later. Default 10 s.
+	OffsetIllegalDelay time.Duration
+	// PullExpiry drops a queue's cache when it has not been pulled for this long. Default 120 s.
+	PullExpiry time.Duration
+
+	// ConsumeGoroutinesMin and Max size the concurrent worker pool. Defaults 20 and 64.
+	ConsumeGoroutinesMin int
+	ConsumeGoroutinesMax int
+	// ConsumeMessageBatchMaxSize is the most messages per listener call: 1..1024, default 1.
+	ConsumeMessageBatchMaxSize int
+	// SubmitRetryDelay retries a batch the worker pool refused. Default 5 s.
+	SubmitRetryDelay time.Duration
+	// SendBackRetryDelay consumes failed messages locally again after this when sending them
+	// back failed. Default 5 s.
+	SendBackRetryDelay time.Duration
+	// ConsumeTimeout: messages consuming longer are sent back. Default 15 min.
+	ConsumeTimeout time.Duration
+	// ExpiredCheckInterval is how often consume timeouts are checked. Default 15 min.
+	ExpiredCheckInterval time.Duration
+	// MaxExpiredPerQueue bounds the expired messages sent back per queue per check. Default 16.
+	MaxExpiredPerQueue int
+	// MaxReconsumeTimes sends a message to the DLQ after this many reconsumes, in both
+	// concurrent and orderly consumption. Default 16. (RocketMQ's orderly default is
+	// unlimited, which lets one poison message block its queue forever.)
+	MaxReconsumeTimes int32
+
+	// LockInterval is how often an orderly consumer locks its queues at the broker. Default 20 s.
+	LockInterval time.Duration
+	// LockExpiry: an orderly queue is consumed only while its lock is younger. Default 30 s.
+	LockExpiry time.Duration
+	// MaxTimeConsumeContinuously makes an orderly consume run yield. Default 60 s.
+	MaxTimeConsumeContinuously time.Duration
+	// SuspendCurrentQueueTime is the pause of SUSPEND_CURRENT_QUEUE_A_MOMENT. Default 1 s.
+	SuspendCurrentQueueTime time.Duration
+
+	// RebalanceInterval is how often queues are reassigned. Default 20 s.
+	RebalanceInterval time.Duration
+	// Strategy assigns queues to members. Default AllocateAveragely.
+	Strategy AllocateStrategy
+	// HeartbeatInterval is how often the consumer heartbeats. Default 30 s.
+	HeartbeatInterval time.Duration
+	// PersistInterval is how often offsets are sent to the broker (clustering) or written to
+	// disk (broadcasting). Default 5 s.
+	PersistInterval time.Duration
+	// OffsetDir holds broadcasting offsets. Default $HOME/.edgemq/offsets.
+	OffsetDir string
+
+	// BeforeConsume and AfterConsume hooks run around each listener call.
+	BeforeConsume []Hook
+	AfterConsume  []Hook
+	// Clock is the source of time. Default edge.SystemClock.
+	Clock edge.Clock
+	// Logger receives the consumer's reports. Default: discard.
+	Logger *slog.Logger
+}
+
+// DefaultOptions holds the defaults zero fields take.
+var DefaultOptions = Options{
+	PullBatchSize:              32,
+	PullThresholdForQueue:      1000,
+	PullThresholdSizeForQueue:  100 << 20,
+	ConsumeConcurrentlyMaxSpan: 2000,
+	FlowControlDelay:           50 * time.Millisecond,
+	SuspendedDelay:             time.Second,
+	PullErrorDelay:             3 * time.Second,
+	BrokerSuspend:              15 * time.Second,
+	OffsetIllegalDelay:         10 * time.Second,
+	PullExpiry:                 120 * time.Second,
+	ConsumeGoroutinesMin:       20,
+	ConsumeGoroutinesMax:       64,
+	ConsumeMessageBatchMaxSize: 1,
+	SubmitRetryDelay:           5 * time.Second,
+	SendBackRetryDelay:         5 * time.Second,
+	ConsumeTimeout:             15 * time.Minute,
+	ExpiredCheckInterval:       15 * time.Minute,
+	MaxExpiredPerQueue:         16,
+	MaxReconsumeTimes:          16,
+	LockInterval:               20 * time.Second,
+	LockExpiry:                 30 * time.Second,
+	MaxTimeConsumeContinuously: 60 * time.Second,
+	SuspendCurrentQueueTime:    time.Second,
+	RebalanceInterval:          20 * time.Second,
+	HeartbeatInterval:          30 * time.Second,
+	PersistInterval:            5 * time.Second,
+}
+
+var clientSeq = make(chan int, 1)
+
+func init() { clientSeq <- 0 }
+
+func nextClientID() string {
+	n := <-clientSeq
+	clientSeq <- n + 1
+	host, _ := os.Hostname()
+	if host == "" {
+		host = "localhost"
+	}
+	return fmt.Sprintf("%s@%d#%d", host, os.Getpid(), n)
+}
+
+func (o *Options) withDefaults() (Options, error) {
+	var r Options
+	if o != nil {
+		r = *o
+	}
+	d := DefaultOptions
+	def := func(v *time.Duration, x time.Duration) {
+		if *v == 0 {
+			*v = x
+		}
+	}
+	defInt := func(v *int, x int) {
+		if *v == 0 {
+			*v = x
+		}
+	}
+	if r.Group == "" {
+		return r, fmt.Errorf("%w: Group is required", ErrInvalidOptions)
+	}
+	if r.ClientID == "" {
+		r.ClientID = nextClientID()
+	}
+	defInt(&r.PullBatchSize, d.PullBatchSize)
+	defInt(&r.PullThresholdForQueue, d.PullThresholdForQueue)
+	if r.PullThresholdSizeForQueue == 0 {
+		r.PullThresholdSizeForQueue = d.PullThresholdSizeForQueue
+	}
+	if r.ConsumeConcurrentlyMaxSpan == 0 {
+		r.ConsumeConcurrentlyMaxSpan = d.ConsumeConcurrentlyMaxSpan
+	}
+	def(&r.FlowControlDelay, d.FlowControlDelay)
+	def(&r.SuspendedDelay, d.SuspendedDelay)
+	def(&r.PullErrorDelay, d.PullErrorDelay)
+	def(&r.BrokerSuspend, d.BrokerSuspend)
+	def(&r.OffsetIllegalDelay, d.OffsetIllegalDelay)
+	def(&r.PullExpiry, d.PullExpiry)
+	defInt(&r.ConsumeGoroutinesMin, d.ConsumeGoroutinesMin)
+	defInt(&r.ConsumeGoroutinesMax, d.ConsumeGoroutinesMax)
+	defInt(&r.ConsumeMessageBatchMaxSize, d.ConsumeMessageBatchMaxSize)
+	def(&r.SubmitRetryDelay, d.SubmitRetryDelay)
+	def(&r.SendBackRetryDelay, d.SendBackRetryDelay)
+	def(&r.ConsumeTimeout, d.ConsumeTimeout)
+	def(&r.ExpiredCheckInterval, d.ExpiredCheckInterval)
+	defInt(&r.MaxExpiredPerQueue, d.MaxExpiredPerQueue)
+	if r.MaxReconsumeTimes == 0 {
+		r.MaxReconsumeTimes = d.MaxReconsumeTimes
+	}
+	def(&r.LockInterval, d.LockInterval)
+	def(&r.LockExpiry, d.LockExpiry)
+	def(&r.MaxTimeConsumeContinuously, d.MaxTimeConsumeContinuously)
+	def(&r.SuspendCurrentQueueTime, d.SuspendCurrentQueueTime)
+	def(&r.RebalanceInterval, d.RebalanceInterval)
+	def(&r.HeartbeatInterval, d.HeartbeatInterval)
+	def(&r.PersistInterval, d.PersistInterval)
+	if r.Strategy == nil {
+		r.Strategy = AllocateAveragely{}
+	}
+	if r.Clock == nil {
+		r.Clock = edge.SystemClock
+	}
+	if r.Logger == nil {
+		r.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if r.OffsetDir == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			home = os.TempDir()
+		}
+		r.OffsetDir = filepath.Join(home, ".edgemq", "offsets")
+	}
+	if r.ConsumeTimestamp.IsZero() {
+		r.ConsumeTimestamp = r.Clock.Now().Add(-30 * time.Minute)
+	}
+	switch {
+	case r.PullBatchSize < 1 || r.PullBatchSize > 1024:
+		return r, fmt.Errorf("%w: PullBatchSize %d not in 1..1024", ErrInvalidOptions, r.PullBatchSize)
+	case r.ConsumeMessageBatchMaxSize < 1 || r.ConsumeMessageBatchMaxSize > 1024:
+		return r, fmt.Errorf("%w: ConsumeMessageBatchMaxSize %d not in 1..1024", ErrInvalidOptions, r.ConsumeMessageBatchMaxSize)
+	case r.ConsumeGoroutinesMin < 1 || r.ConsumeGoroutinesMax < r.ConsumeGoroutinesMin:
+		return r, fmt.Errorf("%w: ConsumeGoroutinesMin %d / Max %d", ErrInvalidOptions, r.ConsumeGoroutinesMin, r.ConsumeGoroutinesMax)
+	case r.PullThresholdForQueue < 1 || r.PullThresholdSizeForQueue < 1 || r.ConsumeConcurrentlyMaxSpan < 1 || r.MaxExpiredPerQueue < 1 || r.MaxReconsumeTimes < 1:
+		return r, fmt.Errorf("%w: thresholds, spans and counts must be positive", ErrInvalidOptions)
+	case r.PullInterval < 0:
+		return r, fmt.Errorf("%w: negative PullInterval", ErrInvalidOptions)
+	case r.Model != edge.Clustering && r.Model != edge.Broadcasting:
+		return r, fmt.Errorf("%w: Model %d", ErrInvalidOptions, r.Model)
+	case r.FromWhere < ConsumeFromLastOffset || r.FromWhere > ConsumeFromTimestamp:
+		return r, fmt.Errorf("%w: FromWhere %d", ErrInvalidOptions, r.FromWhere)
+	}
+	return r, nil
+}

@@ -1,0 +1,369 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/edgemq/edgemq/edge"
+)
+
+func TestMixedListeners(t *testing.T) {
+	b := testBroker(t, nil)
+	pc, err := NewPushConsumer(b, fastOptions(t, "g"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pc.Subscribe("T1", "*", newCounter().listener()); err != nil {
+		t.Fatal(err)
+	}
+	ol := OrderlyListener(func(context.Context, []*Message, *OrderlyContext) (ConsumeOrderlyStatus, error) {
+		return OrderlySuccess, nil
+	})
+	if err := pc.Subscribe("T2", "*", ol); !errors.Is(err, ErrMixedListeners) {
+		t.Fatalf("Subscribe orderly after concurrent: %v, want ErrMixedListeners", err)
+	}
+	if _, err := NewPushConsumer(b, &Options{}); !errors.Is(err, ErrInvalidOptions) {
+		t.Fatalf("no group: %v", err)
+	}
+}
+
+// TestHooksAndStats: every message reaches the listener once, the hooks run around each
+// call, and the stats count pulls, consumes and the lag.
+func TestHooksAndStats(t *testing.T) {
+	b := testBroker(t, nil)
+	createTopic(t, b, "T", 4)
+	sendN(t, b, "T", "m", 100, nil)
+	var before, after, afterOK atomic.Int64
+	o := fastOptions(t, "g")
+	o.BeforeConsume = []Hook{func(_ context.Context, hc *HookContext) { before.Add(int64(len(hc.Messages))) }}
+	o.AfterConsume = []Hook{func(_ context.Context, hc *HookContext) {
+		after.Add(int64(len(hc.Messages)))
+		if hc.Success && hc.Status == "CONSUME_SUCCESS" && hc.Group == "g" {
+			afterOK.Add(int64(len(hc.Messages)))
+		}
+	}}
+	c := newCounter()
+	pc := startConsumer(t, b, o, "T", c.listener())
+	waitFor(t, 10*time.Second, "100 messages", func() bool { return c.distinct() == 100 })
+	waitFor(t, 5*time.Second, "hooks", func() bool { return after.Load() == 100 })
+	if before.Load() != 100 || afterOK.Load() != 100 {
+		t.Fatalf("hooks saw before %d, after ok %d messages, want 100", before.Load(), afterOK.Load())
+	}
+	waitFor(t, 5*time.Second, "results counted", func() bool { return pc.Stats().Topics["T"].ConsumeOK == 100 })
+	st := pc.Stats().Topics["T"]
+	if st.PullMsgs != 100 || st.ConsumeOK != 100 || st.ConsumeFailed != 0 || st.Consumes != 100 || st.Pulls == 0 || st.PullTPS <= 0 || st.ConsumeOKTPS <= 0 {
+		t.Fatalf("stats %+v", st)
+	}
+	waitFor(t, 5*time.Second, "zero lag", func() bool {
+		lag := pc.Stats().Lag
+		var sum int64
+		for mq, l := range lag {
+			if mq.Topic == "T" {
+				sum += l
+			}
+		}
+		return len(lag) >= 4 && sum == 0
+	})
+}
+
+// TestFlowControl: a queue's cache never holds more than PullThresholdForQueue messages
+// plus one pull batch while the listener is blocked.
+func TestFlowControl(t *testing.T) {
+	b := testBroker(t, nil)
+	createTopic(t, b, "T", 1)
+	sendN(t, b, "T", "m", 100, nil)
+	o := fastOptions(t, "g")
+	o.PullThresholdForQueue = 10
+	o.PullBatchSize = 4
+	release := make(chan struct{})
+	c := newCounter()
+	pc := startConsumer(t, b, o, "T", ConcurrentListener(func(ctx context.Context, msgs []*Message, _ *ConcurrentlyContext) (ConsumeConcurrentlyStatus, error) {
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		c.add(msgs)
+		return ConsumeSuccess, nil
+	}))
+	waitFor(t, 5*time.Second, "flow control", func() bool { return pc.Stats().Topics["T"].FlowControls > 3 })
+	for _, qs := range pc.snapshot() {
+		if n := qs.pq.Count(); n > 10+4 {
+			t.Fatalf("queue caches %d messages, threshold 10 + batch 4", n)
+		}
+	}
+	close(release)
+	waitFor(t, 10*time.Second, "all messages", func() bool { return c.distinct() == 100 })
+}
+
+// TestFlowControlMaxSpan: a concurrent queue stops pulling while the offsets it caches span
+// more than ConsumeConcurrentlyMaxSpan (the count threshold stays far away).
+func TestFlowControlMaxSpan(t *testing.T) {
+	b := testBroker(t, nil)
+	createTopic(t, b, "T", 1)
+	sendN(t, b, "T", "m", 200, nil)
+	o := fastOptions(t, "g")
+	o.ConsumeConcurrentlyMaxSpan = 20
+	o.PullBatchSize = 4
+	release := make(chan struct{})
+	c := newCounter()
+	pc := startConsumer(t, b, o, "T", ConcurrentListener(func(ctx context.Context, msgs []*Message, _ *ConcurrentlyContext) (ConsumeConcurrentlyStatus, error) {
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		c.add(msgs)
+		return ConsumeSuccess, nil
+	}))
+	waitFor(t, 5*time.Second, "flow control", func() bool { return pc.Stats().Topics["T"].FlowControls > 3 })
+	for _, qs := range pc.snapshot() {
+		if qs.mq.Topic == "T" && (qs.pq.MaxSpan() > 20+4 || qs.pq.Count() > 21+4) {
+			t.Fatalf("cache spans %d offsets with %d messages, limit 20 + batch 4", qs.pq.MaxSpan(), qs.pq.Count())
+		}
+	}
+	close(release)
+	waitFor(t, 10*time.Second, "all messages", func() bool { return c.distinct() == 200 })
+}
+
+// TestOffsetIllegal: a stored offset beyond the queue's end is corrected from
+// NextBeginOffset, stored, and the queue is consumed again from there.
+func TestOffsetIllegal(t *testing.T) {
+	b := testBroker(t, nil)
+	createTopic(t, b, "T", 1)
+	sendN(t, b, "T", "old", 5, nil)
+	if err := b.CommitOffset("g", "T", 0, 1000); err != nil {
+		t.Fatal(err)
+	}
+	c := newCounter()
+	startConsumer(t, b, fastOptions(t, "g"), "T", c.listener())
+	waitFor(t, 5*time.Second, "corrected offset", func() bool {
+		off, err := b.QueryOffset("g", "T", 0)
+		return err == nil && off < 1000
+	})
+	sendN(t, b, "T", "new", 3, nil)
+	waitFor(t, 5*time.Second, "new messages", func() bool { return c.get("new0")+c.get("new1")+c.get("new2") == 3 })
+}
+
+// TestRetryTopicSubscriptionAndRedelivery: a clustering consumer subscribes to its group's
+// retry topic; a failed message is sent back and comes again with its original topic.
+func TestRetryTopicSubscriptionAndRedelivery(t *testing.T) {
+	b := testBroker(t, nil)
+	createTopic(t, b, "T", 2)
+	var mu sync.Mutex
+	var seen []Message
+	pc := startConsumer(t, b, fastOptions(t, "g"), "T", ConcurrentListener(func(_ context.Context, msgs []*Message, _ *ConcurrentlyContext) (ConsumeConcurrentlyStatus, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, m := range msgs {
+			seen = append(seen, *m)
+		}
+		if msgs[0].ReconsumeTimes == 0 {
+			return ReconsumeLater, nil
+		}
+		return ConsumeSuccess, nil
+	}))
+	members, err := b.Members("g")
+	if err != nil || len(members) != 1 {
+		t.Fatalf("Members: %v %v", members, err)
+	}
+	subs := map[string]string{}
+	for _, s := range members[0].Subscriptions {
+		subs[s.Topic] = s.Expression
+	}
+	if subs[edge.RetryTopic("g")] != "*" || subs["T"] != "*" {
+		t.Fatalf("subscriptions %v, want T and %s", subs, edge.RetryTopic("g"))
+	}
+	sendN(t, b, "T", "m", 3, nil)
+	waitFor(t, 10*time.Second, "redelivery", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(seen) >= 6
+	})
+	waitFor(t, 5*time.Second, "retry queue assigned", func() bool {
+		for _, mq := range pc.assigned() {
+			if mq.Topic == edge.RetryTopic("g") {
+				return true
+			}
+		}
+		return false
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	again := 0
+	for _, m := range seen {
+		if m.Topic != "T" {
+			t.Fatalf("listener saw topic %q, want T restored", m.Topic)
+		}
+		if m.ReconsumeTimes == 1 {
+			again++
+		}
+	}
+	if again != 3 {
+		t.Fatalf("%d redeliveries with reconsume times 1, want 3", again)
+	}
+	if st := pc.Stats().Topics["T"]; st.ConsumeFailed != 3 {
+		t.Fatalf("failed count %d, want 3", st.ConsumeFailed)
+	}
+}
+
+// TestAckIndexPartialSuccess: with ConsumeSuccess and AckIndex 1 of a batch of 4, only the
+// last two messages come back.
+func TestAckIndexPartialSuccess(t *testing.T) {
+	b := testBroker(t, nil)
+	createTopic(t, b, "T", 1)
+	sendN(t, b, "T", "m", 4, nil)
+	waitFor(t, 5*time.Second, "4 messages dispatched", func() bool {
+		max, err := b.MaxOffset("T", 0)
+		return err == nil && max == 4
+	})
+	o := fastOptions(t, "g")
+	o.ConsumeMessageBatchMaxSize = 4
+	o.PullBatchSize = 4
+	c := newCounter()
+	var first atomic.Bool
+	var firstLen atomic.Int64
+	startConsumer(t, b, o, "T", ConcurrentListener(func(_ context.Context, msgs []*Message, cc *ConcurrentlyContext) (ConsumeConcurrentlyStatus, error) {
+		c.add(msgs)
+		if first.CompareAndSwap(false, true) {
+			firstLen.Store(int64(len(msgs)))
+			cc.AckIndex = 1
+		}
+		return ConsumeSuccess, nil
+	}))
+	waitFor(t, 10*time.Second, "redelivery of m2 and m3", func() bool { return c.get("m2") == 2 && c.get("m3") == 2 })
+	if firstLen.Load() != 4 {
+		t.Fatalf("first batch had %d messages, want 4", firstLen.Load())
+	}
+	waitFor(t, 5*time.Second, "offset committed", func() bool {
+		off, err := b.QueryOffset("g", "T", 0)
+		return err == nil && off == 4
+	})
+	if c.get("m0") != 1 || c.get("m1") != 1 {
+		t.Fatalf("acknowledged messages redelivered: m0 %d, m1 %d", c.get("m0"), c.get("m1"))
+	}
+}
+
+// TestPanicCountsAsFailure: a listener panic is recovered and the batch is sent back.
+func TestPanicCountsAsFailure(t *testing.T) {
+	b := testBroker(t, nil)
+	createTopic(t, b, "T", 1)
+	sendN(t, b, "T", "m", 1, nil)
+	c := newCounter()
+	var reconsumed atomic.Int32
+	pc := startConsumer(t, b, fastOptions(t, "g"), "T", ConcurrentListener(func(_ context.Context, msgs []*Message, _ *ConcurrentlyContext) (ConsumeConcurrentlyStatus, error) {
+		c.add(msgs)
+		if msgs[0].ReconsumeTimes == 0 {
+			panic("boom")
+		}
+		reconsumed.Store(msgs[0].ReconsumeTimes)
+		return ConsumeSuccess, nil
+	}))
+	waitFor(t, 10*time.Second, "redelivery after panic", func() bool { return c.get("m0") == 2 })
+	if reconsumed.Load() != 1 {
+		t.Fatalf("reconsume times %d, want 1", reconsumed.Load())
+	}
+	// Stats go by the queue's topic, as RocketMQ's: the redelivery is the retry topic's.
+	waitFor(t, 5*time.Second, "stats", func() bool { return pc.Stats().Topics[edge.RetryTopic("g")].ConsumeOK == 1 })
+	if st := pc.Stats().Topics["T"]; st.ConsumeFailed != 1 {
+		t.Fatalf("stats %+v, want 1 failed and 1 ok", st)
+	}
+}
+
+// failingSendBack is a broker whose send-backs and sends fail.
+type failingSendBack struct {
+	*edge.Broker
+	sendBacks, sends atomic.Int32
+}
+
+func (f *failingSendBack) SendBack(context.Context, edge.SendBackRequest) (edge.SendResult, error) {
+	f.sendBacks.Add(1)
+	return edge.SendResult{}, errors.New("test: send back refused")
+}
+
+func (f *failingSendBack) Send(context.Context, *edge.Message, edge.QueueSelector) (edge.SendResult, error) {
+	f.sends.Add(1)
+	return edge.SendResult{}, errors.New("test: send refused")
+}
+
+// TestSendBackFailsConsumesLocally: when the send-back and the normal send to the retry
+// topic both fail, failed messages are consumed again locally, and the offset moves on
+// once they succeed.
+func TestSendBackFailsConsumesLocally(t *testing.T) {
+	b := testBroker(t, nil)
+	createTopic(t, b, "T", 1)
+	sendN(t, b, "T", "m", 1, nil)
+	fb := &failingSendBack{Broker: b}
+	c := newCounter()
+	var lastTimes atomic.Int32
+	startConsumer(t, fb, fastOptions(t, "g"), "T", ConcurrentListener(func(_ context.Context, msgs []*Message, _ *ConcurrentlyContext) (ConsumeConcurrentlyStatus, error) {
+		c.add(msgs)
+		lastTimes.Store(msgs[0].ReconsumeTimes)
+		if c.get("m0") < 3 {
+			return ReconsumeLater, nil
+		}
+		return ConsumeSuccess, nil
+	}))
+	waitFor(t, 10*time.Second, "local reconsumption", func() bool { return c.get("m0") >= 3 })
+	waitFor(t, 5*time.Second, "offset committed", func() bool {
+		off, err := b.QueryOffset("g", "T", 0)
+		return err == nil && off == 1
+	})
+	if fb.sendBacks.Load() != 2 || fb.sends.Load() != 2 || lastTimes.Load() != 2 {
+		t.Fatalf("%d send-backs, %d sends, reconsume times %d; want 2, 2, 2", fb.sendBacks.Load(), fb.sends.Load(), lastTimes.Load())
+	}
+}
+
+// TestSuspendResume: a suspended consumer pulls nothing until resumed.
+func TestSuspendResume(t *testing.T) {
+	b := testBroker(t, nil)
+	createTopic(t, b, "T", 2)
+	c := newCounter()
+	pc := startConsumer(t, b, fastOptions(t, "g"), "T", c.listener())
+	waitFor(t, 5*time.Second, "queues assigned", func() bool { return len(pc.assigned()) == 3 })
+	pc.Suspend()
+	time.Sleep(250 * time.Millisecond) // pulls parked before Suspend run out (BrokerSuspend 200 ms)
+	sendN(t, b, "T", "m", 10, nil)
+	time.Sleep(200 * time.Millisecond)
+	if n := c.total(); n != 0 {
+		t.Fatalf("suspended consumer consumed %d messages", n)
+	}
+	pc.Resume()
+	waitFor(t, 5*time.Second, "messages after Resume", func() bool { return c.distinct() == 10 })
+}
+
+// TestShutdownPersistsOffsets: a consumer restarted after Shutdown resumes where it stopped,
+// without redelivering what it consumed.
+func TestShutdownPersistsOffsets(t *testing.T) {
+	b := testBroker(t, nil)
+	createTopic(t, b, "T", 4)
+	sendN(t, b, "T", "a", 40, nil)
+	c := newCounter()
+	o := fastOptions(t, "g")
+	o.PersistInterval = time.Hour // only Shutdown persists
+	pc := startConsumer(t, b, o, "T", c.listener())
+	waitFor(t, 10*time.Second, "first batch", func() bool { return c.distinct() == 40 })
+	shutdown(t, pc)
+	ids, _ := b.ConsumerIDs("g")
+	if len(ids) != 0 {
+		t.Fatalf("members after Shutdown: %v", ids)
+	}
+	for q := int32(0); q < 4; q++ {
+		off, err := b.QueryOffset("g", "T", q)
+		if err != nil || off != 10 {
+			t.Fatalf("queue %d offset %d (%v), want 10", q, off, err)
+		}
+	}
+	sendN(t, b, "T", "b", 20, nil)
+	c2 := newCounter()
+	startConsumer(t, b, fastOptions(t, "g"), "T", c2.listener())
+	waitFor(t, 10*time.Second, "second batch", func() bool { return c2.distinct() == 20 })
+	time.Sleep(100 * time.Millisecond)
+	for _, body := range bodies("a", 40) {
+		if c2.get(body) != 0 {
+			t.Fatalf("%s redelivered after restart", body)
+		}
+	}
+}
