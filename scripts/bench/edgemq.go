@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/edgemq/edgemq/edge"
+	"github.com/edgemq/edgemq/store"
+	"github.com/edgemq/edgemq/store/commitlog"
+)
+
+// topic is the EdgeMQ topic (one queue) and the JetStream subject of every run.
+const topic = "bench"
+
+// openEdgeMQ opens a broker in dir with the flush policy of j and a one-queue topic.
+func openEdgeMQ(j job, dir string) (*edge.Broker, error) {
+	so := &store.Options{}
+	if !j.Durable {
+		so.Flush = commitlog.FlushAsync
+	}
+	b, err := edge.Open(dir, &edge.Options{Store: so})
+	if err != nil {
+		return nil, err
+	}
+	if err := b.CreateTopic(edge.TopicConfig{Name: topic, ReadQueues: 1, WriteQueues: 1}); err != nil {
+		b.Close()
+		return nil, err
+	}
+	return b, nil
+}
+
+func runEdgeMQ(ctx context.Context, j job, dir string) (result, error) {
+	switch j.Work {
+	case workSend:
+		return edgeMQSend(ctx, j, dir)
+	case workPull:
+		return edgeMQPull(ctx, j, dir)
+	case workLatency:
+		return edgeMQLatency(ctx, j, dir)
+	}
+	return result{}, fmt.Errorf("unknown workload %q", j.Work)
+}
+
+// edgeMQSend calls Broker.Send from j.Producers goroutines, each message on its own.
+func edgeMQSend(ctx context.Context, j job, dir string) (result, error) {
+	var res result
+	b, err := openEdgeMQ(j, dir)
+	if err != nil {
+		return res, err
+	}
+	defer func() {
+		if b != nil {
+			b.Close()
+		}
+	}()
+	body := make([]byte, j.Size)
+	send := func() error {
+		_, err := b.Send(ctx, &edge.Message{Topic: topic, Body: body}, nil)
+		return err
+	}
+	const warmup = 1000
+	for range warmup {
+		m := &edge.Message{Topic: topic, Body: body}
+		if _, err := b.Send(ctx, m, nil); err != nil {
+			return res, err
+		}
+		res.RecordBytes = int64(m.Size)
+	}
+	n, d, err := drive(j.Producers, j.N, j.Time, j.Profile, send)
+	res.Msgs, res.Seconds, res.Stored = n, d.Seconds(), n+warmup
+	if err != nil {
+		return res, err
+	}
+	err = b.Close()
+	b = nil
+	if err != nil {
+		return res, err
+	}
+	return res, measureDisk(&res, dir)
+}

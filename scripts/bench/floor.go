@@ -1,0 +1,31 @@
+package main
+
+import "sync"
+
+// runFloor measures the harness and platform floor of the latency workload: the same paced
+// producer and probe with no broker, a message handed over two goroutines by channels, as
+// EdgeMQ hands it from Send to the store's dispatch goroutine and from there to the parked
+// puller.
+func runFloor(j job) (result, error) {
+	p := newProbe(j)
+	in, out := make(chan []byte, 1024), make(chan []byte, 1024)
+	var wg sync.WaitGroup
+	wg.Go(func() { // the dispatcher
+		for b := range in {
+			out <- b
+		}
+		close(out)
+	})
+	wg.Go(func() { // the consumer
+		for b := range out {
+			p.recv(b, p.now())
+		}
+	})
+	res, err := p.run(j, func(b []byte) error {
+		in <- b
+		return nil
+	})
+	close(in)
+	wg.Wait()
+	return res, err
+}

@@ -1,0 +1,304 @@
+// Command bench runs the same workloads on EdgeMQ (in-process edge.Broker) and on an embedded
+// NATS JetStream server (in-process connection, file storage) and prints a side-by-side
+// table with ratios and the targets of the peer-benchmark issue.
+//
+// Every workload of every side runs in its own child process of this binary (the -child
+// flag), so that each peak RSS (VmHWM) belongs to one run. Workloads:
+//
+//   - send: msgs/s from 1 producer and from -producers goroutines, 100 B and 1 KiB bodies;
+//     EdgeMQ async flush vs JetStream's default (fsync every 2 min), EdgeMQ sync flush (the
+//     default) vs JetStream with SyncAlways. JetStream's single producer uses js.Publish (waits
+//     for each ack); its concurrent producers use js.PublishAsync with at most -window acks
+//     outstanding. Disk bytes per message are measured after the run, once the broker or
+//     server is shut down.
+//   - pull: msgs/s of batches of 32 over a pre-filled queue: Broker.Pull (Filter "*", MaxMsgs
+//     32, without and with CommitOffset) vs a JetStream pull consumer's Fetch(32) (AckNone,
+//     and AckExplicit with msg.Ack() per message).
+//   - latency: a producer paced at -lat-rate msgs/s stamps the send time into the body; one
+//     consumer (EdgeMQ long-poll Pull with Suspend; JetStream pull Consume, or a push
+//     consumer) records receive-minus-send for each message. A "floor" run does the same with
+//     no broker (two channel hops) to show what the harness and machine allow.
+//
+// Run from scripts/bench: go run . [-h for flags].
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+const (
+	sideEdgeMQ   = "edgemq"
+	sideJS       = "jetstream"
+	sideFloor    = "floor" // latency only: no broker, two channel hops
+	workSend     = "send"
+	workPull     = "pull"
+	workLatency  = "latency"
+	consumerPull = "consume" // JetStream pull consumer, Consume callback
+	consumerPush = "push"    // JetStream push consumer
+)
+
+// job is one run of one workload on one side, executed in a child process.
+type job struct {
+	Side      string
+	Work      string
+	Durable   bool // send: EdgeMQ sync flush / JetStream SyncAlways
+	Size      int  // body bytes
+	Producers int
+	Window    int           // JetStream: max outstanding async publishes
+	N         int64         // send: message cap; pull: messages; latency: measured messages
+	Time      time.Duration // send: time cap
+	Ack       bool          // pull: EdgeMQ CommitOffset / JetStream AckExplicit
+	Consumer  string        // latency, JetStream: consumerPull or consumerPush
+	Rate      int           // latency: msgs/s
+	Warmup    int           // latency: messages sent before the measured ones
+	Dir       string        // parent of the run's temp data dir
+	Profile   string        // CPU profile of the measured phase, if set
+}
+
+// name is a short, file-name-safe label of the job.
+func (j job) name() string {
+	parts := []string{j.Side, j.Work}
+	switch j.Work {
+	case workSend:
+		parts = append(parts, map[bool]string{false: "async", true: "durable"}[j.Durable], sizeName(j.Size), "p"+strconv.Itoa(j.Producers))
+	case workPull:
+		parts = append(parts, sizeName(j.Size), map[bool]string{false: "noack", true: "ack"}[j.Ack])
+	case workLatency:
+		if j.Side == sideJS {
+			parts = append(parts, j.Consumer)
+		}
+	}
+	return strings.Join(parts, "-")
+}
+
+func sizeName(n int) string {
+	if n >= 1024 && n%1024 == 0 {
+		return strconv.Itoa(n/1024) + "KiB"
+	}
+	return strconv.Itoa(n) + "B"
+}
+
+// result is what a child reports, as JSON on its last line of stdout.
+type result struct {
+	Job      string
+	Msgs     int64   // messages the measured phase completed
+	Stored   int64   // messages in the store when disk usage was taken
+	Seconds  float64 // measured phase
+	Rate     float64 // Msgs/Seconds
+	PeakKiB  int64   // VmHWM of the child
+	AnonKiB  int64   // peak RssAnon, sampled every 50 ms
+	FileKiB  int64   // peak RssFile (mmap'd and other file pages), sampled every 50 ms
+	DiskLog  int64   // logical bytes of the data dir after the run (send only)
+	DiskPhys int64   // allocated bytes of the data dir after the run (send only)
+	// RecordBytes is the commitlog record of one message (EdgeMQ send only): with the
+	// 20-byte consume-queue entry, the marginal disk cost of a message, as segments are
+	// preallocated.
+	RecordBytes int64
+	Lat         dist // latency: receive minus send
+	Pace        dist // latency: lateness of sends against their schedule
+	Call        dist // latency: duration of the producer's send call
+	Note        string
+	Err         string
+}
+
+func main() {
+	var (
+		child     = flag.String("child", "", "internal: run one job (JSON) and print its result")
+		sendN     = flag.Int64("send-n", 5_000_000, "send: at most this many messages per run")
+		sendTime  = flag.Duration("send-time", 3*time.Second, "send: at most this long per run")
+		producers = flag.Int("producers", 64, "send: concurrent producer goroutines")
+		window    = flag.Int("window", 1024, "JetStream: max outstanding js.PublishAsync acks (concurrent send and pre-fill)")
+		sizes     = flag.String("sizes", "100,1024", "send: body sizes in bytes, comma separated")
+		pullN     = flag.Int64("pull-n", 500_000, "pull: messages pre-filled and pulled")
+		pullSize  = flag.Int("pull-size", 100, "pull: body bytes")
+		latN      = flag.Int("lat-n", 50_000, "latency: measured messages")
+		latWarm   = flag.Int("lat-warmup", 2_000, "latency: messages sent and ignored before the measured ones")
+		latRate   = flag.Int("lat-rate", 10_000, "latency: producer rate, msgs/s")
+		latSize   = flag.Int("lat-size", 100, "latency: body bytes (at least 16)")
+		dir       = flag.String("dir", os.TempDir(), "parent of the temp data dirs")
+		profile   = flag.String("cpuprofile", "", "write a CPU profile of each run's measured phase into this dir")
+		only      = flag.String("only", "", "run only jobs whose name matches this regexp (e.g. 'send-async-100B')")
+	)
+	flag.Parse()
+	if *child != "" {
+		os.Exit(runChild(*child))
+	}
+	var sz []int
+	for s := range strings.SplitSeq(*sizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n <= 0 {
+			fatalf("bad -sizes %q", *sizes)
+		}
+		sz = append(sz, n)
+	}
+	if *latSize < 16 {
+		fatalf("-lat-size must be at least 16")
+	}
+	re, err := regexp.Compile(*only)
+	if err != nil {
+		fatalf("bad -only: %v", err)
+	}
+	if *profile != "" {
+		if err := os.MkdirAll(*profile, 0o755); err != nil {
+			fatalf("%v", err)
+		}
+	}
+	base := job{Window: *window, Dir: *dir}
+	var rows []row
+	for _, durable := range []bool{false, true} {
+		for _, size := range sz {
+			for _, p := range []int{1, *producers} {
+				j := base
+				j.Work, j.Durable, j.Size, j.Producers, j.N, j.Time = workSend, durable, size, p, *sendN, *sendTime
+				rows = append(rows, pair(j))
+			}
+		}
+	}
+	for _, ack := range []bool{false, true} {
+		j := base
+		j.Work, j.Size, j.N, j.Ack = workPull, *pullSize, *pullN, ack
+		rows = append(rows, pair(j))
+	}
+	for _, c := range []string{consumerPull, consumerPush} {
+		j := base
+		j.Work, j.Size, j.N, j.Rate, j.Warmup, j.Consumer = workLatency, *latSize, int64(*latN), *latRate, *latWarm, c
+		rows = append(rows, pair(j))
+	}
+	floor := base
+	floor.Side, floor.Work, floor.Size, floor.N, floor.Rate, floor.Warmup = sideFloor, workLatency, *latSize, int64(*latN), *latRate, *latWarm
+	rows = append(rows, row{emq: floor})
+
+	fmt.Printf("# EdgeMQ vs embedded NATS JetStream\n\n%s\n\n", machine(*dir))
+	start := time.Now()
+	done := map[string]result{} // results by job name: EdgeMQ latency runs once for two rows
+	for i := range rows {
+		r := &rows[i]
+		for k, j := range []*job{&r.emq, &r.js} {
+			if j.Side == "" || !re.MatchString(j.name()) {
+				continue
+			}
+			if *profile != "" {
+				j.Profile = filepath.Join(*profile, j.name()+".pprof")
+			}
+			res, ok := done[j.name()]
+			if !ok {
+				res = spawn(*j)
+				done[j.name()] = res
+				fmt.Fprintf(os.Stderr, "%-40s %s\n", j.name(), res.brief())
+			}
+			if k == 0 {
+				r.emqRes = &res
+			} else {
+				r.jsRes = &res
+			}
+		}
+	}
+	printTables(os.Stdout, rows)
+	fmt.Printf("\nTotal wall time %s; %s\n", time.Since(start).Round(time.Second), machine(*dir))
+}
+
+// pair returns the row of j's workload on both sides.
+func pair(j job) row {
+	e, s := j, j
+	e.Side, s.Side = sideEdgeMQ, sideJS
+	e.Consumer = ""
+	return row{emq: e, js: s}
+}
+
+// spawn runs j in a child process and returns its result.
+func spawn(j job) result {
+	b, _ := json.Marshal(j)
+	exe, err := os.Executable()
+	if err != nil {
+		return result{Job: j.name(), Err: err.Error()}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, exe, "-child", string(b))
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	runErr := cmd.Run()
+	var res result
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil {
+		msg := fmt.Sprintf("child: %v; %s", runErr, strings.TrimSpace(errb.String()))
+		return result{Job: j.name(), Err: msg}
+	}
+	return res
+}
+
+// runChild runs one job and prints its result as JSON; it returns the exit code.
+func runChild(arg string) int {
+	var j job
+	if err := json.Unmarshal([]byte(arg), &j); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	res := result{Job: j.name()}
+	rss := startRSSSampler()
+	dir, err := os.MkdirTemp(j.Dir, "edgemq-bench-"+j.name()+"-")
+	if err != nil {
+		res.Err = err.Error()
+	} else {
+		ctx := context.Background()
+		var r result
+		switch j.Side {
+		case sideEdgeMQ:
+			r, err = runEdgeMQ(ctx, j, dir)
+		case sideJS:
+			r, err = runJetStream(ctx, j, dir)
+		case sideFloor:
+			r, err = runFloor(j)
+		default:
+			err = fmt.Errorf("unknown side %q", j.Side)
+		}
+		r.Job = res.Job
+		res = r
+		if err != nil {
+			res.Err = err.Error()
+		}
+		os.RemoveAll(dir)
+	}
+	if res.Seconds > 0 {
+		res.Rate = float64(res.Msgs) / res.Seconds
+	}
+	res.AnonKiB, res.FileKiB = rss.stop()
+	res.PeakKiB = peakRSS()
+	b, _ := json.Marshal(res)
+	fmt.Println(string(b))
+	return 0
+}
+
+// measureDisk fills in the disk usage of dir after a send run.
+func measureDisk(res *result, dir string) error {
+	l, p, err := diskUsage(dir)
+	res.DiskLog, res.DiskPhys = l, p
+	return err
+}
+
+func (r result) brief() string {
+	if r.Err != "" {
+		return "ERROR " + r.Err
+	}
+	s := fmt.Sprintf("%10.0f msgs/s  %8d msgs in %6.2fs  peak %6.1f MiB", r.Rate, r.Msgs, r.Seconds, float64(r.PeakKiB)/1024)
+	if r.Lat.N > 0 {
+		s += fmt.Sprintf("  p50 %s p99 %s p99.9 %s", us(r.Lat.P50), us(r.Lat.P99), us(r.Lat.P999))
+	}
+	return s
+}
+
+func fatalf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...)
+	os.Exit(2)
+}
