@@ -7,7 +7,7 @@ import (
 	"hash/fnv"
 	"net/netip"
 	"strconv"
-	"strings"
+	"unsafe"
 
 	"github.com/edgemq/edgemq/store"
 )
@@ -80,18 +80,25 @@ func ShardingKey(key string) QueueSelector {
 // MessageID returns RocketMQ's offsetMsgId of the message stored at pos on host: 32 upper-case
 // hex characters of the IPv4 address, the port (i32) and the position (i64); 56 with IPv6.
 func MessageID(host netip.AddrPort, pos int64) string {
+	const hexdig = "0123456789ABCDEF"
 	a := host.Addr().Unmap()
-	var b []byte
+	var raw [28]byte
+	n := 0
 	if a.Is4() {
 		ip := a.As4()
-		b = append(b, ip[:]...)
+		n = copy(raw[:], ip[:])
 	} else {
 		ip := a.As16()
-		b = append(b, ip[:]...)
+		n = copy(raw[:], ip[:])
 	}
-	b = binary.BigEndian.AppendUint32(b, uint32(host.Port()))
-	b = binary.BigEndian.AppendUint64(b, uint64(pos))
-	return strings.ToUpper(hex.EncodeToString(b))
+	binary.BigEndian.PutUint32(raw[n:], uint32(host.Port()))
+	binary.BigEndian.PutUint64(raw[n+4:], uint64(pos))
+	n += 12
+	out := make([]byte, 2*n)
+	for i, c := range raw[:n] {
+		out[2*i], out[2*i+1] = hexdig[c>>4], hexdig[c&15]
+	}
+	return unsafe.String(&out[0], len(out))
 }
 
 // ParseMessageID returns the host and position of a message id made by MessageID.

@@ -48,6 +48,8 @@ type Log struct {
 	kick  chan struct{} // capacity 1: wake the flusher
 	ckpt  vfs.File      // flusher-owned after Open
 
+	dropped int64 // flusher-owned: pages below this position were dropped from RSS
+
 	prepc  chan prepared
 	tmpSeq atomic.Int64
 	tick   atomic.Int64 // retention ticks, for idle unmapping
@@ -622,6 +624,28 @@ func (l *Log) flushOnce(final bool, lastCkpt *time.Time) {
 	}
 	l.fcond.Broadcast()
 	l.fmu.Unlock()
+	if err == nil && l.opts.ResidentBytes >= 0 {
+		l.dropResident(target - l.opts.ResidentBytes)
+	}
+}
+
+// dropResident drops flushed pages below upTo from the process's resident set, in steps of
+// at least 1 MiB.
+func (l *Log) dropResident(upTo int64) {
+	if upTo-l.dropped < 1<<20 {
+		return
+	}
+	for _, s := range *l.segs.Load() {
+		lo, hi := max(l.dropped, s.base), min(upTo, s.base+s.size)
+		if hi <= lo {
+			continue
+		}
+		if err := s.dropResident(lo-s.base, hi-s.base); err != nil {
+			l.lg.Warn("drop resident pages", "segment", s.path, "err", err)
+			return
+		}
+	}
+	l.dropped = upTo
 }
 
 func (l *Log) prepareLoop() {

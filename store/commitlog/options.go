@@ -89,6 +89,11 @@ type Options struct {
 	// MaxMapped is how many sealed segments may stay mapped while idle; 32-bit boxes have
 	// small address spaces. Default 8.
 	MaxMapped int
+	// ResidentBytes is how much of the log behind the flushed position stays in the
+	// process's resident set; older flushed pages are dropped from it (they stay in the page
+	// cache, so reading them costs a minor fault). It keeps RSS flat on boxes with little
+	// memory. Default 8 MiB; negative keeps everything resident.
+	ResidentBytes int64
 	// PayloadVersion is recorded in every segment header for the payload codec of the layer
 	// above. Default 0.
 	PayloadVersion uint8
@@ -114,6 +119,7 @@ var DefaultOptions = Options{
 	OnFull:            FailWrites,
 	RetentionInterval: 10 * time.Second,
 	MaxMapped:         8,
+	ResidentBytes:     8 << 20,
 	Now:               time.Now,
 }
 
@@ -148,6 +154,9 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	if r.MaxMapped == 0 {
 		r.MaxMapped = d.MaxMapped
+	}
+	if r.ResidentBytes == 0 {
+		r.ResidentBytes = d.ResidentBytes
 	}
 	if r.Now == nil {
 		r.Now = d.Now

@@ -2,6 +2,7 @@ package commitlog
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -184,3 +185,20 @@ func (s *segment) openWritable() ([]byte, error) {
 }
 
 func segPath(dir string, base int64) string { return filepath.Join(dir, segmentName(base)) }
+
+// dropResident drops the pages of [lo, hi) (file offsets) from the resident set, if the
+// segment is mapped. The range is shrunk to whole pages.
+func (s *segment) dropResident(lo, hi int64) error {
+	page := int64(os.Getpagesize())
+	lo = (lo + page - 1) / page * page
+	hi = hi / page * page
+	if hi <= lo {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.data == nil || s.deleted {
+		return nil
+	}
+	return s.file.DropResident(s.data[lo:hi])
+}

@@ -737,3 +737,6 @@ func (f *crashFile) Close() error {
 
 // Name returns the name the file was opened with.
 func (f *crashFile) Name() string { return f.name }
+
+// DropResident is a no-op: a CrashFS mapping is ordinary memory.
+func (f *crashFile) DropResident([]byte) error { return nil }

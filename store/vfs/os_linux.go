@@ -82,3 +82,13 @@ func fdatasync(f *os.File) error {
 		}
 	}
 }
+
+func (f osFile) DropResident(b []byte) error {
+	if len(b) == 0 {
+		return nil
+	}
+	if err := unix.Madvise(b, unix.MADV_DONTNEED); err != nil {
+		return &os.PathError{Op: "madvise", Path: f.File.Name(), Err: err}
+	}
+	return nil
+}

@@ -72,6 +72,10 @@ type File interface {
 	Map(length int, writable bool) ([]byte, error)
 	// Unmap releases a mapping returned by Map. The slice must not be used afterwards.
 	Unmap(b []byte) error
+	// DropResident tells the OS the pages of b, a page-aligned part of a mapping, will not be
+	// needed soon: they leave the process's resident set but stay in the page cache, and a
+	// later access reads them back. Only pages covered by a completed Sync may be given.
+	DropResident(b []byte) error
 	// Close closes the file. Mappings stay valid until Unmap.
 	Close() error
 	// Name returns the name the file was opened with.
