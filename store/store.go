@@ -53,7 +53,7 @@ type Store struct {
 	dispatched atomic.Int64 // every record below this position has its queue entry
 	dkick      chan struct{}
 	syncReq    chan chan error // Flush asks the dispatcher, the checkpoint's only writer
-	readers    sync.Pool // *commitlog.Reader
+	readers    sync.Pool       // *commitlog.Reader
 	closed     atomic.Bool
 	done       chan struct{}
 	wg         sync.WaitGroup
@@ -92,10 +92,10 @@ func Open(dir string, opts *Options) (st *Store, err error) {
 		return nil, fmt.Errorf("store: create %s: %w", dir, err)
 	}
 	s := &Store{
-		dir:    dir,
-		opts:   o,
-		lg:     o.Logger.With("component", "store"),
-		topics: map[string]map[int32]*queue{},
+		dir:     dir,
+		opts:    o,
+		lg:      o.Logger.With("component", "store"),
+		topics:  map[string]map[int32]*queue{},
 		dkick:   make(chan struct{}, 1),
 		syncReq: make(chan chan error),
 		done:    make(chan struct{}),
