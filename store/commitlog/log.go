@@ -50,6 +50,13 @@ type Log struct {
 
 	dropped int64 // flusher-owned: pages below this position were dropped from RSS
 
+	appends atomic.Int64 // Append calls so far, for group commit
+	// Flusher-owned group-commit state: appends covered by the last flush, how many it
+	// released, how many arrived while it ran, and how long its fsync took.
+	covered, lastAcked, lastArrived int64
+	lastFsync                       time.Duration
+	gatherTimer                     *time.Timer
+
 	prepc  chan prepared
 	tmpSeq atomic.Int64
 	tick   atomic.Int64 // retention ticks, for idle unmapping
@@ -469,6 +476,7 @@ func (l *Log) Append(storeTime int64, payloads [][]byte, pos []int64) (int64, er
 	l.wpos = l.active.base + off
 	end := l.wpos
 	l.written.Store(end)
+	l.appends.Add(1)
 	l.mu.Unlock()
 	if l.opts.Flush == FlushSync || end-l.durable.Load() >= l.opts.FlushBytes {
 		select {
@@ -588,6 +596,38 @@ func (l *Log) flushLoop() {
 	}
 }
 
+// maxGather caps how long group commit waits for appenders before an fsync.
+const maxGather = 500 * time.Microsecond
+
+// gather lets a sync-mode flush cover more appenders: the appenders the last flush released
+// (and those that arrived while it ran) tend to append again within microseconds, and
+// without a short wait for them, concurrent appenders split into two groups alternating
+// between fsyncs. It waits until as many appends are pending as took part last time, at
+// most half the last fsync's time (and maxGather). A lone appender never waits.
+func (l *Log) gather() {
+	want := l.lastAcked + l.lastArrived
+	if want <= 1 || l.lastFsync <= 0 {
+		return
+	}
+	limit := min(l.lastFsync/2, maxGather)
+	deadline := time.Now().Add(limit)
+	if l.gatherTimer == nil {
+		l.gatherTimer = time.NewTimer(limit)
+	} else {
+		l.gatherTimer.Reset(limit)
+	}
+	defer l.gatherTimer.Stop()
+	for l.appends.Load()-l.covered < want && time.Now().Before(deadline) {
+		select {
+		case <-l.kick:
+		case <-l.gatherTimer.C:
+			return
+		case <-l.done:
+			return
+		}
+	}
+}
+
 // checkpointEvery bounds how often the flusher rewrites the checkpoint.
 const checkpointEvery = 100 * time.Millisecond
 
@@ -595,8 +635,13 @@ func (l *Log) flushOnce(final bool, lastCkpt *time.Time) {
 	if l.failed.Load() {
 		return
 	}
+	if l.opts.Flush == FlushSync && !final {
+		l.gather()
+	}
+	n0 := l.appends.Load()
 	target := l.written.Load()
 	from := l.durable.Load()
+	start := time.Now()
 	var err error
 	if target > from {
 		for _, s := range *l.segs.Load() {
@@ -608,6 +653,11 @@ func (l *Log) flushOnce(final bool, lastCkpt *time.Time) {
 			}
 		}
 	}
+	if target > from {
+		l.lastFsync = time.Since(start)
+	}
+	l.lastAcked, l.covered = n0-l.covered, n0
+	l.lastArrived = l.appends.Load() - n0
 	if err == nil && (final || (target > from && time.Since(*lastCkpt) >= checkpointEvery)) {
 		*lastCkpt = time.Now()
 		if cerr := l.writeCheckpoint(target, final); cerr != nil {
