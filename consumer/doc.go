@@ -1,6 +1,46 @@
-// Package consumer is EdgeMQ's RocketMQ-style consumer side: the push consumer of the seeds
-// (push on pull: a pull loop per assigned queue feeding a ProcessQueue and a consume
-// service), concurrent and orderly consumption, rebalance with six allocation strategies,
-// offset stores, and a lite pull consumer. It talks to a broker through the small Broker
-// interface, which *edge.Broker satisfies in-process.
+// Package consumer is EdgeMQ's RocketMQ-style push consumer, after the seeds: push on pull.
+//
+//	pc, err := consumer.NewPushConsumer(b, &consumer.Options{Group: "billing"})
+//	err = pc.Subscribe("Orders", "new || paid", consumer.ConcurrentListener(handle))
+//	err = pc.Start()
+//	defer pc.Shutdown(ctx)
+//
+// It talks to a broker through the Broker interface, which *edge.Broker satisfies
+// in-process; a network client can satisfy it too, and the same consumer code runs over it.
+//
+// The mechanisms and their defaults (Options has every number):
+//
+//   - rebalance every 20 s and at once when the broker reports a membership change: sorted
+//     queues and members, allocated by one of six strategies (averagely, by circle, by
+//     config, by machine room, machine-room nearby, consistent hash); broadcasting takes
+//     every queue; clustering groups also subscribe to %RETRY%<group>;
+//   - one pull loop per assigned queue, long polling at the broker, with flow control
+//     (more than 1000 cached messages, 100 MiB, or a concurrent offset span over 2000: retry
+//     in 50 ms), 1 s while suspended, 3 s after an error, and RocketMQ's handling of
+//     NO_NEW_MSG, NO_MATCHED_MSG and OFFSET_ILLEGAL;
+//   - a ProcessQueue per queue, ordered by queue offset, whose smallest cached offset is the
+//     commit point;
+//   - concurrent consumption on 20..64 goroutines in batches of ConsumeMessageBatchMaxSize,
+//     with ackIndex, send-back of failures (falling back to a plain send to the retry topic,
+//     then to consuming locally again after 5 s), and consume timeouts;
+//   - orderly consumption under broker locks renewed every 20 s, one goroutine per queue at
+//     a time, SUSPEND_CURRENT_QUEUE_A_MOMENT, and COMMIT / ROLLBACK with auto-commit off;
+//   - offsets at the broker (riding on pulls and sent every 5 s) in clustering, in an
+//     atomically written local file in broadcasting;
+//   - hooks around each consume, and per-topic pull and consume statistics with lag.
+//
+// Where RocketMQ's users hit traps, EdgeMQ does better:
+//
+//   - A poison message in an orderly queue: RocketMQ's default retries it forever and the
+//     queue stalls. Here, once it has been consumed MaxReconsumeTimes times (16), it goes to
+//     the group's dead-letter topic and the queue moves on.
+//   - An offset pinned by one stuck message: the commit point is the smallest offset still
+//     in flight, so one hung listener holds back the whole queue's offset. Messages
+//     consuming longer than ConsumeTimeout are sent back to the retry topic and dropped
+//     from the cache, which releases the offset.
+//   - Duplicates around rebalance: a queue leaving a member has its offset persisted before
+//     it is dropped, and the broker frees an orderly queue's lock as soon as its owner
+//     unregisters (RocketMQ waits up to 60 s), so the next owner starts where the last one
+//     stopped. Messages in flight when a member crashes are consumed again (at least once):
+//     listeners should be idempotent.
 package consumer

@@ -83,13 +83,23 @@ func (pc *PushConsumer) rebalance() {
 
 // updateQueues makes mine the assigned queues of topic: removed queues persist their offset,
 // drop their cache and (orderly) unlock; new queues get a cache, an offset and a pull loop.
+// A queue whose pull loop has not run for PullExpiry is restarted the same way.
 func (pc *PushConsumer) updateQueues(topic, expr string, mine []edge.MessageQueue) {
 	want := map[edge.MessageQueue]bool{}
 	for _, mq := range mine {
 		want[mq] = true
 	}
 	for _, qs := range pc.snapshot() {
-		if qs.mq.Topic == topic && !want[qs.mq] {
+		if qs.mq.Topic != topic {
+			continue
+		}
+		switch {
+		case !want[qs.mq]:
+			pc.removeQueue(qs)
+		case qs.pq.IsPullExpired(pc.opts.PullExpiry):
+			// Its pull loop has not run for PullExpiry: drop it and start the queue afresh
+			// below, as RocketMQ's updateProcessQueueTableInRebalance does.
+			pc.opts.Logger.Warn("consumer: queue not pulled for too long: restarting it", "queue", qs.mq, "expiry", pc.opts.PullExpiry)
 			pc.removeQueue(qs)
 		}
 	}

@@ -14,13 +14,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/edgemq/edgemq/consumer"
 	"github.com/edgemq/edgemq/edge"
 	"github.com/edgemq/edgemq/store/commitlog"
 )
 
 // demoCommand produces telemetry from a few goroutines into an embedded broker and consumes
-// it with one long-polling puller per queue, committing offsets as RocketMQ consumers do;
-// then it reports throughput, end-to-end latency percentiles and the group's lag.
+// it with two push consumers, a concurrent and an orderly one (each its own group); then it
+// reports throughput, end-to-end latency percentiles, order, and each group's lag.
 func demoCommand(fs *flag.FlagSet) func([]string, io.Writer) error {
 	load := commonFlags(fs)
 	producers := fs.Int("producers", 4, "producer goroutines")
@@ -67,10 +68,11 @@ func runDemo(b *edge.Broker, out io.Writer, dc demoConfig) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	run := rand.Uint64() // tells this run's messages from those of earlier runs in the dir
-	fmt.Fprintf(out, "EdgeMQ demo: %d producers send %d messages of %d bytes to %q (%s flush); one long-polling consumer per queue in group %q\n",
-		dc.producers, dc.messages, dc.body, dc.topic, dc.flush, dc.group)
+	orderlyGroup := dc.group + "-orderly"
+	fmt.Fprintf(out, "EdgeMQ demo: %d producers send %d messages of %d bytes to %q (%s flush);\n"+
+		"push consumers: group %q concurrent, group %q orderly\n",
+		dc.producers, dc.messages, dc.body, dc.topic, dc.flush, dc.group, orderlyGroup)
 
-	// Make sure the topic exists before consumers look at it.
 	if _, ok := b.Topic(dc.topic); !ok {
 		if err := b.CreateTopic(edge.TopicConfig{Name: dc.topic}); err != nil {
 			return err
@@ -78,43 +80,75 @@ func runDemo(b *edge.Broker, out io.Writer, dc demoConfig) error {
 	}
 	cfg, _ := b.Topic(dc.topic)
 
-	var sent, received atomic.Int64
-	latencies := make([][]time.Duration, cfg.ReadQueues)
-	var cwg sync.WaitGroup
-	errc := make(chan error, int(cfg.ReadQueues)+dc.producers)
-	start := time.Now()
-	for q := int32(0); q < cfg.ReadQueues; q++ {
-		offset, err := b.QueryOffset(dc.group, dc.topic, q)
-		if err != nil {
-			offset = b.Store().MaxOffset(dc.topic, q) // a new group starts at the end
-		}
-		cwg.Add(1)
-		go func() {
-			defer cwg.Done()
-			lat := make([]time.Duration, 0, dc.messages/int(cfg.ReadQueues)+16)
-			defer func() { latencies[q] = lat }()
-			for ctx.Err() == nil {
-				res, err := b.Pull(ctx, edge.PullRequest{Group: dc.group, Topic: dc.topic, QueueID: q, Offset: offset,
-					MaxMsgs: 32, Filter: "*", CommitOffset: offset, Suspend: true, MaxWait: 200 * time.Millisecond})
-				if err != nil {
-					if ctx.Err() == nil {
-						errc <- fmt.Errorf("pull queue %d: %w", q, err)
-					}
-					return
-				}
-				now := time.Now()
-				for _, m := range res.Messages {
-					if len(m.Body) >= 16 && binary.BigEndian.Uint64(m.Body) == run {
-						lat = append(lat, now.Sub(time.Unix(0, int64(binary.BigEndian.Uint64(m.Body[8:])))))
-						received.Add(1)
-					}
-				}
-				offset = res.NextBeginOffset
+	var received, ordered atomic.Int64
+	var latMu sync.Mutex
+	lat := make([]time.Duration, 0, dc.messages)
+	concurrent, err := consumer.NewPushConsumer(b, &consumer.Options{Group: dc.group, ConsumeMessageBatchMaxSize: 32,
+		ConsumeGoroutinesMin: 4, ConsumeGoroutinesMax: 8, RebalanceInterval: time.Second})
+	if err != nil {
+		return err
+	}
+	err = concurrent.Subscribe(dc.topic, "*", consumer.ConcurrentListener(func(_ context.Context, msgs []*consumer.Message, _ *consumer.ConcurrentlyContext) (consumer.ConsumeConcurrentlyStatus, error) {
+		now := time.Now()
+		latMu.Lock()
+		for _, m := range msgs {
+			if len(m.Body) >= 16 && binary.BigEndian.Uint64(m.Body) == run {
+				lat = append(lat, now.Sub(time.Unix(0, int64(binary.BigEndian.Uint64(m.Body[8:])))))
+				received.Add(1)
 			}
-			b.CommitOffset(dc.group, dc.topic, q, offset)
-		}()
+		}
+		latMu.Unlock()
+		return consumer.ConsumeSuccess, nil
+	}))
+	if err != nil {
+		return err
+	}
+	orderly, err := consumer.NewPushConsumer(b, &consumer.Options{Group: orderlyGroup, ConsumeMessageBatchMaxSize: 32, RebalanceInterval: time.Second})
+	if err != nil {
+		return err
+	}
+	var orderMu sync.Mutex
+	lastOffset := map[int32]int64{}
+	outOfOrder := 0
+	err = orderly.Subscribe(dc.topic, "*", consumer.OrderlyListener(func(_ context.Context, msgs []*consumer.Message, _ *consumer.OrderlyContext) (consumer.ConsumeOrderlyStatus, error) {
+		orderMu.Lock()
+		defer orderMu.Unlock()
+		for _, m := range msgs {
+			if last, ok := lastOffset[m.QueueID]; ok && m.QueueOffset <= last {
+				outOfOrder++
+			}
+			lastOffset[m.QueueID] = m.QueueOffset
+			if len(m.Body) >= 16 && binary.BigEndian.Uint64(m.Body) == run {
+				ordered.Add(1)
+			}
+		}
+		return consumer.OrderlySuccess, nil
+	}))
+	if err != nil {
+		return err
+	}
+	for _, c := range []*consumer.PushConsumer{concurrent, orderly} {
+		if err := c.Start(); err != nil {
+			return err
+		}
+		defer func(c *consumer.PushConsumer) {
+			sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer scancel()
+			c.Shutdown(sctx)
+		}(c)
+	}
+	// A new group starts at the end of each queue: produce once every queue is assigned.
+	ready := time.Now().Add(15 * time.Second)
+	for len(concurrent.Stats().Lag) < int(cfg.ReadQueues) || len(orderly.Stats().Lag) < int(cfg.ReadQueues) {
+		if time.Now().After(ready) {
+			return fmt.Errorf("consumers were not assigned the topic's %d queues within 15 s", cfg.ReadQueues)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 
+	var sent atomic.Int64
+	errc := make(chan error, dc.producers)
+	start := time.Now()
 	var pwg sync.WaitGroup
 	for p := 0; p < dc.producers; p++ {
 		n := dc.messages / dc.producers
@@ -148,39 +182,33 @@ func runDemo(b *edge.Broker, out io.Writer, dc demoConfig) error {
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
 	deadline := time.Time{}
-	for received.Load() < int64(dc.messages) {
+	total := int64(dc.messages)
+	for received.Load() < total || ordered.Load() < total {
 		select {
 		case err := <-errc:
-			cancel()
-			cwg.Wait()
 			return err
 		case <-sendDone:
 			sendTime = time.Since(start)
 			sendDone = nil
 			deadline = time.Now().Add(30 * time.Second)
 		case <-tick.C:
-			progress.show(sent.Load(), received.Load())
+			progress.show(sent.Load(), min(received.Load(), ordered.Load()))
 			if !deadline.IsZero() && time.Now().After(deadline) {
-				cancel()
-				cwg.Wait()
-				return fmt.Errorf("received %d of %d messages 30 s after the last send", received.Load(), dc.messages)
+				return fmt.Errorf("30 s after the last send: concurrent group got %d, orderly group %d of %d", received.Load(), ordered.Load(), total)
 			}
 		}
 	}
-	total := time.Since(start)
+	elapsed := time.Since(start)
 	if sendTime == 0 {
 		<-sendDone
 		sendTime = time.Since(start)
 	}
-	progress.show(sent.Load(), received.Load())
+	progress.show(sent.Load(), total)
 	progress.done()
-	cancel()
-	cwg.Wait()
 
-	var all []time.Duration
-	for _, l := range latencies {
-		all = append(all, l...)
-	}
+	latMu.Lock()
+	all := slices.Clone(lat)
+	latMu.Unlock()
 	slices.Sort(all)
 	pct := func(p float64) time.Duration {
 		if len(all) == 0 {
@@ -189,10 +217,28 @@ func runDemo(b *edge.Broker, out io.Writer, dc demoConfig) error {
 		return all[min(len(all)-1, int(p*float64(len(all))))]
 	}
 	fmt.Fprintf(out, "\nproduced  %d messages in %v: %.0f msgs/s\n", sent.Load(), sendTime.Round(time.Millisecond), float64(sent.Load())/sendTime.Seconds())
-	fmt.Fprintf(out, "consumed  %d messages in %v: %.0f msgs/s\n", received.Load(), total.Round(time.Millisecond), float64(received.Load())/total.Seconds())
-	fmt.Fprintf(out, "latency   send to receive: p50 %v  p99 %v  p99.9 %v  max %v\n", pct(0.50), pct(0.99), pct(0.999), pct(1))
-	fmt.Fprintln(out, "\nlag of group", dc.group)
-	return printLag(b, out, dc.group, dc.topic)
+	fmt.Fprintf(out, "consumed  %d messages (concurrent) and %d (orderly) in %v: %.0f msgs/s per group\n",
+		received.Load(), ordered.Load(), elapsed.Round(time.Millisecond), float64(total)/elapsed.Seconds())
+	fmt.Fprintf(out, "latency   send to concurrent listener: p50 %v  p99 %v  p99.9 %v  max %v\n", pct(0.50), pct(0.99), pct(0.999), pct(1))
+	orderMu.Lock()
+	fmt.Fprintf(out, "order     orderly group saw %d messages out of queue order\n", outOfOrder)
+	orderMu.Unlock()
+	// Let the consumers commit their offsets before showing lag.
+	for _, c := range []*consumer.PushConsumer{concurrent, orderly} {
+		sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := c.Shutdown(sctx)
+		scancel()
+		if err != nil {
+			return err
+		}
+	}
+	for _, g := range []string{dc.group, orderlyGroup} {
+		fmt.Fprintln(out, "\nlag of group", g)
+		if err := printLag(b, out, g, dc.topic); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // progress draws a bar on a terminal, or a line a second elsewhere.

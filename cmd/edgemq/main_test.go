@@ -112,13 +112,14 @@ func TestDemoRuns(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("demo: exit %d\n%s%s", code, out, errOut)
 	}
-	for _, want := range []string{"produced  2000 messages", "consumed  2000 messages", "p99", "lag of group demo"} {
+	for _, want := range []string{"produced  2000 messages", "consumed  2000 messages (concurrent) and 2000 (orderly)", "p99",
+		"saw 0 messages out of queue order", "lag of group demo", "lag of group demo-orderly"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)
 		}
 	}
 	// A second run over the same dir consumes only its own messages.
-	if code, out, errOut := edgemq(t, "demo", "-data", dir, "-messages", "500", "-flush", "async"); code != 0 || !strings.Contains(out, "consumed  500 messages") {
+	if code, out, errOut := edgemq(t, "demo", "-data", dir, "-messages", "500", "-flush", "async"); code != 0 || !strings.Contains(out, "consumed  500 messages (concurrent) and 500 (orderly)") {
 		t.Fatalf("second demo: exit %d\n%s%s", code, out, errOut)
 	}
 }
