@@ -66,7 +66,11 @@ func (s *Store) dispatchLoop() {
 			sync()
 			return
 		}
-		if more := s.dispatch(r, s.dispatchLimit(), true); more {
+		more := s.dispatch(r, s.dispatchLimit(), true)
+		s.progressMu.Lock()
+		s.progress.Broadcast() // appenders held back by MaxDispatchLag
+		s.progressMu.Unlock()
+		if more {
 			select { // let the loop breathe between rounds: ticker, Flush, Close
 			case s.dkick <- struct{}{}:
 			default:

@@ -35,6 +35,11 @@ type Options struct {
 	// has covered this many bytes of log since the last time, bounding what recovery after
 	// a crash must dispatch again. Default 32 MiB.
 	QueueFlushBytes int64
+	// MaxDispatchLag makes Append wait (at most 1 s) while the dispatcher is this many
+	// bytes of log behind the writer: it bounds what recovery after a crash replays and how
+	// stale consumers' view of the queues can get under a flood. Default 32 MiB; negative
+	// disables.
+	MaxDispatchLag int64
 	// MaxAge deletes commitlog segments older than this. Default 72 h; negative disables.
 	MaxAge time.Duration
 	// MaxBytes is the commitlog byte quota. Default 0: none.
@@ -76,6 +81,7 @@ var DefaultOptions = Options{
 	QueueSegmentEntries: 65536,
 	QueueFlushInterval:  time.Second,
 	QueueFlushBytes:     32 << 20,
+	MaxDispatchLag:      32 << 20,
 	MaxMessageSize:      4 << 20,
 	MaxPullBytes:        256 << 10,
 	Now:                 time.Now,
@@ -98,6 +104,9 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	if r.QueueFlushBytes == 0 {
 		r.QueueFlushBytes = d.QueueFlushBytes
+	}
+	if r.MaxDispatchLag == 0 {
+		r.MaxDispatchLag = d.MaxDispatchLag
 	}
 	if r.MaxMessageSize == 0 {
 		r.MaxMessageSize = d.MaxMessageSize

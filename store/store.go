@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/edgemq/edgemq/store/commitlog"
 	"github.com/edgemq/edgemq/store/cqueue"
@@ -53,6 +54,8 @@ type Store struct {
 	dispatched atomic.Int64 // every record below this position has its queue entry
 	dkick      chan struct{}
 	syncReq    chan chan error // Flush asks the dispatcher, the checkpoint's only writer
+	progressMu sync.Mutex      // with progress: appenders wait for a lagging dispatcher
+	progress   *sync.Cond
 	readers    sync.Pool       // *commitlog.Reader
 	closed     atomic.Bool
 	done       chan struct{}
@@ -100,6 +103,7 @@ func Open(dir string, opts *Options) (st *Store, err error) {
 		syncReq: make(chan chan error),
 		done:    make(chan struct{}),
 	}
+	s.progress = sync.NewCond(&s.progressMu)
 	if s.lock, err = dirlock.Acquire(dir); err != nil {
 		return nil, err
 	}
@@ -192,6 +196,7 @@ func (s *Store) Append(msgs []*Message) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
+	s.waitForDispatcher()
 	s.mu.Lock()
 	now := s.opts.Now().UnixMilli()
 	s.scratch, s.bounds, s.undo = s.scratch[:0], s.bounds[:0], s.undo[:0]
@@ -242,6 +247,30 @@ func (s *Store) Append(msgs []*Message) error {
 	default:
 	}
 	return nil
+}
+
+// maxLagWait bounds how long an append waits for a lagging dispatcher: a dispatcher stalled
+// (say on a full disk) must not stop writes for good.
+const maxLagWait = time.Second
+
+// waitForDispatcher holds an append back while the dispatcher is more than MaxDispatchLag
+// bytes of log behind, for at most maxLagWait.
+func (s *Store) waitForDispatcher() {
+	if s.opts.MaxDispatchLag < 0 || s.log.Written()-s.dispatched.Load() <= s.opts.MaxDispatchLag {
+		return
+	}
+	deadline := time.Now().Add(maxLagWait)
+	t := time.AfterFunc(maxLagWait, func() { // wake the waiters at the deadline
+		s.progressMu.Lock()
+		s.progress.Broadcast()
+		s.progressMu.Unlock()
+	})
+	defer t.Stop()
+	s.progressMu.Lock()
+	for s.log.Written()-s.dispatched.Load() > s.opts.MaxDispatchLag && !s.closed.Load() && time.Now().Before(deadline) {
+		s.progress.Wait()
+	}
+	s.progressMu.Unlock()
 }
 
 // rollback restores the queue offsets a failed Append assigned, newest first.
@@ -343,6 +372,9 @@ func (s *Store) Close() error {
 	s.mu.Unlock()
 	ferr := s.log.Flush()
 	close(s.done)
+	s.progressMu.Lock()
+	s.progress.Broadcast()
+	s.progressMu.Unlock()
 	s.wg.Wait()
 	return errors.Join(ferr, s.closeParts())
 }
