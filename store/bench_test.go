@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -566,7 +565,7 @@ func BenchmarkReopenAfterCrash1GiB(b *testing.B) {
 // returns how many messages it had appended when it reported the fill.
 func crashFill(b *testing.B, dir string, body int, fill int64) int64 {
 	b.Helper()
-	cmd := benchChildCommand(b, "TestReopenBenchChild", "EDGEMQ_REOPEN_DIR="+dir,
+	cmd := childCommand(b, "TestReopenBenchChild", "EDGEMQ_REOPEN_DIR="+dir,
 		fmt.Sprintf("EDGEMQ_REOPEN_BODY=%d", body), fmt.Sprintf("EDGEMQ_REOPEN_BYTES=%d", fill))
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -589,26 +588,6 @@ func crashFill(b *testing.B, dir string, body int, fill int64) int64 {
 		b.Fatalf("child did not fill the store")
 	}
 	return acked
-}
-
-// benchChildCommand is childCommand (crash_test.go) for a benchmark: it runs this test
-// binary as a child, through EDGEMQ_TEST_EXEC_WRAPPER when set.
-func benchChildCommand(b *testing.B, run string, env ...string) *exec.Cmd {
-	b.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		b.Fatal(err)
-	}
-	args := []string{"-test.run=^" + run + "$", "-test.v=false"}
-	var cmd *exec.Cmd
-	if w := os.Getenv("EDGEMQ_TEST_EXEC_WRAPPER"); w != "" {
-		cmd = exec.Command(w, append([]string{exe}, args...)...)
-	} else {
-		cmd = exec.Command(exe, args...)
-	}
-	cmd.Env = append(os.Environ(), env...)
-	cmd.Stderr = os.Stderr
-	return cmd
 }
 
 // TestReopenBenchChild is the child of BenchmarkReopenAfterCrash1GiB: it appends until the

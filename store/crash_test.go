@@ -119,7 +119,7 @@ type ackKey struct {
 
 // childCommand runs this test binary as a child, through EDGEMQ_TEST_EXEC_WRAPPER (qemu-user
 // for cross-architecture runs) when set.
-func childCommand(t *testing.T, run string, env ...string) *exec.Cmd {
+func childCommand(t testing.TB, run string, env ...string) *exec.Cmd {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
