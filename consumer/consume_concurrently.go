@@ -16,20 +16,33 @@ import (
 // then refuses (and the submitter retries after SubmitRetryDelay).
 const poolQueueSize = 4096
 
-// workerPool runs tasks on min..max goroutines fed by a bounded queue, as Java's
+// workerPool runs tasks on min..max goroutines fed by a bounded FIFO queue, as Java's
 // ThreadPoolExecutor with a bounded queue: workers above min start when the queue is full and
 // end when it is empty. Every worker ends when done closes.
+//
+// A task stays in the queue until a running worker takes it: a submit wakes at most one
+// parked worker (and only when no wake-up is in flight), and a worker that takes a task
+// while more wait wakes the next. A channel would hand each task to a parked worker that
+// may not run for a while (a goroutine is preempted only every 10 ms), while the running
+// workers go on with later tasks, so that one queue's lowest offsets lag and its span grows;
+// and it would cost a wake-up per task.
 type workerPool struct {
-	tasks    chan func()
-	min, max int
-	mu       sync.Mutex
-	n        int
-	wg       *sync.WaitGroup
-	done     <-chan struct{}
+	mu     sync.Mutex
+	ring   [poolQueueSize]func() // the queue: size tasks from head, wrapping
+	head   int
+	size   int
+	n      int           // workers
+	idle   int           // workers parked, not counting the one woken
+	waking bool          // a token is in wake or a woken worker has not looked at the queue yet
+	wake   chan struct{} // capacity 1: wakes one parked worker
+	min    int
+	max    int
+	wg     *sync.WaitGroup
+	done   <-chan struct{}
 }
 
 func newWorkerPool(minN, maxN int, wg *sync.WaitGroup, done <-chan struct{}) *workerPool {
-	p := &workerPool{tasks: make(chan func(), poolQueueSize), min: minN, max: maxN, wg: wg, done: done}
+	p := &workerPool{min: minN, max: maxN, wg: wg, done: done, wake: make(chan struct{}, 1)}
 	p.mu.Lock()
 	for range minN {
 		p.startLocked(nil)
@@ -51,18 +64,46 @@ func (p *workerPool) submit(f func()) bool {
 		return false
 	default:
 	}
-	select {
-	case p.tasks <- f:
-		return true
-	default:
-	}
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.n >= p.max {
+	if p.size == len(p.ring) {
+		defer p.mu.Unlock()
+		if p.n >= p.max {
+			return false
+		}
+		p.startLocked(f)
+		return true
+	}
+	p.ring[(p.head+p.size)%len(p.ring)] = f
+	p.size++
+	wake := p.wakeLocked()
+	p.mu.Unlock()
+	if wake {
+		p.wake <- struct{}{} // never blocks: one token at a time
+	}
+	return true
+}
+
+// wakeLocked reports whether the caller must send a wake token: tasks wait, a worker is
+// parked and no wake-up is in flight.
+func (p *workerPool) wakeLocked() bool {
+	if p.size == 0 || p.idle == 0 || p.waking {
 		return false
 	}
-	p.startLocked(f)
+	p.idle--
+	p.waking = true
 	return true
+}
+
+// takeLocked returns the next task, if any, and whether the caller must wake another worker.
+func (p *workerPool) takeLocked() (func(), bool) {
+	if p.size == 0 {
+		return nil, false
+	}
+	f := p.ring[p.head]
+	p.ring[p.head] = nil
+	p.head = (p.head + 1) % len(p.ring)
+	p.size--
+	return f, p.wakeLocked()
 }
 
 func (p *workerPool) work(first func(), extra bool) {
@@ -71,25 +112,36 @@ func (p *workerPool) work(first func(), extra bool) {
 		first()
 	}
 	for {
-		if extra {
-			select {
-			case f := <-p.tasks:
-				f()
-				continue
-			case <-p.done:
-			default:
-			}
-			p.mu.Lock()
-			p.n--
-			p.mu.Unlock()
-			return
-		}
 		select {
-		case f := <-p.tasks:
-			f()
 		case <-p.done:
 			return
+		default:
 		}
+		p.mu.Lock()
+		f, wake := p.takeLocked()
+		if f == nil {
+			if extra {
+				p.n--
+				p.mu.Unlock()
+				return
+			}
+			p.idle++
+			p.mu.Unlock()
+			select {
+			case <-p.wake:
+				p.mu.Lock()
+				p.waking = false
+				p.mu.Unlock()
+				continue
+			case <-p.done:
+				return
+			}
+		}
+		p.mu.Unlock()
+		if wake {
+			p.wake <- struct{}{}
+		}
+		f()
 	}
 }
 
@@ -100,31 +152,119 @@ func (pc *PushConsumer) submitConcurrently(qs *queueState, msgs []*Message) {
 	}
 }
 
+// submitChunks queues the pulled msgs as listener batches of ConsumeMessageBatchMaxSize,
+// several batches to a pool task: a task per batch costs a closure, a channel hand-off and
+// often a goroutine wake-up per message with the default batch size of 1. The batches are
+// split over at most ConsumeGoroutinesMin tasks, so that the pool's standing workers still
+// share one pull's batches as they would one batch per task: a slow listener takes as many
+// rounds of batches as before. A refused task is retried after SubmitRetryDelay.
+func (pc *PushConsumer) submitChunks(qs *queueState, msgs []*Message) {
+	n := pc.opts.ConsumeMessageBatchMaxSize
+	batches := (len(msgs) + n - 1) / n
+	per := (batches + pc.opts.ConsumeGoroutinesMin - 1) / pc.opts.ConsumeGoroutinesMin // batches per task
+	step := max(per, 1) * n
+	for i := 0; i < len(msgs); i += step {
+		chunk := msgs[i:min(i+step, len(msgs))]
+		if !pc.pool.submit(func() { pc.consumeChunk(qs, chunk) }) {
+			pc.after(pc.opts.SubmitRetryDelay, func() { pc.submitChunks(qs, chunk) })
+		}
+	}
+}
+
+// settleInterval is how often a run of listener calls on one queue (a chunk of concurrent
+// batches, an orderly run) records its stats and its queue's offset; a run also does at its
+// end. A listener call that takes this long is settled right after it, as every call was
+// before; fast calls share one stats lock and one offset-store update.
+const settleInterval = time.Millisecond
+
+// consumeChunk consumes msgs as listener batches of ConsumeMessageBatchMaxSize, one after
+// the other. It records their stats and moves the queue's offset every settleInterval and
+// at the end: the offset is the largest of those the batches' RemoveMessages returned, as
+// their increase-only updates would have left it.
+//
+// A call that follows a fully acknowledged one is timed from that call's end (without hooks):
+// ConsumeRT then includes the bookkeeping between the two, well under a microsecond, and
+// each call reads the clock once rather than twice.
+func (pc *PushConsumer) consumeChunk(qs *queueState, msgs []*Message) {
+	n := pc.opts.ConsumeMessageBatchMaxSize
+	ccs := make([]ConcurrentlyContext, (len(msgs)+n-1)/n) // one allocation for the chunk's contexts
+	var t consumeTally
+	commit, settled := int64(-1), pc.opts.Clock.Now()
+	next := settled
+	for k, i := 0, 0; i < len(msgs); k, i = k+1, i+n {
+		off, end := pc.consumeBatch(qs, msgs[i:min(i+n, len(msgs))], &t, next, &ccs[k])
+		commit = max(commit, off)
+		next = end
+		if !end.IsZero() && end.Sub(settled) >= settleInterval {
+			pc.settle(qs, &t, commit)
+			commit, settled = -1, end
+		}
+	}
+	pc.settle(qs, &t, commit)
+}
+
 // consumeConcurrently is ConsumeMessageConcurrentlyService.ConsumeRequest.run.
 func (pc *PushConsumer) consumeConcurrently(qs *queueState, msgs []*Message) {
+	var t consumeTally
+	off, _ := pc.consumeBatch(qs, msgs, &t, time.Time{}, &ConcurrentlyContext{})
+	pc.settle(qs, &t, off)
+}
+
+// settle records t's stats, then moves qs's offset up to off (unless off is -1 or the queue
+// was dropped).
+func (pc *PushConsumer) settle(qs *queueState, t *consumeTally, off int64) {
+	pc.stats.tally(qs.mq.Topic, t)
+	if off >= 0 && !qs.pq.Dropped() {
+		pc.offsets.Update(qs.mq, off, true)
+	}
+}
+
+// consumeBatch is the body of ConsumeRequest.run: it calls the listener on msgs with cc
+// (which it fills in) and settles them (processResult), adding the call and its results to
+// t. The call starts at begin, if not zero and no hook runs before it. It returns the offset
+// to commit, or -1, and, when every message was acknowledged, the time the listener
+// returned (else zero).
+func (pc *PushConsumer) consumeBatch(qs *queueState, msgs []*Message, t *consumeTally, begin time.Time, cc *ConcurrentlyContext) (int64, time.Time) {
 	if qs.pq.Dropped() || !pc.beginConsume() {
-		return
+		return -1, time.Time{}
 	}
 	defer pc.endConsume()
 	o := &pc.opts
-	cc := &ConcurrentlyContext{Queue: qs.mq, AckIndex: len(msgs) - 1}
-	hc := &HookContext{Group: o.Group, Queue: qs.mq, Messages: msgs}
-	pc.runHooks(o.BeforeConsume, hc)
-	qs.pq.MarkConsumeStart(msgs)
-	begin := o.Clock.Now()
+	*cc = ConcurrentlyContext{Queue: qs.mq, AckIndex: len(msgs) - 1}
+	var hc *HookContext // only with hooks: one allocation less per batch
+	if len(o.BeforeConsume) > 0 || len(o.AfterConsume) > 0 {
+		hc = &HookContext{Group: o.Group, Queue: qs.mq, Messages: msgs}
+		pc.runHooks(o.BeforeConsume, hc)
+		begin = time.Time{}
+	}
+	if begin.IsZero() {
+		begin = o.Clock.Now()
+	}
+	qs.pq.markConsumeStart(msgs, begin.UnixNano())
 	status, err := pc.callConcurrent(msgs, cc)
-	elapsed := o.Clock.Now().Sub(begin)
+	end := o.Clock.Now()
+	elapsed := end.Sub(begin)
 	if err != nil {
 		o.Logger.Warn("consumer: listener failed", "queue", qs.mq, "err", err)
 		status = ReconsumeLater
 	}
-	hc.Success, hc.Elapsed = status == ConsumeSuccess, elapsed
-	hc.Status = [...]string{"CONSUME_SUCCESS", "RECONSUME_LATER"}[status]
-	pc.runHooks(o.AfterConsume, hc)
-	pc.stats.consumed(qs.mq.Topic, elapsed)
-	if !qs.pq.Dropped() {
-		pc.processConsumeResult(qs, msgs, status, cc)
+	if hc != nil {
+		hc.Success, hc.Elapsed = status == ConsumeSuccess, elapsed
+		hc.Status = [...]string{"CONSUME_SUCCESS", "RECONSUME_LATER"}[status]
+		pc.runHooks(o.AfterConsume, hc)
+		end = o.Clock.Now()
 	}
+	t.consumes++
+	t.rt += elapsed
+	if qs.pq.Dropped() {
+		return -1, time.Time{}
+	}
+	failed := t.failed
+	off := pc.processResult(qs, msgs, status, cc, end, t)
+	if t.failed != failed { // sending back took its time
+		end = time.Time{}
+	}
+	return off, end
 }
 
 // callConcurrent calls the listener; a panic is an error.
@@ -158,13 +298,23 @@ func (pc *PushConsumer) runHooks(hooks []Hook, hc *HookContext) {
 // messages go back to the broker (or are consumed again locally), then the batch leaves the
 // cache and the offset moves up.
 func (pc *PushConsumer) processConsumeResult(qs *queueState, msgs []*Message, status ConsumeConcurrentlyStatus, cc *ConcurrentlyContext) {
+	var t consumeTally
+	off := pc.processResult(qs, msgs, status, cc, pc.opts.Clock.Now(), &t)
+	pc.settle(qs, &t, off)
+}
+
+// processResult is processConsumeResult up to the offset, which it returns (-1: none)
+// instead of storing; it adds the results to t and stamps the queue's last consume time
+// with now, the consume's end.
+func (pc *PushConsumer) processResult(qs *queueState, msgs []*Message, status ConsumeConcurrentlyStatus, cc *ConcurrentlyContext, now time.Time, t *consumeTally) int64 {
 	o := &pc.opts
 	ack := cc.AckIndex
 	if status == ReconsumeLater {
 		ack = -1
 	}
 	ack = min(max(ack, -1), len(msgs)-1)
-	pc.stats.consumeResult(qs.mq.Topic, ack+1, len(msgs)-ack-1)
+	t.ok += int64(ack + 1)
+	t.failed += int64(len(msgs) - ack - 1)
 	done := msgs
 	if ack < len(msgs)-1 {
 		if o.Model == edge.Broadcasting {
@@ -187,9 +337,7 @@ func (pc *PushConsumer) processConsumeResult(qs *queueState, msgs []*Message, st
 			}
 		}
 	}
-	if off := qs.pq.RemoveMessages(done); off >= 0 && !qs.pq.Dropped() {
-		pc.offsets.Update(qs.mq, off, true)
-	}
+	return qs.pq.removeMessagesAt(done, now.UnixNano())
 }
 
 // sendBack returns m to the broker's retry (or dead-letter) topic; when that fails it sends

@@ -51,26 +51,33 @@ func (pc *PushConsumer) consumeOrderly(qs *queueState) {
 	clustering := o.Model == edge.Clustering
 	qs.consumeMu.Lock()
 	defer qs.consumeMu.Unlock()
-	if clustering && (!qs.pq.Locked() || qs.pq.IsLockExpired(o.LockExpiry)) {
+	now := o.Clock.Now()
+	if clustering && (!qs.pq.Locked() || qs.pq.isLockExpiredAt(o.LockExpiry, now)) {
 		if !qs.pq.Dropped() {
 			pc.tryLockLaterAndReconsume(qs, orderlyNotLockDelay)
 		}
 		return
 	}
-	begin := o.Clock.Now()
+	// Stats and the committed offset are recorded once per settleInterval, and when the run
+	// ends, rather than after every batch.
+	var t consumeTally
+	commit, settled := int64(-1), now
+	defer func() { pc.settleOrderly(qs, &t, commit) }()
+	begin := now
 	for {
 		if qs.pq.Dropped() {
 			return
 		}
-		if clustering && (!qs.pq.Locked() || qs.pq.IsLockExpired(o.LockExpiry)) {
+		// now is the end of the last listener call: these checks measure seconds.
+		if clustering && (!qs.pq.Locked() || qs.pq.isLockExpiredAt(o.LockExpiry, now)) {
 			pc.tryLockLaterAndReconsume(qs, orderlyRelockDelay)
 			return
 		}
-		if o.Clock.Now().Sub(begin) > o.MaxTimeConsumeContinuously {
+		if now.Sub(begin) > o.MaxTimeConsumeContinuously {
 			pc.submitOrderly(qs, orderlyRelockDelay)
 			return
 		}
-		msgs := qs.pq.TakeMessages(o.ConsumeMessageBatchMaxSize)
+		msgs := qs.pq.takeMessagesAt(o.ConsumeMessageBatchMaxSize, now.UnixNano())
 		if len(msgs) == 0 {
 			return
 		}
@@ -79,23 +86,47 @@ func (pc *PushConsumer) consumeOrderly(qs *queueState) {
 			return
 		}
 		oc := &OrderlyContext{Queue: qs.mq, AutoCommit: true}
-		hc := &HookContext{Group: o.Group, Queue: qs.mq, Messages: msgs}
-		pc.runHooks(o.BeforeConsume, hc)
-		begin := o.Clock.Now()
+		var hc *HookContext // only with hooks: one allocation less per batch
+		if len(o.BeforeConsume) > 0 || len(o.AfterConsume) > 0 {
+			hc = &HookContext{Group: o.Group, Queue: qs.mq, Messages: msgs}
+			pc.runHooks(o.BeforeConsume, hc)
+		}
+		start := o.Clock.Now()
 		status, err := pc.callOrderly(msgs, oc)
-		elapsed := o.Clock.Now().Sub(begin)
+		now = o.Clock.Now()
+		elapsed := now.Sub(start)
 		pc.endConsume()
 		if err != nil {
 			o.Logger.Warn("consumer: orderly listener failed", "queue", qs.mq, "err", err)
 			status = SuspendCurrentQueueAMoment
 		}
-		hc.Success, hc.Elapsed = status == OrderlySuccess || status == Commit, elapsed
-		hc.Status = [...]string{"SUCCESS", "SUSPEND_CURRENT_QUEUE_A_MOMENT", "COMMIT", "ROLLBACK"}[status]
-		pc.runHooks(o.AfterConsume, hc)
-		pc.stats.consumed(qs.mq.Topic, elapsed)
-		if !pc.processOrderlyResult(qs, msgs, status, oc) {
+		if hc != nil {
+			hc.Success, hc.Elapsed = status == OrderlySuccess || status == Commit, elapsed
+			hc.Status = [...]string{"SUCCESS", "SUSPEND_CURRENT_QUEUE_A_MOMENT", "COMMIT", "ROLLBACK"}[status]
+			pc.runHooks(o.AfterConsume, hc)
+		}
+		t.consumes++
+		t.rt += elapsed
+		off, cont := pc.processOrderly(qs, msgs, status, oc, &t)
+		if off >= 0 {
+			commit = off
+		}
+		if !cont {
 			return
 		}
+		if now.Sub(settled) >= settleInterval {
+			pc.settleOrderly(qs, &t, commit)
+			commit, settled = -1, now
+		}
+	}
+}
+
+// settleOrderly records t's stats, then sets qs's offset to commit (unless commit is -1 or
+// the queue was dropped).
+func (pc *PushConsumer) settleOrderly(qs *queueState, t *consumeTally, commit int64) {
+	pc.stats.tally(qs.mq.Topic, t)
+	if commit >= 0 && !qs.pq.Dropped() {
+		pc.offsets.Update(qs.mq, commit, false)
 	}
 }
 
@@ -115,25 +146,33 @@ func (pc *PushConsumer) callOrderly(msgs []*Message, oc *OrderlyContext) (st Con
 // processOrderlyResult is ConsumeMessageOrderlyService.processConsumeResult; it reports
 // whether the run goes on.
 func (pc *PushConsumer) processOrderlyResult(qs *queueState, msgs []*Message, status ConsumeOrderlyStatus, oc *OrderlyContext) bool {
+	var t consumeTally
+	commit, cont := pc.processOrderly(qs, msgs, status, oc, &t)
+	pc.settleOrderly(qs, &t, commit)
+	return cont
+}
+
+// processOrderly is processOrderlyResult up to the offset, which it returns (-1: none)
+// instead of storing; it adds the results to t.
+func (pc *PushConsumer) processOrderly(qs *queueState, msgs []*Message, status ConsumeOrderlyStatus, oc *OrderlyContext, t *consumeTally) (commit int64, cont bool) {
 	o := &pc.opts
 	suspend := time.Duration(oc.SuspendTime) * time.Millisecond
 	if suspend <= 0 {
 		suspend = o.SuspendCurrentQueueTime
 	}
-	commit := int64(-1)
-	cont := true
+	commit, cont = -1, true
 	switch {
 	case oc.AutoCommit && status != SuspendCurrentQueueAMoment, !oc.AutoCommit && status == Commit:
 		commit = qs.pq.Commit()
-		pc.stats.consumeResult(qs.mq.Topic, len(msgs), 0)
+		t.ok += int64(len(msgs))
 	case !oc.AutoCommit && status == OrderlySuccess:
-		pc.stats.consumeResult(qs.mq.Topic, len(msgs), 0)
+		t.ok += int64(len(msgs))
 	case !oc.AutoCommit && status == Rollback:
 		qs.pq.Rollback()
 		pc.submitOrderly(qs, suspend)
 		cont = false
 	default: // SuspendCurrentQueueAMoment
-		pc.stats.consumeResult(qs.mq.Topic, 0, len(msgs))
+		t.failed += int64(len(msgs))
 		if again := pc.checkReconsumeTimes(msgs); len(again) > 0 {
 			qs.pq.MakeMessagesToConsumeAgain(again)
 			pc.submitOrderly(qs, suspend)
@@ -142,10 +181,7 @@ func (pc *PushConsumer) processOrderlyResult(qs *queueState, msgs []*Message, st
 			commit = qs.pq.Commit()
 		}
 	}
-	if commit >= 0 && !qs.pq.Dropped() {
-		pc.offsets.Update(qs.mq, commit, false)
-	}
-	return cont
+	return commit, cont
 }
 
 // checkReconsumeTimes returns the messages to consume again; a message that has been

@@ -5,6 +5,10 @@
 //	err = pc.Start()
 //	defer pc.Shutdown(ctx)
 //
+// NewPullConsumer is the lite pull API on the same machinery: Subscribe (rebalanced across
+// the group) or Assign queues, Poll for batches, Seek, and commit with CommitSync or
+// automatically every PersistInterval.
+//
 // It talks to a broker through the Broker interface, which *edge.Broker satisfies
 // in-process; a network client can satisfy it too, and the same consumer code runs over it.
 //

@@ -64,7 +64,8 @@ type Options struct {
 	// ConsumeConcurrentlyMaxSpan pauses a concurrent queue's pulls while its cached offsets
 	// span more than this. Default 2000.
 	ConsumeConcurrentlyMaxSpan int64
-	// FlowControlDelay is the retry delay of a pull held back by flow control. Default 50 ms.
+	// FlowControlDelay is the longest a pull held back by flow control waits before it checks
+	// again; it resumes sooner once the cache drains to half its thresholds. Default 50 ms.
 	FlowControlDelay time.Duration
 	// SuspendedDelay is the retry delay of a pull while the consumer is suspended. Default 1 s.
 	SuspendedDelay time.Duration

@@ -25,9 +25,15 @@ const propertyMaxOffset = "MAX_OFFSET"
 type ProcessQueue struct {
 	clock edge.Clock
 
-	mu sync.Mutex // guards msgs, taken, offsetMax and consuming
-	// msgs is the cache, sorted by queue offset, without duplicates.
+	mu sync.Mutex // guards msgs, dead, taken, offsetMax and consuming
+	// msgs is the cache, sorted by queue offset, without duplicates. Concurrent consumption
+	// removes messages out of order: a message removed from the middle leaves a tombstone
+	// (msg nil) instead of shifting the rest, so that a removal costs O(log n), not O(n).
+	// The first and the last entry are never tombstones, so msgs is empty exactly when no
+	// message is cached; dead counts the tombstones, which are compacted away once they
+	// outnumber the messages.
 	msgs []pqEntry
+	dead int
 	// taken is the orderly consuming set (RocketMQ's consumingMsgOrderlyTreeMap), sorted.
 	taken []pqEntry
 	// offsetMax is the highest queue offset ever put (RocketMQ's queueOffsetMax).
@@ -45,11 +51,20 @@ type ProcessQueue struct {
 	lastLock    atomic.Int64 // unix ns
 	dropped     atomic.Bool
 	locked      atomic.Bool
+
+	// A pull loop held back by flow control waits on drain until Count is at most
+	// drainCount, Size at most drainSize and MaxSpan at most drainSpan (armDrain);
+	// drainCount -1: nobody waits.
+	drain      chan struct{} // capacity 1
+	drainCount atomic.Int64
+	drainSize  atomic.Int64
+	drainSpan  atomic.Int64
 }
 
-// pqEntry is one cached message.
+// pqEntry is one cached message, or in msgs a tombstone of a removed one (msg nil).
 type pqEntry struct {
 	msg *Message
+	off int64 // msg's queue offset, kept in tombstones for the binary search
 	// start is when its consumption started (MarkConsumeStart), unix ns; 0 when not started.
 	start int64
 }
@@ -63,7 +78,8 @@ func NewProcessQueueWithClock(c edge.Clock) *ProcessQueue {
 	if c == nil {
 		c = edge.SystemClock
 	}
-	pq := &ProcessQueue{clock: c}
+	pq := &ProcessQueue{clock: c, drain: make(chan struct{}, 1)}
+	pq.drainCount.Store(-1)
 	now := c.Now().UnixNano()
 	pq.lastPull.Store(now)
 	pq.lastConsume.Store(now)
@@ -72,23 +88,34 @@ func NewProcessQueueWithClock(c edge.Clock) *ProcessQueue {
 }
 
 // search returns the index of offset off in s, or where it would go, and whether it is
-// there.
+// there. Queue offsets are dense, and tombstones keep their places, so the index is
+// usually off minus the first offset: that is tried before a binary search.
 func search(s []pqEntry, off int64) (int, bool) {
-	return slices.BinarySearchFunc(s, off, func(e pqEntry, off int64) int {
-		switch {
-		case e.msg.QueueOffset < off:
-			return -1
-		case e.msg.QueueOffset > off:
-			return 1
+	if n := len(s); n > 0 {
+		if d := off - s[0].off; d >= 0 && d < int64(n) && s[d].off == off {
+			return int(d), true
 		}
-		return 0
-	})
+	}
+	lo, hi := 0, len(s)
+	for lo < hi {
+		h := int(uint(lo+hi) >> 1)
+		if s[h].off < off {
+			lo = h + 1
+		} else {
+			hi = h
+		}
+	}
+	return lo, lo < len(s) && s[lo].off == off
 }
 
+// entry returns the cache entry of m.
+func entry(m *Message) pqEntry { return pqEntry{msg: m, off: m.QueueOffset} }
+
 // insert adds e to s unless its offset is there already; it reports whether it added it.
+// s has no tombstones (the orderly consuming set).
 func insert(s []pqEntry, e pqEntry) ([]pqEntry, bool) {
-	off := e.msg.QueueOffset
-	if n := len(s); n == 0 || s[n-1].msg.QueueOffset < off {
+	off := e.off
+	if n := len(s); n == 0 || s[n-1].off < off {
 		return append(s, e), true // the common case: offsets arrive in order
 	}
 	i, found := search(s, off)
@@ -96,6 +123,49 @@ func insert(s []pqEntry, e pqEntry) ([]pqEntry, bool) {
 		return s, false
 	}
 	return slices.Insert(s, i, e), true
+}
+
+// insertLocked adds e to the cache unless a message of its offset is there already (a
+// tombstone of its offset takes it); it reports whether it added it.
+func (pq *ProcessQueue) insertLocked(e pqEntry) bool {
+	off := e.off
+	if n := len(pq.msgs); n == 0 || pq.msgs[n-1].off < off {
+		pq.msgs = append(pq.msgs, e) // the common case: offsets arrive in order
+		return true
+	}
+	i, found := search(pq.msgs, off)
+	if !found {
+		pq.msgs = slices.Insert(pq.msgs, i, e)
+		return true
+	}
+	if pq.msgs[i].msg != nil {
+		return false
+	}
+	pq.msgs[i] = e // inside the cache: ends are never tombstones
+	pq.dead--
+	return true
+}
+
+// removeAtLocked turns msgs[i] into a tombstone, then drops tombstones from both ends and,
+// when they outnumber the messages, from everywhere.
+func (pq *ProcessQueue) removeAtLocked(i int) {
+	pq.msgs[i] = pqEntry{off: pq.msgs[i].off} // lets the message be collected
+	pq.dead++
+	s := pq.msgs
+	for len(s) > 0 && s[0].msg == nil {
+		s[0] = pqEntry{}
+		s = s[1:]
+		pq.dead--
+	}
+	for n := len(s); n > 0 && s[n-1].msg == nil; n-- {
+		s = s[:n-1]
+		pq.dead--
+	}
+	pq.msgs = s
+	if pq.dead > 0 && pq.dead >= len(pq.msgs)/2 {
+		pq.msgs = slices.DeleteFunc(pq.msgs, func(e pqEntry) bool { return e.msg == nil })
+		pq.dead = 0
+	}
 }
 
 // removeAt removes s[i], clearing the slot so the message can be collected.
@@ -122,8 +192,7 @@ func (pq *ProcessQueue) PutMessages(msgs []*Message) bool {
 		if _, taken := search(pq.taken, m.QueueOffset); taken {
 			continue
 		}
-		var ok bool
-		if pq.msgs, ok = insert(pq.msgs, pqEntry{msg: m}); !ok {
+		if !pq.insertLocked(entry(m)) {
 			continue
 		}
 		added++
@@ -150,17 +219,23 @@ func (pq *ProcessQueue) PutMessages(msgs []*Message) bool {
 // offset, or the highest offset seen + 1 once the cache is empty; -1 if nothing was cached.
 // Messages not in the cache are ignored. It stamps the last consume time.
 func (pq *ProcessQueue) RemoveMessages(msgs []*Message) int64 {
+	return pq.removeMessagesAt(msgs, pq.clock.Now().UnixNano())
+}
+
+// removeMessagesAt is RemoveMessages with the last consume time now (unix ns).
+func (pq *ProcessQueue) removeMessagesAt(msgs []*Message, now int64) int64 {
 	pq.mu.Lock()
 	defer pq.mu.Unlock()
-	pq.lastConsume.Store(pq.clock.Now().UnixNano())
+	pq.lastConsume.Store(now)
 	if len(pq.msgs) == 0 {
 		return -1
 	}
 	for _, m := range msgs {
 		pq.removeLocked(m.QueueOffset)
 	}
+	pq.notifyDrainLocked()
 	if len(pq.msgs) > 0 {
-		return pq.msgs[0].msg.QueueOffset
+		return pq.msgs[0].off
 	}
 	return pq.offsetMax + 1
 }
@@ -168,34 +243,48 @@ func (pq *ProcessQueue) RemoveMessages(msgs []*Message) int64 {
 // removeLocked drops offset off from the cache and updates count and size.
 func (pq *ProcessQueue) removeLocked(off int64) {
 	i, ok := search(pq.msgs, off)
-	if !ok {
+	if !ok || pq.msgs[i].msg == nil {
 		return
 	}
 	pq.count.Add(-1)
 	pq.size.Add(-bodySize(pq.msgs[i].msg))
-	pq.msgs = removeAt(pq.msgs, i)
+	pq.removeAtLocked(i)
 }
 
 // TakeMessages moves up to n of the lowest-offset messages to the consuming set (orderly).
 // n < 1 counts as 1. When the cache is empty it returns nothing and clears the consuming
 // flag, so that the next PutMessages dispatches a new run. It stamps the last consume time.
 func (pq *ProcessQueue) TakeMessages(n int) []*Message {
+	return pq.takeMessagesAt(n, pq.clock.Now().UnixNano())
+}
+
+// takeMessagesAt is TakeMessages with the last consume time now (unix ns).
+func (pq *ProcessQueue) takeMessagesAt(n int, now int64) []*Message {
 	n = max(n, 1)
 	pq.mu.Lock()
 	defer pq.mu.Unlock()
-	pq.lastConsume.Store(pq.clock.Now().UnixNano())
-	k := min(n, len(pq.msgs))
-	if k == 0 {
+	pq.lastConsume.Store(now)
+	if len(pq.msgs) == 0 {
 		pq.consuming = false
 		return nil
 	}
-	out := make([]*Message, k)
-	for i, e := range pq.msgs[:k] {
-		out[i] = e.msg
+	out := make([]*Message, 0, min(n, len(pq.msgs)-pq.dead))
+	i := 0
+	for ; i < len(pq.msgs) && len(out) < n; i++ {
+		e := pq.msgs[i]
+		if e.msg == nil {
+			pq.dead--
+			continue
+		}
+		out = append(out, e.msg)
 		pq.taken, _ = insert(pq.taken, e)
 	}
-	clear(pq.msgs[:k])
-	pq.msgs = pq.msgs[k:]
+	for i < len(pq.msgs) && pq.msgs[i].msg == nil { // keep the first entry a message
+		pq.dead--
+		i++
+	}
+	clear(pq.msgs[:i])
+	pq.msgs = pq.msgs[i:]
 	return out
 }
 
@@ -208,7 +297,7 @@ func (pq *ProcessQueue) Commit() int64 {
 	if n == 0 {
 		return -1
 	}
-	next := pq.taken[n-1].msg.QueueOffset + 1
+	next := pq.taken[n-1].off + 1
 	var bytes int64
 	for _, e := range pq.taken {
 		bytes += bodySize(e.msg)
@@ -217,6 +306,7 @@ func (pq *ProcessQueue) Commit() int64 {
 	pq.size.Add(-bytes)
 	clear(pq.taken)
 	pq.taken = pq.taken[:0]
+	pq.notifyDrainLocked()
 	return next
 }
 
@@ -225,7 +315,7 @@ func (pq *ProcessQueue) Rollback() {
 	pq.mu.Lock()
 	defer pq.mu.Unlock()
 	for _, e := range pq.taken {
-		pq.msgs, _ = insert(pq.msgs, e)
+		pq.insertLocked(e)
 	}
 	clear(pq.taken)
 	pq.taken = pq.taken[:0]
@@ -241,7 +331,7 @@ func (pq *ProcessQueue) MakeMessagesToConsumeAgain(msgs []*Message) {
 		if !ok {
 			continue
 		}
-		pq.msgs, _ = insert(pq.msgs, pq.taken[i])
+		pq.insertLocked(pq.taken[i])
 		pq.taken = removeAt(pq.taken, i)
 	}
 }
@@ -251,11 +341,15 @@ func (pq *ProcessQueue) MakeMessagesToConsumeAgain(msgs []*Message) {
 // consume service calls it just before a batch goes to the listener. Messages not in the
 // cache are ignored.
 func (pq *ProcessQueue) MarkConsumeStart(msgs []*Message) {
-	now := pq.clock.Now().UnixNano()
+	pq.markConsumeStart(msgs, pq.clock.Now().UnixNano())
+}
+
+// markConsumeStart is MarkConsumeStart at now (unix ns).
+func (pq *ProcessQueue) markConsumeStart(msgs []*Message, now int64) {
 	pq.mu.Lock()
 	defer pq.mu.Unlock()
 	for _, m := range msgs {
-		if i, ok := search(pq.msgs, m.QueueOffset); ok {
+		if i, ok := search(pq.msgs, m.QueueOffset); ok && pq.msgs[i].msg != nil {
 			pq.msgs[i].start = now
 		}
 	}
@@ -287,11 +381,12 @@ func (pq *ProcessQueue) CleanExpired(timeout time.Duration, limit int, sendBack 
 			break
 		}
 		pq.mu.Lock()
-		if len(pq.msgs) > 0 && pq.msgs[0].msg.QueueOffset == m.QueueOffset {
+		if len(pq.msgs) > 0 && pq.msgs[0].off == m.QueueOffset {
 			pq.removeLocked(m.QueueOffset)
 			pq.lastConsume.Store(now)
 			removed++
 		}
+		pq.notifyDrainLocked()
 		pq.mu.Unlock()
 	}
 	return removed
@@ -309,7 +404,7 @@ func (pq *ProcessQueue) MaxSpan() int64 {
 	pq.mu.Lock()
 	defer pq.mu.Unlock()
 	if n := len(pq.msgs); n > 0 {
-		return pq.msgs[n-1].msg.QueueOffset - pq.msgs[0].msg.QueueOffset
+		return pq.msgs[n-1].off - pq.msgs[0].off
 	}
 	return 0
 }
@@ -340,9 +435,50 @@ func (pq *ProcessQueue) Clear() {
 	pq.mu.Lock()
 	defer pq.mu.Unlock()
 	pq.msgs, pq.taken = nil, nil
+	pq.dead = 0
 	pq.offsetMax = 0
 	pq.count.Store(0)
 	pq.size.Store(0)
+	pq.notifyDrainLocked()
+}
+
+// armDrain makes the first notifyDrainLocked that finds Count at most count, Size at most
+// size and MaxSpan at most span send on the channel it returns (capacity 1), once;
+// disarmDrain undoes it. One pull loop per queue uses it, to wait for flow control to lift
+// instead of sleeping a fixed delay.
+func (pq *ProcessQueue) armDrain(count, size, span int64) <-chan struct{} {
+	select { // a signal left from an earlier wait
+	case <-pq.drain:
+	default:
+	}
+	pq.mu.Lock()
+	defer pq.mu.Unlock()
+	pq.drainSize.Store(size)
+	pq.drainSpan.Store(span)
+	pq.drainCount.Store(count) // last: arms it
+	pq.notifyDrainLocked()     // drained already
+	return pq.drain
+}
+
+// disarmDrain ends a wait begun with armDrain.
+func (pq *ProcessQueue) disarmDrain() { pq.drainCount.Store(-1) }
+
+// notifyDrainLocked signals an armed drain wait whose levels are reached. It is called
+// after Count, Size or MaxSpan go down.
+func (pq *ProcessQueue) notifyDrainLocked() {
+	c := pq.drainCount.Load()
+	if c < 0 || pq.count.Load() > c || pq.size.Load() > pq.drainSize.Load() {
+		return
+	}
+	if n := len(pq.msgs); n > 0 && pq.msgs[n-1].off-pq.msgs[0].off > pq.drainSpan.Load() {
+		return
+	}
+	if pq.drainCount.CompareAndSwap(c, -1) {
+		select {
+		case pq.drain <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // Dropped reports whether the queue was taken away from this consumer; its messages are
@@ -388,7 +524,12 @@ func (pq *ProcessQueue) IsPullExpired(expiry time.Duration) bool {
 // IsLockExpired reports whether the queue's broker lock is older than expiry
 // (Options.LockExpiry).
 func (pq *ProcessQueue) IsLockExpired(expiry time.Duration) bool {
-	return pq.clock.Now().UnixNano()-pq.lastLock.Load() > int64(expiry)
+	return pq.isLockExpiredAt(expiry, pq.clock.Now())
+}
+
+// isLockExpiredAt is IsLockExpired at now.
+func (pq *ProcessQueue) isLockExpiredAt(expiry time.Duration, now time.Time) bool {
+	return now.UnixNano()-pq.lastLock.Load() > int64(expiry)
 }
 
 // MsgAccCount returns how many messages the broker held beyond the last pulled one, from

@@ -1,6 +1,7 @@
 package consumer
 
 import (
+	"math"
 	"time"
 
 	"github.com/edgemq/edgemq/edge"
@@ -8,50 +9,93 @@ import (
 
 // pullLoop pulls one queue until the queue is removed or the consumer stops (the seeds'
 // PullMessageService with one request per queue: each pull schedules the next).
+//
+// A pull held back by flow control (the queue caches too many messages or bytes, or too
+// wide a span of offsets) waits FlowControlDelay at most: it goes on as soon as the
+// listeners have drained the cache to half of each threshold, so that a fast listener is
+// not left idle for the rest of the delay.
 func (pc *PushConsumer) pullLoop(qs *queueState) {
 	defer pc.wg.Done()
-	var delay time.Duration
+	var (
+		delay time.Duration
+		drain bool
+	)
 	for {
-		if !pc.sleep(delay, qs.stop) {
+		if drain {
+			if !pc.waitDrain(qs, delay) {
+				return
+			}
+		} else if !pc.sleep(delay, qs.stop) {
 			return
 		}
 		var ok bool
-		delay, ok = pc.pullOnce(qs)
+		delay, drain, ok = pc.pull(qs)
 		if !ok {
 			return
 		}
 	}
 }
 
+// waitDrain waits up to d for qs's cache to drain to half the flow-control thresholds; false
+// if the queue or the consumer stops first.
+func (pc *PushConsumer) waitDrain(qs *queueState, d time.Duration) bool {
+	o := &pc.opts
+	span := int64(math.MaxInt64) // orderly: no span limit
+	if !pc.isOrderly() {
+		span = o.ConsumeConcurrentlyMaxSpan / 2
+	}
+	ch := qs.pq.armDrain(int64(o.PullThresholdForQueue)/2, o.PullThresholdSizeForQueue/2, span)
+	defer qs.pq.disarmDrain()
+	t := o.Clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ch:
+		return true
+	case <-t.C():
+		return true
+	case <-qs.stop:
+		return false
+	case <-pc.done:
+		return false
+	}
+}
+
 // pullOnce is DefaultMQPushConsumerImpl.pullMessage with its PullCallback: it returns the
 // delay before the next pull, or false when the queue's loop must end.
 func (pc *PushConsumer) pullOnce(qs *queueState) (time.Duration, bool) {
+	d, _, ok := pc.pull(qs)
+	return d, ok
+}
+
+// pull is pullOnce; drain reports that the delay is flow control, which may end early once
+// the cache drains (waitDrain).
+func (pc *PushConsumer) pull(qs *queueState) (delay time.Duration, drain, ok bool) {
 	o := &pc.opts
 	pq := qs.pq
 	if pq.Dropped() {
-		return 0, false
+		return 0, false, false
 	}
 	pq.SetLastPullTime(o.Clock.Now())
 	if pc.paused.Load() {
-		return o.SuspendedDelay, true
+		return o.SuspendedDelay, false, true
 	}
 	if pq.Count() > int64(o.PullThresholdForQueue) || pq.Size() > o.PullThresholdSizeForQueue {
 		pc.stats.flowControl(qs.mq.Topic)
-		return o.FlowControlDelay, true
+		return o.FlowControlDelay, true, true
 	}
 	if !pc.isOrderly() {
 		if pq.MaxSpan() > o.ConsumeConcurrentlyMaxSpan {
 			pc.stats.flowControl(qs.mq.Topic)
-			return o.FlowControlDelay, true
+			return o.FlowControlDelay, true, true
 		}
 	} else if o.Model == edge.Clustering {
 		if !pq.Locked() {
-			return o.PullErrorDelay, true
+			return o.PullErrorDelay, false, true
 		}
 		if !qs.lockedFirst {
 			off, err := pc.computePullFromWhere(qs.mq)
 			if err != nil {
-				return o.PullErrorDelay, true
+				return o.PullErrorDelay, false, true
 			}
 			qs.lockedFirst = true
 			qs.next = off
@@ -71,20 +115,20 @@ func (pc *PushConsumer) pullOnce(qs *queueState) (time.Duration, bool) {
 	})
 	if err != nil {
 		if qs.ctx.Err() != nil {
-			return 0, false
+			return 0, false, false
 		}
 		o.Logger.Warn("consumer: pull", "queue", qs.mq, "offset", qs.next, "err", err)
-		return o.PullErrorDelay, true
+		return o.PullErrorDelay, false, true
 	}
 	if pq.Dropped() {
-		return 0, false
+		return 0, false, false
 	}
 	switch res.Status {
 	case edge.PullFound:
 		qs.next = res.NextBeginOffset
 		pc.stats.pulled(qs.mq.Topic, o.Clock.Now().Sub(begin), len(res.Messages))
 		if len(res.Messages) == 0 {
-			return 0, true
+			return 0, false, true
 		}
 		msgs := make([]*Message, len(res.Messages))
 		retry := edge.RetryTopic(o.Group)
@@ -99,13 +143,13 @@ func (pc *PushConsumer) pullOnce(qs *queueState) (time.Duration, bool) {
 		}
 		dispatch := pq.PutMessages(msgs)
 		pc.submit(qs, msgs, dispatch)
-		return o.PullInterval, true
+		return o.PullInterval, false, true
 	case edge.PullNoNewMsg, edge.PullNoMatchedMsg:
 		qs.next = res.NextBeginOffset
 		if pq.Count() == 0 { // correctTagsOffset
 			pc.offsets.Update(qs.mq, res.NextBeginOffset, true)
 		}
-		return 0, true
+		return 0, false, true
 	case edge.PullOffsetIllegal:
 		o.Logger.Warn("consumer: offset illegal", "queue", qs.mq, "offset", qs.next, "next", res.NextBeginOffset)
 		qs.next = res.NextBeginOffset
@@ -118,9 +162,9 @@ func (pc *PushConsumer) pullOnce(qs *queueState) (time.Duration, bool) {
 			}
 			pc.removeQueue(qs)
 		})
-		return 0, false
+		return 0, false, false
 	}
-	return o.PullErrorDelay, true
+	return o.PullErrorDelay, false, true
 }
 
 // submit hands pulled messages to the consume service.
@@ -131,8 +175,5 @@ func (pc *PushConsumer) submit(qs *queueState, msgs []*Message, dispatch bool) {
 		}
 		return
 	}
-	n := pc.opts.ConsumeMessageBatchMaxSize
-	for i := 0; i < len(msgs); i += n {
-		pc.submitConcurrently(qs, msgs[i:min(i+n, len(msgs))])
-	}
+	pc.submitChunks(qs, msgs)
 }

@@ -171,7 +171,13 @@ func (pc *PushConsumer) removeQueue(qs *queueState) {
 // computePullFromWhere returns where a newly assigned queue starts: the stored offset, else
 // Options.FromWhere (RocketMQ's computePullFromWhere).
 func (pc *PushConsumer) computePullFromWhere(mq edge.MessageQueue) (int64, error) {
-	off, err := pc.offsets.Read(mq, ReadFromStore)
+	return startOffset(pc.b, pc.offsets, &pc.opts, mq)
+}
+
+// startOffset is computePullFromWhere for any consumer: mq's offset in offsets' store, else
+// where o.FromWhere says. The PullConsumer uses it too.
+func startOffset(b Broker, offsets OffsetStore, o *Options, mq edge.MessageQueue) (int64, error) {
+	off, err := offsets.Read(mq, ReadFromStore)
 	if err != nil {
 		return 0, err
 	}
@@ -179,19 +185,19 @@ func (pc *PushConsumer) computePullFromWhere(mq edge.MessageQueue) (int64, error
 		return off, nil
 	}
 	retry := strings.HasPrefix(mq.Topic, edge.RetryPrefix)
-	switch pc.opts.FromWhere {
+	switch o.FromWhere {
 	case ConsumeFromFirstOffset:
-		return pc.b.MinOffset(mq.Topic, mq.QueueID)
+		return b.MinOffset(mq.Topic, mq.QueueID)
 	case ConsumeFromTimestamp:
 		if retry {
-			return pc.b.MaxOffset(mq.Topic, mq.QueueID)
+			return b.MaxOffset(mq.Topic, mq.QueueID)
 		}
-		return pc.b.SearchOffset(mq.Topic, mq.QueueID, pc.opts.ConsumeTimestamp)
+		return b.SearchOffset(mq.Topic, mq.QueueID, o.ConsumeTimestamp)
 	default:
 		if retry {
 			return 0, nil
 		}
-		return pc.b.MaxOffset(mq.Topic, mq.QueueID)
+		return b.MaxOffset(mq.Topic, mq.QueueID)
 	}
 }
 

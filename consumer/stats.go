@@ -84,6 +84,28 @@ func (s *statsTable) consumeResult(topic string, ok, failed int) {
 	s.mu.Unlock()
 }
 
+// consumeTally adds up consecutive listener calls on one queue, to be recorded under one
+// lock (tally).
+type consumeTally struct {
+	consumes, ok, failed int64
+	rt                   time.Duration
+}
+
+// tally records t (listener calls, their time and results) and zeroes it.
+func (s *statsTable) tally(topic string, t *consumeTally) {
+	if *t == (consumeTally{}) {
+		return
+	}
+	s.mu.Lock()
+	c := s.get(topic)
+	c.consumes += t.consumes
+	c.consumeRT += t.rt
+	c.ok += t.ok
+	c.failed += t.failed
+	s.mu.Unlock()
+	*t = consumeTally{}
+}
+
 // Stats returns the consumer's counters per topic and its lag per assigned queue.
 func (pc *PushConsumer) Stats() Stats {
 	st := Stats{Group: pc.opts.Group, Topics: map[string]TopicStats{}, Lag: map[edge.MessageQueue]int64{}}
