@@ -36,7 +36,12 @@ func runEdgeMQ(ctx context.Context, j job, dir string) (result, error) {
 	case workPull:
 		return edgeMQPull(ctx, j, dir)
 	case workLatency:
+		if j.Consumer == consumerPushConsumer {
+			return edgeMQPushLatency(ctx, j, dir)
+		}
 		return edgeMQLatency(ctx, j, dir)
+	case workConsume:
+		return edgeMQConsume(ctx, j, dir)
 	}
 	return result{}, fmt.Errorf("unknown workload %q", j.Work)
 }

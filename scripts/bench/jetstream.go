@@ -151,6 +151,8 @@ func runJetStream(ctx context.Context, j job, dir string) (result, error) {
 		return r.pull(ctx, j)
 	case workLatency:
 		return r.latency(ctx, j)
+	case workConsume:
+		return r.consume(ctx, j)
 	}
 	return res, fmt.Errorf("unknown workload %q", j.Work)
 }

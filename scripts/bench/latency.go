@@ -36,7 +36,8 @@ func (p *probe) body(i int) []byte {
 	return b
 }
 
-// recv records a message received at now. It is called from one goroutine.
+// recv records a message received at now. It may be called from several goroutines (a
+// PushConsumer's workers), once per message.
 func (p *probe) recv(b []byte, now time.Duration) {
 	if len(b) < 16 {
 		return

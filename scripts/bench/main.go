@@ -18,6 +18,14 @@
 //     consumer (EdgeMQ long-poll Pull with Suspend; JetStream pull Consume, or a push
 //     consumer) records receive-minus-send for each message. A "floor" run does the same with
 //     no broker (two channel hops) to show what the harness and machine allow.
+//   - consume: msgs/s of a consumer.PushConsumer with a no-op listener over -consume-n
+//     messages pre-filled into -consume-queues queues (async flush), from Start until every
+//     queue's consumed offset is at its end: concurrent with ConsumeMessageBatchMaxSize 1
+//     (the default) and 32, and orderly. JetStream's peer is a pull consumer's
+//     Fetch(-js-fetch) loop over the same number of messages: AckNone, AckAll with one Ack()
+//     per batch, and AckExplicit with Ack() per message.
+//   - latency through the PushConsumer: the latency workload with a concurrent PushConsumer
+//     (default options) receiving, next to JetStream's pull consumer Consume().
 //
 // Run from scripts/bench: go run . [-h for flags].
 package main
@@ -44,8 +52,11 @@ const (
 	workSend     = "send"
 	workPull     = "pull"
 	workLatency  = "latency"
+	workConsume  = "consume"
 	consumerPull = "consume" // JetStream pull consumer, Consume callback
 	consumerPush = "push"    // JetStream push consumer
+	// consumerPushConsumer is EdgeMQ's consumer.PushConsumer (latency).
+	consumerPushConsumer = "pushconsumer"
 )
 
 // job is one run of one workload on one side, executed in a child process.
@@ -58,8 +69,12 @@ type job struct {
 	Window    int           // JetStream: max outstanding async publishes
 	N         int64         // send: message cap; pull: messages; latency: measured messages
 	Time      time.Duration // send: time cap
-	Ack       bool          // pull: EdgeMQ CommitOffset / JetStream AckExplicit
-	Consumer  string        // latency, JetStream: consumerPull or consumerPush
+	Ack       bool          // pull, consume: EdgeMQ CommitOffset / JetStream AckExplicit
+	Consumer  string        // latency: JetStream consumerPull or consumerPush; EdgeMQ consumerPushConsumer or ""
+	Queues    int           // consume, EdgeMQ: queues of the topic
+	Batch     int           // consume: EdgeMQ ConsumeMessageBatchMaxSize, JetStream Fetch batch
+	Orderly   bool          // consume, EdgeMQ: an orderly listener
+	AckAll    bool          // consume, JetStream with Ack: AckAll, one Ack() per batch
 	Rate      int           // latency: msgs/s
 	Warmup    int           // latency: messages sent before the measured ones
 	Dir       string        // parent of the run's temp data dir
@@ -75,8 +90,22 @@ func (j job) name() string {
 	case workPull:
 		parts = append(parts, sizeName(j.Size), map[bool]string{false: "noack", true: "ack"}[j.Ack])
 	case workLatency:
-		if j.Side == sideJS {
+		if j.Consumer != "" {
 			parts = append(parts, j.Consumer)
+		}
+	case workConsume:
+		parts = append(parts, sizeName(j.Size))
+		switch {
+		case j.Side == sideJS:
+			ack := map[bool]string{false: "noack", true: "ack"}[j.Ack]
+			if j.Ack && j.AckAll {
+				ack = "ackall"
+			}
+			parts = append(parts, "fetch"+strconv.Itoa(j.Batch), ack)
+		case j.Orderly:
+			parts = append(parts, "orderly", "b"+strconv.Itoa(j.Batch))
+		default:
+			parts = append(parts, "concurrent", "b"+strconv.Itoa(j.Batch))
 		}
 	}
 	return strings.Join(parts, "-")
@@ -128,6 +157,9 @@ func main() {
 		latSize   = flag.Int("lat-size", 100, "latency: body bytes (at least 16)")
 		dir       = flag.String("dir", os.TempDir(), "parent of the temp data dirs")
 		profile   = flag.String("cpuprofile", "", "write a CPU profile of each run's measured phase into this dir")
+		consumeN  = flag.Int64("consume-n", 1_000_000, "consume: messages pre-filled and consumed")
+		consumeQ  = flag.Int("consume-queues", 4, "consume, EdgeMQ: queues of the topic")
+		jsFetch   = flag.Int("js-fetch", 1000, "consume, JetStream: Fetch batch size")
 		only      = flag.String("only", "", "run only jobs whose name matches this regexp (e.g. 'send-async-100B')")
 	)
 	flag.Parse()
@@ -174,6 +206,29 @@ func main() {
 		j := base
 		j.Work, j.Size, j.N, j.Rate, j.Warmup, j.Consumer = workLatency, *latSize, int64(*latN), *latRate, *latWarm, c
 		rows = append(rows, pair(j))
+	}
+	for _, c := range []struct {
+		batch           int
+		orderly         bool
+		jsAck, jsAckAll bool
+	}{
+		{1, false, true, true}, {32, false, true, true}, {1, true, true, true},
+		{1, false, false, false}, {32, false, false, false}, {1, false, true, false},
+	} {
+		j := base
+		j.Work, j.Size, j.N, j.Queues = workConsume, *pullSize, *consumeN, *consumeQ
+		e, s := j, j
+		e.Side, e.Batch, e.Orderly = sideEdgeMQ, c.batch, c.orderly
+		s.Side, s.Batch, s.Ack, s.AckAll, s.Queues = sideJS, *jsFetch, c.jsAck, c.jsAckAll, 0
+		rows = append(rows, row{emq: e, js: s})
+	}
+	{
+		j := base
+		j.Work, j.Size, j.N, j.Rate, j.Warmup = workLatency, *latSize, int64(*latN), *latRate, *latWarm
+		e, s := j, j
+		e.Side, e.Consumer = sideEdgeMQ, consumerPushConsumer
+		s.Side, s.Consumer = sideJS, consumerPull
+		rows = append(rows, row{emq: e, js: s})
 	}
 	floor := base
 	floor.Side, floor.Work, floor.Size, floor.N, floor.Rate, floor.Warmup = sideFloor, workLatency, *latSize, int64(*latN), *latRate, *latWarm
