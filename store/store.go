@@ -56,7 +56,7 @@ type Store struct {
 	syncReq    chan chan error // Flush asks the dispatcher, the checkpoint's only writer
 	progressMu sync.Mutex      // with progress: appenders wait for a lagging dispatcher
 	progress   *sync.Cond
-	readers    sync.Pool       // *commitlog.Reader
+	readers    sync.Pool // *commitlog.Reader
 	closed     atomic.Bool
 	done       chan struct{}
 	wg         sync.WaitGroup
