@@ -546,22 +546,7 @@ func (lc *PullConsumer) pullLoop(q *liteQueue) {
 
 // sleep waits d on the consumer's clock; false if stop comes first.
 func (lc *PullConsumer) sleep(d time.Duration, stop <-chan struct{}) bool {
-	if d <= 0 {
-		select {
-		case <-stop:
-			return false
-		default:
-			return true
-		}
-	}
-	t := lc.opts.Clock.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C():
-		return true
-	case <-stop:
-		return false
-	}
+	return clockSleep(lc.opts.Clock, d, stop, nil)
 }
 
 // waitSpace waits until the buffer has room for q's next batch (flow control); false if q

@@ -277,24 +277,29 @@ func (pc *PushConsumer) endConsume() {
 
 // sleep waits d on the consumer's clock; false if stop (or the consumer's end) comes first.
 func (pc *PushConsumer) sleep(d time.Duration, stop <-chan struct{}) bool {
+	return clockSleep(pc.opts.Clock, d, stop, pc.done)
+}
+
+// clockSleep waits d on c; false if stop or done (either may be nil) comes first.
+func clockSleep(c edge.Clock, d time.Duration, stop, done <-chan struct{}) bool {
 	if d <= 0 {
 		select {
 		case <-stop:
 			return false
-		case <-pc.done:
+		case <-done:
 			return false
 		default:
 			return true
 		}
 	}
-	t := pc.opts.Clock.NewTimer(d)
+	t := c.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C():
 		return true
 	case <-stop:
 		return false
-	case <-pc.done:
+	case <-done:
 		return false
 	}
 }
