@@ -627,17 +627,7 @@ func (lc *PullConsumer) pullOnce(q *liteQueue) time.Duration {
 // heartbeat registers the consumer and its subscriptions with the broker. subs is fixed
 // once Start has begun.
 func (lc *PullConsumer) heartbeat() error {
-	subs := make([]edge.Subscription, 0, len(lc.subs))
-	for _, t := range slices.Sorted(maps.Keys(lc.subs)) {
-		subs = append(subs, edge.Subscription{Topic: t, Expression: lc.subs[t]})
-	}
-	from := [...]string{"CONSUME_FROM_LAST_OFFSET", "CONSUME_FROM_FIRST_OFFSET", "CONSUME_FROM_TIMESTAMP"}[lc.opts.FromWhere]
-	return lc.b.Heartbeat(edge.Heartbeat{
-		ClientID: lc.opts.ClientID,
-		Consumers: []edge.ConsumerData{{Group: lc.opts.Group, Model: lc.opts.Model, ConsumeType: edge.ConsumeActively,
-			FromWhere: from, Subscriptions: subs}},
-		OnChange: func(string) { wake(lc.kick) },
-	})
+	return lc.b.Heartbeat(heartbeatOf(&lc.opts, lc.subs, edge.ConsumeActively, func(string) { wake(lc.kick) }))
 }
 
 // serviceLoop runs the periodic tasks.

@@ -322,17 +322,23 @@ func (pc *PushConsumer) after(d time.Duration, fn func()) {
 
 // heartbeat registers the consumer and its subscriptions with the broker.
 func (pc *PushConsumer) heartbeat() error {
-	subs := make([]edge.Subscription, 0, len(pc.subs))
-	for _, t := range slices.Sorted(maps.Keys(pc.subs)) {
-		subs = append(subs, edge.Subscription{Topic: t, Expression: pc.subs[t]})
+	return pc.b.Heartbeat(heartbeatOf(&pc.opts, pc.subs, edge.ConsumePassively, func(string) { pc.kickRebalance() }))
+}
+
+// heartbeatOf builds a consumer's heartbeat: its group, model, consume type, where it starts,
+// and its subscriptions (topic -> expression) in topic order.
+func heartbeatOf(o *Options, subs map[string]string, ct edge.ConsumeType, onChange func(string)) edge.Heartbeat {
+	list := make([]edge.Subscription, 0, len(subs))
+	for _, t := range slices.Sorted(maps.Keys(subs)) {
+		list = append(list, edge.Subscription{Topic: t, Expression: subs[t]})
 	}
-	from := [...]string{"CONSUME_FROM_LAST_OFFSET", "CONSUME_FROM_FIRST_OFFSET", "CONSUME_FROM_TIMESTAMP"}[pc.opts.FromWhere]
-	return pc.b.Heartbeat(edge.Heartbeat{
-		ClientID: pc.opts.ClientID,
-		Consumers: []edge.ConsumerData{{Group: pc.opts.Group, Model: pc.opts.Model, ConsumeType: edge.ConsumePassively,
-			FromWhere: from, Subscriptions: subs}},
-		OnChange: func(string) { pc.kickRebalance() },
-	})
+	from := [...]string{"CONSUME_FROM_LAST_OFFSET", "CONSUME_FROM_FIRST_OFFSET", "CONSUME_FROM_TIMESTAMP"}[o.FromWhere]
+	return edge.Heartbeat{
+		ClientID: o.ClientID,
+		Consumers: []edge.ConsumerData{{Group: o.Group, Model: o.Model, ConsumeType: ct,
+			FromWhere: from, Subscriptions: list}},
+		OnChange: onChange,
+	}
 }
 
 func (pc *PushConsumer) kickRebalance() {
