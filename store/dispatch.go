@@ -31,55 +31,113 @@ func (s *Store) dispatchLimit() int64 {
 	return s.log.Written()
 }
 
+// dispatchLoop is the dispatcher goroutine. It dispatches what appenders left to it (an
+// appender dispatches its own records when the dispatch token is free, see dispatchAfter),
+// fsyncs the queues and writes the checkpoint on its ticker, for Flush and at Close. It holds
+// dmu, the dispatch token, whenever it dispatches or syncs.
 func (s *Store) dispatchLoop() {
 	defer s.wg.Done()
-	r := s.log.NewReader()
-	defer r.Close()
 	t := time.NewTicker(s.opts.QueueFlushInterval)
 	defer t.Stop()
-	synced := s.dispatched.Load()
-	sync := func() error {
-		d := s.dispatched.Load()
-		err := s.syncQueues()
-		if err != nil {
-			s.lg.Error("sync consume queues", "err", err)
-		} else {
-			synced = d
-		}
-		return err
-	}
 	for {
 		select {
 		case <-s.dkick:
 		case <-t.C:
-			if s.dispatched.Load() != synced {
-				sync()
+			s.dmu.Lock()
+			if s.dispatched.Load() != s.synced {
+				s.syncLocked()
 			}
+			s.dmu.Unlock()
+			continue
 		case reply := <-s.syncReq:
-			for s.dispatch(r, s.dispatchLimit(), true) {
+			s.dmu.Lock()
+			for s.dispatch(s.dr, s.dispatchLimit(), true) {
 			}
-			reply <- sync()
+			err := s.syncLocked()
+			s.dmu.Unlock()
+			reply <- err
 			continue
 		case <-s.done:
-			for s.dispatch(r, s.dispatchLimit(), true) {
+			s.dmu.Lock()
+			for s.dispatch(s.dr, s.dispatchLimit(), true) {
 			}
-			sync()
+			s.syncLocked()
+			s.dstopped = true // no appender dispatches from now on
+			s.dr.Close()
+			s.dmu.Unlock()
 			return
 		}
-		more := s.dispatch(r, s.dispatchLimit(), true)
+		s.dmu.Lock()
+		more := s.dispatchRoundLocked()
+		s.dmu.Unlock()
 		s.progressMu.Lock()
 		s.progress.Broadcast() // appenders held back by MaxDispatchLag
 		s.progressMu.Unlock()
 		if more {
-			select { // let the loop breathe between rounds: ticker, Flush, Close
-			case s.dkick <- struct{}{}:
-			default:
-			}
-		}
-		if s.dispatched.Load()-synced >= s.opts.QueueFlushBytes {
-			sync()
+			s.kickDispatcher() // let the loop breathe between rounds: ticker, Flush, Close
 		}
 	}
+}
+
+// dispatchRoundLocked dispatches one round and syncs the queues once QueueFlushBytes of log
+// are dispatched but not synced. It reports whether records remain. s.dmu must be held.
+func (s *Store) dispatchRoundLocked() bool {
+	more := s.dispatch(s.dr, s.dispatchLimit(), true)
+	if s.dispatched.Load()-s.synced >= s.opts.QueueFlushBytes {
+		s.syncLocked()
+	}
+	return more
+}
+
+// dispatchAfter runs after an append that ended the log at end. When nobody has appended
+// since and the dispatch token is free, the appender dispatches the new records itself, so
+// that a message reaches its queue and wakes a waiting pull without a hand-off to the
+// dispatcher goroutine (a wake-up on every message of a lightly loaded broker). Under load
+// (the log has grown past end) it kicks the dispatcher, which takes the records in larger
+// rounds.
+func (s *Store) dispatchAfter(end int64) {
+	if s.log.Written() != end {
+		s.kickDispatcher()
+		return
+	}
+	if !s.dmu.TryLock() {
+		s.kickDispatcher()
+		return
+	}
+	if s.dstopped {
+		s.dmu.Unlock()
+		return
+	}
+	more := s.dispatchRoundLocked()
+	s.dmu.Unlock()
+	if s.lagWaiters.Load() > 0 {
+		s.progressMu.Lock()
+		s.progress.Broadcast()
+		s.progressMu.Unlock()
+	}
+	if more {
+		s.kickDispatcher()
+	}
+}
+
+func (s *Store) kickDispatcher() {
+	select {
+	case s.dkick <- struct{}{}:
+	default:
+	}
+}
+
+// syncLocked syncs the queues and writes the checkpoint, logging a failure. s.dmu must be
+// held.
+func (s *Store) syncLocked() error {
+	d := s.dispatched.Load()
+	err := s.syncQueues()
+	if err != nil {
+		s.lg.Error("sync consume queues", "err", err)
+	} else {
+		s.synced = d
+	}
+	return err
 }
 
 // dispatchRound bounds the bytes of log one dispatch call covers.

@@ -10,9 +10,12 @@
 //
 // Append assigns each message the next offset of its queue and writes the batch contiguously
 // to the commitlog; with the default sync flush policy it returns once an fsync covers the
-// batch (group commit). One dispatcher goroutine turns new records into queue entries and
-// calls Options.OnArrival, the hook long polling hangs on. In sync mode it dispatches only
-// durable records, so no consumer ever sees a message a power cut could take back.
+// batch (group commit). Dispatching turns new records into queue entries and calls
+// Options.OnArrival, the hook long polling hangs on: an appender that finds the log idle
+// dispatches its own records before it returns (no goroutine hand-off on a message's way to
+// a waiting pull); under load a dispatcher goroutine takes them in larger rounds. One of
+// them dispatches at a time. In sync mode only durable records are dispatched, so no
+// consumer ever sees a message a power cut could take back.
 //
 // GetMessages reads a queue from an offset through a tag filter and answers with RocketMQ's
 // statuses (FOUND, NO_MESSAGE_IN_QUEUE, OFFSET_OVERFLOW_ONE, ...), next begin offset, and min

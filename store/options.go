@@ -56,8 +56,10 @@ type Options struct {
 	// MaxPullBytes bounds the bytes of messages one GetMessages returns (at least one
 	// message is always returned). Default 256 KiB.
 	MaxPullBytes int
-	// OnArrival, if set, is called from the dispatch goroutine for every message once its
-	// consume-queue entry is written. It must not block: long polling hangs on it.
+	// OnArrival, if set, is called for every message once its consume-queue entry is
+	// written, by whoever dispatched it: the dispatcher goroutine, or on a lightly loaded
+	// store the appender itself, before Append returns. Calls are never concurrent and come
+	// in log order. It must not block: long polling hangs on it.
 	OnArrival func(Arrival)
 	// Now is the clock for store timestamps and retention. Default time.Now.
 	Now func() time.Time

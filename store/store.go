@@ -41,22 +41,31 @@ type Store struct {
 	meta *meta.Store
 	log  *commitlog.Log
 
-	mu       sync.Mutex // serializes Append: queue offsets are assigned in log order
-	scratch  []byte
-	bounds   []int
-	payloads [][]byte
-	pos      []int64
-	undo     []undo
+	mu        sync.Mutex // serializes Append: queue offsets are assigned in log order
+	lastStore int64      // store time of the last append, ms
+	scratch   []byte
+	bounds    []int
+	payloads  [][]byte
+	pos       []int64
+	undo      []undo
 
 	qmu    sync.RWMutex // guards topics
 	topics map[string]map[int32]*queue
 
 	dispatched atomic.Int64 // every record below this position has its queue entry
+	// dmu is the dispatch token: its holder (the dispatcher goroutine, or an appender that
+	// dispatches its own records) owns dr, synced, dstopped, the queues' read-ahead and the
+	// appends to consume queues.
+	dmu        sync.Mutex
+	dr         *commitlog.Reader
+	synced     int64 // dispatched when the queues were last synced
+	dstopped   bool  // the dispatcher has stopped: nobody dispatches any more
 	dkick      chan struct{}
 	syncReq    chan chan error // Flush asks the dispatcher, the checkpoint's only writer
 	progressMu sync.Mutex      // with progress: appenders wait for a lagging dispatcher
 	progress   *sync.Cond
-	readers    sync.Pool // *commitlog.Reader
+	lagWaiters atomic.Int32 // appenders waiting in waitForDispatcher
+	readers    sync.Pool    // *commitlog.Reader
 	closed     atomic.Bool
 	done       chan struct{}
 	wg         sync.WaitGroup
@@ -143,6 +152,8 @@ func Open(dir string, opts *Options) (st *Store, err error) {
 	if err := s.recoverQueues(); err != nil {
 		return nil, err
 	}
+	s.dr = s.log.NewReader()
+	s.synced = s.dispatched.Load()
 	s.wg.Add(1)
 	go s.dispatchLoop()
 	return s, nil
@@ -197,8 +208,18 @@ func (s *Store) Append(msgs []*Message) error {
 		return ErrClosed
 	}
 	s.waitForDispatcher()
+	now := s.opts.Now().UnixMilli() // read outside the lock, kept monotonic under it
 	s.mu.Lock()
-	now := s.opts.Now().UnixMilli()
+	if s.closed.Load() {
+		s.mu.Unlock()
+		return ErrClosed
+	}
+	// Appenders racing to the lock must not store times out of order (time search bisects a
+	// queue's times); a clock set back by more than that is left to show.
+	if now < s.lastStore && s.lastStore-now < maxStoreTimeSkew {
+		now = s.lastStore
+	}
+	s.lastStore = now
 	s.scratch, s.bounds, s.undo = s.scratch[:0], s.bounds[:0], s.undo[:0]
 	for _, m := range msgs {
 		q, err := s.queueFor(m.Topic, m.QueueID, true)
@@ -242,12 +263,13 @@ func (s *Store) Append(msgs []*Message) error {
 			return err
 		}
 	}
-	select {
-	case s.dkick <- struct{}{}:
-	default:
-	}
+	s.dispatchAfter(end)
 	return nil
 }
+
+// maxStoreTimeSkew bounds the store-time inversions Append smooths over, ms: those of appenders
+// that read the clock before taking the lock.
+const maxStoreTimeSkew = 1000
 
 // maxLagWait bounds how long an append waits for a lagging dispatcher: a dispatcher stalled
 // (say on a full disk) must not stop writes for good.
@@ -266,6 +288,8 @@ func (s *Store) waitForDispatcher() {
 		s.progressMu.Unlock()
 	})
 	defer t.Stop()
+	s.lagWaiters.Add(1)
+	defer s.lagWaiters.Add(-1)
 	s.progressMu.Lock()
 	for s.log.Written()-s.dispatched.Load() > s.opts.MaxDispatchLag && !s.closed.Load() && time.Now().Before(deadline) {
 		s.progress.Wait()
