@@ -97,10 +97,16 @@ func TestSendBadInputChangesNothing(t *testing.T) {
 		{"negative queue", &Message{Topic: "T"}, QueueID(-1), ErrInvalidQueue},
 		{"too large", &Message{Topic: "T", Body: make([]byte, 1001)}, nil, ErrMessageTooLarge},
 		{"bad delay", &Message{Topic: "T", Properties: map[string]string{PropertyDelayLevel: "x"}}, nil, ErrInvalidArgument},
+		// The store refuses it (properties beyond its slack) after the queue is chosen.
+		{"huge properties", &Message{Topic: "T", Properties: map[string]string{"p": strings.Repeat("x", 70<<10)}}, QueueID(1), ErrMessageTooLarge},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			before := *tc.m
 			if _, err := b.Send(ctx, tc.m, tc.sel); !errors.Is(err, tc.want) {
 				t.Fatalf("got %v, want %v", err, tc.want)
+			}
+			if tc.m.QueueID != before.QueueID || tc.m.QueueOffset != before.QueueOffset || tc.m.StoreTime != before.StoreTime || tc.m.Pos != before.Pos {
+				t.Fatalf("failed send changed the message: %+v, was %+v", tc.m, before)
 			}
 		})
 	}

@@ -101,6 +101,10 @@ func (b *Broker) SendBack(ctx context.Context, req SendBackRequest) (SendResult,
 	if err != nil {
 		return SendResult{}, err
 	}
+	if s == nil {
+		c.QueueID = 0
+		s = &c
+	}
 	res, err := b.store([]*Message{s}, []*Message{&c})
 	if err != nil {
 		return SendResult{}, err

@@ -29,11 +29,43 @@ type SendResult struct {
 // ErrNoPermission, ErrInvalidQueue, ErrMessageTooLarge, ErrInvalidArgument; nothing is
 // stored on error.
 func (b *Broker) Send(ctx context.Context, m *Message, sel QueueSelector) (SendResult, error) {
-	res, err := b.SendBatch(ctx, []*Message{m}, sel)
+	tp, err := b.sendTopic(ctx, m.Topic)
 	if err != nil {
 		return SendResult{}, err
 	}
-	return res[0], nil
+	q, err := b.chooseQueue(tp, m, sel)
+	if err != nil {
+		return SendResult{}, err
+	}
+	if err := b.checkBody(m); err != nil {
+		return SendResult{}, err
+	}
+	s, err := b.prepare(m, q)
+	if err != nil {
+		return SendResult{}, err
+	}
+	if s != nil {
+		res, err := b.store([]*Message{s}, []*Message{m})
+		if err != nil {
+			return SendResult{}, err
+		}
+		return res[0], nil
+	}
+	// Stored as it is: the store fills in m's placement (as store does from a copy), and an
+	// error leaves m as it was.
+	saved := *m
+	m.QueueID = q
+	if err := b.st.Append([]*Message{m}); err != nil {
+		*m = saved
+		return SendResult{}, err
+	}
+	b.stats.in(m.Topic, 1, int64(len(m.Body)))
+	return b.result(m), nil
+}
+
+// result reports where s, a stored message, is.
+func (b *Broker) result(s *Message) SendResult {
+	return SendResult{MsgID: MessageID(b.opts.StoreHost, s.Pos), Topic: s.Topic, QueueID: s.QueueID, QueueOffset: s.QueueOffset, Pos: s.Pos}
 }
 
 // validateSendTopic admits user topics and retry topics: RocketMQ clients whose send-back
@@ -45,19 +77,14 @@ func validateSendTopic(name string) error {
 	return ValidateTopic(name)
 }
 
-// SendBatch stores msgs, all of one topic, contiguously on one queue, in order. The queue is
-// chosen once, by sel applied to the first message (round robin when nil).
-func (b *Broker) SendBatch(ctx context.Context, msgs []*Message, sel QueueSelector) ([]SendResult, error) {
+// sendTopic returns the topic a send to name writes to, created if auto-creation is on.
+func (b *Broker) sendTopic(ctx context.Context, name string) (*topic, error) {
 	if err := b.check(); err != nil {
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if len(msgs) == 0 {
-		return nil, nil
-	}
-	name := msgs[0].Topic
 	if err := validateSendTopic(name); err != nil {
 		return nil, err
 	}
@@ -68,6 +95,30 @@ func (b *Broker) SendBatch(ctx context.Context, msgs []*Message, sel QueueSelect
 	if tp.cfg.Perm&PermWrite == 0 {
 		return nil, fmt.Errorf("%w: topic %q is not writable", ErrNoPermission, name)
 	}
+	return tp, nil
+}
+
+func (b *Broker) checkBody(m *Message) error {
+	if len(m.Body) > b.opts.MaxMessageSize {
+		return fmt.Errorf("%w: body of %d bytes, max %d", ErrMessageTooLarge, len(m.Body), b.opts.MaxMessageSize)
+	}
+	return nil
+}
+
+// SendBatch stores msgs, all of one topic, contiguously on one queue, in order. The queue is
+// chosen once, by sel applied to the first message (round robin when nil).
+func (b *Broker) SendBatch(ctx context.Context, msgs []*Message, sel QueueSelector) ([]SendResult, error) {
+	if len(msgs) == 0 {
+		if err := b.check(); err != nil {
+			return nil, err
+		}
+		return nil, ctx.Err()
+	}
+	name := msgs[0].Topic
+	tp, err := b.sendTopic(ctx, name)
+	if err != nil {
+		return nil, err
+	}
 	q, err := b.chooseQueue(tp, msgs[0], sel)
 	if err != nil {
 		return nil, err
@@ -77,12 +128,17 @@ func (b *Broker) SendBatch(ctx context.Context, msgs []*Message, sel QueueSelect
 		if m.Topic != name {
 			return nil, fmt.Errorf("%w: a batch holds one topic, got %q and %q", ErrInvalidArgument, name, m.Topic)
 		}
-		if len(m.Body) > b.opts.MaxMessageSize {
-			return nil, fmt.Errorf("%w: body of %d bytes, max %d", ErrMessageTooLarge, len(m.Body), b.opts.MaxMessageSize)
+		if err := b.checkBody(m); err != nil {
+			return nil, err
 		}
 		s, err := b.prepare(m, q)
 		if err != nil {
 			return nil, err
+		}
+		if s == nil {
+			c := *m
+			c.QueueID = q
+			s = &c
 		}
 		stored[i] = s
 	}
@@ -102,7 +158,7 @@ func (b *Broker) store(stored, orig []*Message) ([]SendResult, error) {
 			o.QueueID, o.QueueOffset = s.QueueID, s.QueueOffset
 		}
 		o.StoreTime, o.Pos, o.Size = s.StoreTime, s.Pos, s.Size
-		res[i] = SendResult{MsgID: MessageID(b.opts.StoreHost, s.Pos), Topic: s.Topic, QueueID: s.QueueID, QueueOffset: s.QueueOffset, Pos: s.Pos}
+		res[i] = b.result(s)
 		bytes += int64(len(o.Body))
 	}
 	b.stats.in(orig[0].Topic, int64(len(orig)), bytes)
@@ -126,15 +182,20 @@ func (b *Broker) chooseQueue(tp *topic, m *Message, sel QueueSelector) (int32, e
 	return q, nil
 }
 
-// prepare returns the copy of m to store on queue q: compressed when large, and moved to the
-// schedule topic when delayed. m itself is not changed.
+// prepare returns the copy of m to store on queue q when it must differ from m beyond its
+// queue id: compressed when large, moved to the schedule topic when delayed. It returns nil
+// when m can be stored as it is. m itself is not changed.
 func (b *Broker) prepare(m *Message, q int32) (*Message, error) {
-	s := *m
-	s.QueueID = q
 	level, err := DelayLevel(m)
 	if err != nil {
 		return nil, err
 	}
+	compress := b.opts.CompressOver > 0 && len(m.Body) > b.opts.CompressOver && m.SysFlag&SysFlagCompressed == 0
+	if level <= 0 && !compress {
+		return nil, nil
+	}
+	s := *m
+	s.QueueID = q
 	if level > 0 {
 		level = min(level, len(b.opts.DelayLevels))
 		s.Properties = maps.Clone(m.Properties)
@@ -150,7 +211,7 @@ func (b *Broker) prepare(m *Message, q int32) (*Message, error) {
 			return nil, err
 		}
 	}
-	if b.opts.CompressOver > 0 && len(m.Body) > b.opts.CompressOver && m.SysFlag&SysFlagCompressed == 0 {
+	if compress {
 		s.Body = b.zenc.EncodeAll(m.Body, make([]byte, 0, len(m.Body)/2))
 		s.SysFlag |= SysFlagCompressed | sysFlagZstd
 	}
