@@ -152,6 +152,16 @@ func (s *Store) dispatch(r *commitlog.Reader, limit int64, notify bool) bool {
 		if pos >= stop && notify {
 			return true
 		}
+		if he, ok := s.handedOver(pos); ok {
+			if !s.dispatchEntry(he.q, he.off, he.e, he.storeTime, notify) {
+				s.carry, s.carryHead = s.carry[:0], 0 // read the log on the next try
+				return false
+			}
+			s.handedOverN++
+			pos = he.e.Pos + int64(he.e.Size)
+			s.dispatched.Store(pos)
+			continue
+		}
 		rec, err := r.Next(pos)
 		if errors.Is(err, commitlog.ErrNoRecord) {
 			// No record between pos and the end of the log (the unused tail of a segment).
@@ -180,6 +190,61 @@ func (s *Store) dispatch(r *commitlog.Reader, limit int64, notify bool) bool {
 		s.dispatched.Store(pos)
 	}
 	return false
+}
+
+// handoffEntry is the queue entry of a record as its appender knew it: the dispatcher uses it
+// instead of reading and decoding the record back from the log.
+type handoffEntry struct {
+	q         *queue
+	off       int64
+	e         cqueue.Entry
+	storeTime int64
+}
+
+// maxHandoff bounds the entries appenders leave for the dispatcher; past it they leave none,
+// and the dispatcher reads those records from the log.
+const maxHandoff = 16 << 10
+
+// handOver leaves the dispatcher the queue entries of msgs, just appended. s.mu must be held
+// (entries are handed over in log order).
+func (s *Store) handOver(msgs []*Message, qs []undo) {
+	s.hmu.Lock()
+	if len(s.handoff)+len(msgs) <= maxHandoff {
+		for i, m := range msgs {
+			s.handoff = append(s.handoff, handoffEntry{
+				q:         qs[i].q,
+				off:       m.QueueOffset,
+				e:         cqueue.Entry{Pos: m.Pos, Size: m.Size, TagHash: TagHash(m.Tags)},
+				storeTime: m.StoreTime,
+			})
+		}
+	}
+	s.hmu.Unlock()
+}
+
+// handedOver returns the handed-over entry of the record at pos, if there is one. Entries of
+// records below pos (dispatched from the log meanwhile) are dropped; an entry beyond pos
+// (records between were not handed over, or pos is the unused tail of a segment) leaves the
+// record at pos to be read from the log. s.dmu must be held.
+func (s *Store) handedOver(pos int64) (handoffEntry, bool) {
+	if s.carryHead == len(s.carry) {
+		s.carry, s.carryHead = s.carry[:0], 0
+		s.hmu.Lock()
+		s.carry = append(s.carry, s.handoff...)
+		s.handoff = s.handoff[:0]
+		s.hmu.Unlock()
+	}
+	for s.carryHead < len(s.carry) {
+		he := s.carry[s.carryHead]
+		if he.e.Pos > pos {
+			break
+		}
+		s.carryHead++
+		if he.e.Pos == pos {
+			return he, true
+		}
+	}
+	return handoffEntry{}, false
 }
 
 // entryAhead returns the queue's entry at off, reading entries ahead in bulk: replay after a
@@ -234,31 +299,37 @@ func (s *Store) dispatchRecord(r *commitlog.Reader, rec commitlog.Record, notify
 		}
 	}
 	e := cqueue.Entry{Pos: rec.Pos, Size: int32(rec.Next - rec.Pos), TagHash: tagHashBytes(h.tags)}
-	if h.queueOffset < q.cq.Max() && h.queueOffset >= q.cq.Min() {
+	return s.dispatchEntry(q, h.queueOffset, e, rec.StoreTime, notify)
+}
+
+// dispatchEntry writes entry e at offset off of queue q. It reports false when the entry could
+// not be written and the record must be dispatched again later.
+func (s *Store) dispatchEntry(q *queue, off int64, e cqueue.Entry, storeTime int64, notify bool) bool {
+	if off < q.cq.Max() && off >= q.cq.Min() {
 		// Replayed after a restart: the entry should be there already. Past the dispatch
 		// checkpoint the queue file was not synced, so a power cut may have left garbage in
 		// it: an entry that disagrees with the log is cut, with everything after it.
-		if old, ok := q.entryAhead(h.queueOffset); ok && old == e {
+		if old, ok := q.entryAhead(off); ok && old == e {
 			return true
 		}
-		s.lg.Warn("consume queue entry disagrees with the commitlog: rewriting the queue from here", "topic", q.topic, "queue", q.id, "offset", h.queueOffset)
+		s.lg.Warn("consume queue entry disagrees with the commitlog: rewriting the queue from here", "topic", q.topic, "queue", q.id, "offset", off)
 		q.ahead = q.ahead[:0]
-		if err := q.cq.TruncateFrom(h.queueOffset); err != nil {
+		if err := q.cq.TruncateFrom(off); err != nil {
 			s.lg.Error("cut consume queue", "topic", q.topic, "queue", q.id, "err", err)
 			return false
 		}
 	}
-	err = q.cq.Append(h.queueOffset, e)
+	err := q.cq.Append(off, e)
 	if errors.Is(err, cqueue.ErrGap) {
-		err = s.rebuildQueue(q, rec.Pos, h.queueOffset)
+		err = s.rebuildQueue(q, e.Pos, off)
 		if err == nil {
-			err = q.cq.Append(h.queueOffset, e)
+			err = q.cq.Append(off, e)
 		}
 	}
 	switch {
 	case err == nil:
 		if notify && s.opts.OnArrival != nil {
-			s.opts.OnArrival(Arrival{Topic: q.topic, QueueID: q.id, Offset: h.queueOffset, TagHash: e.TagHash, StoreTime: rec.StoreTime})
+			s.opts.OnArrival(Arrival{Topic: q.topic, QueueID: q.id, Offset: off, TagHash: e.TagHash, StoreTime: storeTime})
 		}
 		return true
 	case errors.Is(err, cqueue.ErrOffsetExists):

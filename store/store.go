@@ -56,19 +56,24 @@ type Store struct {
 	// dmu is the dispatch token: its holder (the dispatcher goroutine, or an appender that
 	// dispatches its own records) owns dr, synced, dstopped, the queues' read-ahead and the
 	// appends to consume queues.
-	dmu        sync.Mutex
-	dr         *commitlog.Reader
-	synced     int64 // dispatched when the queues were last synced
-	dstopped   bool  // the dispatcher has stopped: nobody dispatches any more
-	dkick      chan struct{}
-	syncReq    chan chan error // Flush asks the dispatcher, the checkpoint's only writer
-	progressMu sync.Mutex      // with progress: appenders wait for a lagging dispatcher
-	progress   *sync.Cond
-	lagWaiters atomic.Int32 // appenders waiting in waitForDispatcher
-	readers    sync.Pool    // *commitlog.Reader
-	closed     atomic.Bool
-	done       chan struct{}
-	wg         sync.WaitGroup
+	dmu         sync.Mutex
+	dr          *commitlog.Reader
+	synced      int64 // dispatched when the queues were last synced
+	dstopped    bool  // the dispatcher has stopped: nobody dispatches any more
+	dkick       chan struct{}
+	syncReq     chan chan error // Flush asks the dispatcher, the checkpoint's only writer
+	progressMu  sync.Mutex      // with progress: appenders wait for a lagging dispatcher
+	progress    *sync.Cond
+	lagWaiters  atomic.Int32 // appenders waiting in waitForDispatcher
+	hmu         sync.Mutex   // guards handoff
+	handoff     []handoffEntry
+	carry       []handoffEntry // handed-over entries taken by the holder of dmu
+	carryHead   int
+	handedOverN int64     // records dispatched from handed-over entries (tests look)
+	readers     sync.Pool // *commitlog.Reader
+	closed      atomic.Bool
+	done        chan struct{}
+	wg          sync.WaitGroup
 }
 
 type queue struct {
@@ -256,6 +261,7 @@ func (s *Store) Append(msgs []*Message) error {
 		}
 		m.Size = int32(next - m.Pos)
 	}
+	s.handOver(msgs, s.undo)
 	clear(s.payloads)
 	s.mu.Unlock()
 	if s.opts.Flush == commitlog.FlushSync {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/edgemq/edgemq/store/commitlog"
+	"github.com/edgemq/edgemq/store/cqueue"
 	"github.com/edgemq/edgemq/store/dirlock"
 	"github.com/edgemq/edgemq/store/vfs"
 )
@@ -519,4 +520,79 @@ func TestCloseWhileAppending(t *testing.T) {
 	if got := s.MaxOffset("C", 0) + s.MaxOffset("C", 1); got != ok.Load() {
 		t.Fatalf("%d messages in the queues after reopen, %d appends succeeded", got, ok.Load())
 	}
+}
+
+// TestHandedOverEntriesMatchTheLog: the queue entries appenders hand over to the dispatcher
+// are those the dispatcher would build by reading the records back: after concurrent
+// appends of batches over several queues, the queues equal queues rebuilt from the log alone.
+func TestHandedOverEntriesMatchTheLog(t *testing.T) {
+	for _, fl := range []commitlog.FlushMode{commitlog.FlushAsync, commitlog.FlushSync} {
+		t.Run(fl.String(), func(t *testing.T) {
+			dir := t.TempDir()
+			o := Options{Flush: fl, SegmentSize: testSeg}
+			s := openStore(t, dir, o)
+			var wg sync.WaitGroup
+			for p := range 4 {
+				wg.Go(func() {
+					for i := range 300 {
+						batch := []*Message{msg("H", int32(i%3), i), msg("H", int32(p), i)}
+						batch[1].Tags = fmt.Sprintf("tag-%d-é", i%5) // a non-ASCII tag hash
+						if err := s.Append(batch[:1+i%2]); err != nil {
+							t.Error(err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			waitDispatched(t, s)
+			s.dmu.Lock()
+			handed := s.handedOverN
+			s.dmu.Unlock()
+			if handed == 0 {
+				t.Fatal("no record was dispatched from a handed-over entry")
+			}
+			want := queueEntries(t, s, "H", 4)
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			// Rebuild every queue from the log alone.
+			if err := os.RemoveAll(filepath.Join(dir, queuesDir)); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Remove(filepath.Join(dir, dispatchName)); err != nil {
+				t.Fatal(err)
+			}
+			s = openStore(t, dir, o)
+			defer s.Close()
+			got := queueEntries(t, s, "H", 4)
+			for q := range want {
+				if len(got[q]) != len(want[q]) {
+					t.Fatalf("queue %d: %d entries rebuilt from the log, %d handed over", q, len(got[q]), len(want[q]))
+				}
+				for i := range want[q] {
+					if got[q][i] != want[q][i] {
+						t.Fatalf("queue %d offset %d: handed over %+v, log says %+v", q, i, want[q][i], got[q][i])
+					}
+				}
+			}
+			t.Logf("%d of the records dispatched from handed-over entries", handed)
+		})
+	}
+}
+
+func queueEntries(t *testing.T, s *Store, topic string, queues int32) [][]cqueue.Entry {
+	t.Helper()
+	out := make([][]cqueue.Entry, queues)
+	for id := range queues {
+		q, err := s.queueFor(topic, id, false)
+		if err != nil || q == nil {
+			t.Fatalf("queue %d: %v", id, err)
+		}
+		out[id] = make([]cqueue.Entry, q.cq.Max())
+		if n, err := q.cq.Read(0, out[id]); err != nil || n != len(out[id]) {
+			t.Fatalf("queue %d: read %d of %d entries: %v", id, n, len(out[id]), err)
+		}
+	}
+	return out
 }
