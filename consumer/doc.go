@@ -6,8 +6,9 @@
 //	defer pc.Shutdown(ctx)
 //
 // NewPullConsumer is the lite pull API on the same machinery: Subscribe (rebalanced across
-// the group) or Assign queues, Poll for batches, Seek, and commit with CommitSync or
-// automatically every PersistInterval.
+// the group) and Unsubscribe, or Assign queues; Poll for batches; Pause and Resume queues;
+// Seek (OffsetForTimestamp finds where); and commit with CommitSync or automatically every
+// PersistInterval (Committed reads what is committed).
 //
 // It talks to a broker through the Broker interface, which *edge.Broker satisfies
 // in-process; a network client can satisfy it too, and the same consumer code runs over it.
@@ -20,8 +21,9 @@
 //     every queue; clustering groups also subscribe to %RETRY%<group>;
 //   - one pull loop per assigned queue, long polling at the broker, with flow control
 //     (more than 1000 cached messages, 100 MiB, or a concurrent offset span over 2000: retry
-//     in 50 ms), 1 s while suspended, 3 s after an error, and RocketMQ's handling of
-//     NO_NEW_MSG, NO_MATCHED_MSG and OFFSET_ILLEGAL;
+//     once the cache is down to half, or after 50 ms at most), 1 s while suspended, 3 s
+//     after an error, and RocketMQ's handling of NO_NEW_MSG, NO_MATCHED_MSG and
+//     OFFSET_ILLEGAL;
 //   - a ProcessQueue per queue, ordered by queue offset, whose smallest cached offset is the
 //     commit point;
 //   - concurrent consumption on 20..64 goroutines in batches of ConsumeMessageBatchMaxSize,

@@ -19,11 +19,15 @@ var (
 	// ErrSubscribeAndAssign is returned by Subscribe on a consumer given queues by Assign, and
 	// by Assign on a subscribed consumer: one PullConsumer does one or the other.
 	ErrSubscribeAndAssign = errors.New("consumer: Subscribe and Assign are mutually exclusive")
-	// ErrNotAssigned is returned by Seek, SeekToBegin and SeekToEnd for a queue not assigned
-	// to the consumer now (with Subscribe, a rebalance may have moved it to another member).
+	// ErrNotAssigned is returned by Seek, SeekToBegin, SeekToEnd, Pause and Resume for a queue
+	// not assigned to the consumer now (with Subscribe, a rebalance may have moved it to
+	// another member).
 	ErrNotAssigned = errors.New("consumer: queue not assigned")
 	// ErrSeekOffset is returned by Seek for an offset outside the queue's [min, max] offsets.
 	ErrSeekOffset = errors.New("consumer: seek offset out of range")
+	// ErrNotSubscribed is returned by Unsubscribe for a topic the consumer does not
+	// subscribe to (or no longer does; a consumer given queues by Assign subscribes to none).
+	ErrNotSubscribed = errors.New("consumer: topic not subscribed")
 )
 
 // PullOptions holds what only a PullConsumer has; Options holds the rest. A zero field takes
@@ -64,42 +68,54 @@ var DefaultPullOptions = PullOptions{PullThresholdForAll: 1000}
 // stops pulling while the buffer holds more than PullOptions.PullThresholdForAll messages,
 // or the queue's own batches more than Options.PullThresholdForQueue messages or
 // Options.PullThresholdSizeForQueue body bytes, and resumes as soon as Poll takes a batch:
-// nothing polls on a timer while the buffer is full or the broker has nothing.
+// nothing polls on a timer while the buffer is full or the broker has nothing. Pause stops a
+// queue's pulls, and drops its batches, until Resume.
+//
+// A pull that has not returned after Options.PullExpiry (one lost on a dead connection) is
+// abandoned: the queue starts again from its position, as a PushConsumer restarts a queue
+// whose pull loop has not run for that long. Time spent paused or waiting for Poll to make
+// room is no pull, and does not count.
 //
 // Offsets: the position of a queue is the offset after the last message Poll returned from
 // it (after messages the filter skipped, too). CommitSync commits the positions of every
 // assigned queue; auto-commit (PullOptions.ManualCommit off) does so every PersistInterval,
-// when a rebalance takes a queue away and at Shutdown. Offsets live at the broker in
-// clustering and in a local file in broadcasting, as for a PushConsumer. Messages polled but
-// not committed when a member stops or loses a queue are polled again by the next owner (at
-// least once).
+// when a rebalance or Unsubscribe takes a queue away and at Shutdown. Offsets live at the
+// broker in clustering and in a local file in broadcasting, as for a PushConsumer. Messages
+// polled but not committed when a member stops or loses a queue are polled again by the next
+// owner (at least once).
 //
 // There is no send-back: a PullConsumer does not subscribe to the group's retry topic
 // (neither does RocketMQ's lite consumer). Subscribe or Assign edge.RetryTopic(group) to
 // read what a PushConsumer of the group sent back; such messages come with their original
 // topic restored.
 //
-// Of Options, the consume worker, send-back, consume timeout, orderly, hook and PullExpiry
-// fields do not apply.
+// Of Options, these apply: Group, ClientID, Model, FromWhere, ConsumeTimestamp,
+// PullBatchSize, PullInterval, PullThresholdForQueue, PullThresholdSizeForQueue,
+// PullErrorDelay, BrokerSuspend, PullExpiry (which must exceed BrokerSuspend),
+// RebalanceInterval, Strategy, HeartbeatInterval, PersistInterval, OffsetDir, Clock and
+// Logger. The rest do not: ConsumeConcurrentlyMaxSpan, FlowControlDelay (a pull held back
+// goes on when Poll makes room), SuspendedDelay (see Pause), OffsetIllegalDelay (an illegal
+// offset is logged and the queue goes on from the broker's next offset), and the consume
+// worker, send-back, consume timeout, reconsume, orderly and hook fields.
 //
-// Goroutines, started by Start, rebalances and Seek, and stopped by Shutdown, which waits
-// for them:
-//   - the service loop: heartbeat every HeartbeatInterval and rebalance every
-//     RebalanceInterval and on membership changes (Subscribe only), auto-commit every
-//     PersistInterval;
-//   - one pull goroutine per assigned queue, ending when the queue is removed by a
-//     rebalance or restarted by Seek.
+// Goroutines, started by Start and by the calls that (re)start a queue, and stopped by
+// Shutdown, which waits for them:
+//   - the service loop: heartbeat every HeartbeatInterval and at once after Unsubscribe,
+//     rebalance every RebalanceInterval and on membership changes (Subscribe only),
+//     auto-commit every PersistInterval, and the PullExpiry check when a pull may expire;
+//   - one pull goroutine per assigned queue that is not paused, ending when the queue is
+//     removed (by a rebalance or Unsubscribe), paused, sought, or restarted after PullExpiry.
 type PullConsumer struct {
 	b     Broker
 	opts  Options
 	popts PullOptions
 
 	// mu guards everything down to spaceWait. Lock order: cmu, then mu, then the offset
-	// store's locks. subs, assign and offsets are fixed once Start has run, and read
-	// without mu then.
+	// store's locks. assign and offsets are fixed once Start has run, and read without mu
+	// then.
 	mu      sync.Mutex
 	state   int
-	subs    map[string]string // topic -> expression
+	subs    map[string]string // topic -> expression; Unsubscribe changes it after Start
 	assign  []edge.MessageQueue
 	offsets OffsetStore
 	queues  map[edge.MessageQueue]*liteQueue
@@ -115,21 +131,28 @@ type PullConsumer struct {
 
 	ready  chan struct{} // capacity 1: buf has batches
 	kick   chan struct{} // capacity 1: rebalance now
+	resub  chan struct{} // capacity 1: the subscriptions changed: heartbeat now
 	ctx    context.Context
 	cancel context.CancelFunc // ends every pull
 	done   chan struct{}      // closed by Shutdown
 	wg     sync.WaitGroup
 }
 
-// liteQueue is one assigned queue and its pull goroutine. Seek replaces it by a new one.
+// liteQueue is one assigned queue and, unless paused, its pull goroutine. Seek, Pause,
+// Resume and the PullExpiry check replace it by a new one.
 type liteQueue struct {
 	mq     edge.MessageQueue
 	expr   string
+	from   int64           // the offset it starts at: its position until something is polled
+	paused bool            // no pull goroutine until Resume; fixed
 	ctx    context.Context // ends the pull goroutine; cancelled with PullConsumer.mu held
 	cancel context.CancelFunc
 	next   int64 // next pull offset; owned by the pull goroutine
 	msgs   int   // messages of this queue in the buffer; PullConsumer.mu
 	bytes  int64 // their body bytes; PullConsumer.mu
+	// pullStart is when the pull in flight began on the consumer's clock, zero between
+	// pulls; PullConsumer.mu.
+	pullStart time.Time
 }
 
 // liteBatch is the result of one pull, waiting for Poll.
@@ -160,10 +183,14 @@ func NewPullConsumer(b Broker, opts *Options, popts *PullOptions) (*PullConsumer
 	if p.PullThresholdForAll < 1 {
 		return nil, fmt.Errorf("%w: PullThresholdForAll %d must be positive", ErrInvalidOptions, p.PullThresholdForAll)
 	}
+	if o.PullExpiry <= max(o.BrokerSuspend, 0) {
+		// Else every idle long poll would count as a lost pull.
+		return nil, fmt.Errorf("%w: PullExpiry %v must exceed BrokerSuspend %v", ErrInvalidOptions, o.PullExpiry, o.BrokerSuspend)
+	}
 	lc := &PullConsumer{b: b, opts: o, popts: p, subs: map[string]string{},
 		queues: map[edge.MessageQueue]*liteQueue{}, polled: map[edge.MessageQueue]int64{},
 		space: make(chan struct{}), ready: make(chan struct{}, 1), kick: make(chan struct{}, 1),
-		done: make(chan struct{})}
+		resub: make(chan struct{}, 1), done: make(chan struct{})}
 	lc.ctx, lc.cancel = context.WithCancel(context.Background())
 	return lc, nil
 }
@@ -195,6 +222,38 @@ func (lc *PullConsumer) Subscribe(topic, expression string) error {
 		return fmt.Errorf("%w: %q", edge.ErrTopicNotExist, topic)
 	}
 	lc.subs[topic] = expression
+	return nil
+}
+
+// Unsubscribe ends the subscription to topic (RocketMQ's unsubscribe). Before Start it only
+// forgets it. Once started, the topic's queues are taken away as a rebalance takes a queue
+// away (pulls stopped, batches dropped, positions committed with auto-commit), the topic is
+// rebalanced no more, and the service loop heartbeats at once with the subscriptions left,
+// so that the broker tells the group's other members. Unsubscribing the last topic leaves
+// the consumer a member of its group with nothing to poll.
+//
+// As in RocketMQ, the members of a group should subscribe to the same topics: the other
+// members still count this one when they share topic's queues, so the queues that fall to
+// it go unread until it leaves the group or they unsubscribe too.
+//
+// Errors: ErrShutdown; ErrNotSubscribed for a topic not subscribed (or after Assign).
+func (lc *PullConsumer) Unsubscribe(topic string) error {
+	lc.mu.Lock()
+	if lc.state == stateShutdown {
+		lc.mu.Unlock()
+		return ErrShutdown
+	}
+	if _, ok := lc.subs[topic]; !ok {
+		lc.mu.Unlock()
+		return fmt.Errorf("%w: %q", ErrNotSubscribed, topic)
+	}
+	delete(lc.subs, topic)
+	started := lc.state == stateStarted
+	lc.mu.Unlock()
+	if started {
+		lc.updateQueues(topic, nil)
+		wake(lc.resub)
+	}
 	return nil
 }
 
@@ -276,13 +335,13 @@ func (lc *PullConsumer) Start() error {
 		starts[i] = off
 	}
 	if len(lc.subs) > 0 {
-		if err := lc.heartbeat(); err != nil {
+		if err := lc.heartbeat(lc.subs); err != nil {
 			return err
 		}
 	}
 	lc.state = stateStarted
 	for i, mq := range lc.assign {
-		lc.startQueueLocked(mq, "*", starts[i])
+		lc.startQueueLocked(mq, "*", starts[i], false)
 	}
 	lc.wg.Add(1)
 	go lc.serviceLoop()
@@ -296,13 +355,9 @@ func (lc *PullConsumer) Start() error {
 func (lc *PullConsumer) Poll(ctx context.Context) ([]*Message, error) {
 	for {
 		lc.mu.Lock()
-		switch lc.state {
-		case stateCreated:
+		if err := lc.checkStartedLocked(); err != nil {
 			lc.mu.Unlock()
-			return nil, ErrNotStarted
-		case stateShutdown:
-			lc.mu.Unlock()
-			return nil, ErrShutdown
+			return nil, err
 		}
 		for len(lc.buf) > 0 {
 			bt := lc.buf[0]
@@ -353,8 +408,9 @@ func wake(ch chan struct{}) {
 
 // Seek makes mq's next polled message the one at offset, which must lie in the queue's
 // [min, max] offsets (max: the next message to arrive). Batches of mq already pulled are
-// dropped, and mq's position becomes offset, to be committed by the next commit. Errors:
-// ErrNotStarted, ErrShutdown, ErrNotAssigned, ErrSeekOffset, and the broker's.
+// dropped, and mq's position becomes offset, to be committed by the next commit. A paused
+// queue stays paused, to start at offset on Resume. Errors: ErrNotStarted, ErrShutdown,
+// ErrNotAssigned, ErrSeekOffset, and the broker's.
 func (lc *PullConsumer) Seek(mq edge.MessageQueue, offset int64) error {
 	if err := lc.checkAssigned(mq); err != nil {
 		return err
@@ -372,16 +428,12 @@ func (lc *PullConsumer) Seek(mq edge.MessageQueue, offset int64) error {
 	}
 	lc.mu.Lock()
 	defer lc.mu.Unlock()
-	if lc.state != stateStarted {
-		return ErrShutdown
+	if err := lc.checkAssignedLocked(mq); err != nil {
+		return err
 	}
-	q, ok := lc.queues[mq]
-	if !ok {
-		return fmt.Errorf("%w: %s queue %d", ErrNotAssigned, mq.Topic, mq.QueueID)
-	}
-	lc.dropLocked(q)
+	q := lc.queues[mq]
 	lc.polled[mq] = offset
-	lc.startQueueLocked(mq, q.expr, offset)
+	lc.restartLocked(q, offset, q.paused)
 	return nil
 }
 
@@ -412,14 +464,77 @@ func (lc *PullConsumer) SeekToEnd(mq edge.MessageQueue) error {
 func (lc *PullConsumer) checkAssigned(mq edge.MessageQueue) error {
 	lc.mu.Lock()
 	defer lc.mu.Unlock()
+	return lc.checkAssignedLocked(mq)
+}
+
+// checkAssignedLocked returns ErrNotStarted, ErrShutdown or ErrNotAssigned unless the
+// consumer is started and mq assigned to it.
+func (lc *PullConsumer) checkAssignedLocked(mq edge.MessageQueue) error {
+	if err := lc.checkStartedLocked(); err != nil {
+		return err
+	}
+	if _, ok := lc.queues[mq]; !ok {
+		return fmt.Errorf("%w: %s queue %d", ErrNotAssigned, mq.Topic, mq.QueueID)
+	}
+	return nil
+}
+
+// checkStarted returns ErrNotStarted or ErrShutdown unless the consumer is started.
+func (lc *PullConsumer) checkStarted() error {
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	return lc.checkStartedLocked()
+}
+
+func (lc *PullConsumer) checkStartedLocked() error {
 	switch lc.state {
 	case stateCreated:
 		return ErrNotStarted
 	case stateShutdown:
 		return ErrShutdown
 	}
-	if _, ok := lc.queues[mq]; !ok {
-		return fmt.Errorf("%w: %s queue %d", ErrNotAssigned, mq.Topic, mq.QueueID)
+	return nil
+}
+
+// Pause stops pulling mqs until Resume (RocketMQ's pause): their pull goroutines end, a
+// pull in flight is abandoned, and batches of theirs not yet polled are dropped, so that
+// no Poll begun after Pause returns gives a message of mqs until Resume. A paused queue
+// keeps its position (committed as usual) and stays paused across rebalances while it
+// stays assigned; one a rebalance takes away and later brings back comes back unpaused.
+// Pausing a paused queue does nothing. It is all or nothing: errors (ErrNotStarted,
+// ErrShutdown, ErrNotAssigned naming the first queue not assigned) leave every queue as
+// it was.
+//
+// RocketMQ keeps polling what was pulled before the pause ("fetch data in poll() will not
+// stop immediately until the messages of the requested message queues drain"); here the
+// batches are pulled again on Resume, which costs a re-read but makes Pause take effect at
+// once and keeps a paused queue's batches from holding the shared buffer full.
+func (lc *PullConsumer) Pause(mqs []edge.MessageQueue) error {
+	return lc.setPaused(mqs, true)
+}
+
+// Resume starts pulling mqs again from their positions (the offset after the last message
+// polled, or the one Seek set). Resuming a queue not paused does nothing. Errors as for
+// Pause.
+func (lc *PullConsumer) Resume(mqs []edge.MessageQueue) error {
+	return lc.setPaused(mqs, false)
+}
+
+func (lc *PullConsumer) setPaused(mqs []edge.MessageQueue, paused bool) error {
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	if err := lc.checkStartedLocked(); err != nil {
+		return err
+	}
+	for _, mq := range mqs {
+		if err := lc.checkAssignedLocked(mq); err != nil {
+			return err
+		}
+	}
+	for _, mq := range mqs {
+		if q := lc.queues[mq]; q.paused != paused {
+			lc.restartLocked(q, lc.positionLocked(q), paused)
+		}
 	}
 	return nil
 }
@@ -440,19 +555,37 @@ func (lc *PullConsumer) Assignment() []edge.MessageQueue {
 // commits (Broker.CommitOffset takes none). Errors: ErrNotStarted, ErrShutdown, ctx.Err(),
 // the offset store's.
 func (lc *PullConsumer) CommitSync(ctx context.Context) error {
-	lc.mu.Lock()
-	st := lc.state
-	lc.mu.Unlock()
-	switch st {
-	case stateCreated:
-		return ErrNotStarted
-	case stateShutdown:
-		return ErrShutdown
+	if err := lc.checkStarted(); err != nil {
+		return err
 	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	return lc.commit()
+}
+
+// Committed returns mq's committed offset, or -1 if there is none (RocketMQ's committed,
+// which reads memory first): the offset this consumer last committed for mq, else the one
+// the broker (clustering) or the local file (broadcasting) holds. A commit whose sending
+// failed counts, as it is retried by the next commit. Like RocketMQ's, the broker answers
+// 0 for a queue never committed that still holds its first message. mq need not be
+// assigned. Errors: ErrNotStarted, ErrShutdown, the offset store's.
+func (lc *PullConsumer) Committed(mq edge.MessageQueue) (int64, error) {
+	if err := lc.checkStarted(); err != nil {
+		return -1, err
+	}
+	return lc.offsets.Read(mq, ReadMemoryThenStore)
+}
+
+// OffsetForTimestamp returns the offset of mq's first message stored at or after t, or mq's
+// max offset when none was (RocketMQ's offsetForTimestamp): Seek to it to poll from t on. mq
+// need not be assigned. Errors: ErrNotStarted, ErrShutdown, and the broker's
+// (edge.ErrTopicNotExist, edge.ErrInvalidQueue).
+func (lc *PullConsumer) OffsetForTimestamp(mq edge.MessageQueue, t time.Time) (int64, error) {
+	if err := lc.checkStarted(); err != nil {
+		return -1, err
+	}
+	return lc.b.SearchOffset(mq.Topic, mq.QueueID, t)
 }
 
 // commit copies the polled positions into the offset store and persists them.
@@ -500,20 +633,40 @@ func (lc *PullConsumer) Shutdown(_ context.Context) error {
 		lc.mu.Unlock()
 		errs = append(errs, lc.offsets.Persist(mqs))
 	}
-	if len(lc.subs) > 0 {
+	if lc.assign == nil { // subscribed, maybe to nothing now, but still a member
 		errs = append(errs, lc.b.Unregister(lc.opts.ClientID, lc.opts.Group))
 	}
 	return errors.Join(errs...)
 }
 
-// startQueueLocked adds mq, to be pulled from offset, and starts its pull goroutine. The
-// caller holds mu and has checked that the consumer is started.
-func (lc *PullConsumer) startQueueLocked(mq edge.MessageQueue, expr string, offset int64) {
+// startQueueLocked adds mq, to be pulled from offset, and starts its pull goroutine unless
+// paused. The caller holds mu and has checked that the consumer is started.
+func (lc *PullConsumer) startQueueLocked(mq edge.MessageQueue, expr string, offset int64, paused bool) {
 	ctx, cancel := context.WithCancel(lc.ctx)
-	q := &liteQueue{mq: mq, expr: expr, ctx: ctx, cancel: cancel, next: offset}
+	q := &liteQueue{mq: mq, expr: expr, from: offset, paused: paused, ctx: ctx, cancel: cancel, next: offset}
 	lc.queues[mq] = q
+	if paused {
+		return
+	}
 	lc.wg.Add(1)
 	go lc.pullLoop(q)
+}
+
+// restartLocked puts a new queue in q's place, to be pulled from offset once not paused:
+// q's pull goroutine stops and its batches are dropped. The caller holds mu and has
+// checked that the consumer is started and q still assigned.
+func (lc *PullConsumer) restartLocked(q *liteQueue, offset int64, paused bool) {
+	lc.dropLocked(q)
+	lc.startQueueLocked(q.mq, q.expr, offset, paused)
+}
+
+// positionLocked returns q's position: the offset after the last message polled from it
+// (or the one Seek set), else the offset q started at.
+func (lc *PullConsumer) positionLocked(q *liteQueue) int64 {
+	if off, ok := lc.polled[q.mq]; ok {
+		return off
+	}
+	return q.from
 }
 
 // dropLocked stops q's pull goroutine and drops its batches; the caller holds mu.
@@ -534,7 +687,7 @@ func (lc *PullConsumer) dropLocked(q *liteQueue) {
 	lc.buf = kept
 }
 
-// pullLoop pulls q until it is removed, sought or the consumer stops (RocketMQ's
+// pullLoop pulls q until q is replaced or removed or the consumer stops (RocketMQ's
 // PullTaskImpl).
 func (lc *PullConsumer) pullLoop(q *liteQueue) {
 	defer lc.wg.Done()
@@ -549,13 +702,14 @@ func (lc *PullConsumer) sleep(d time.Duration, stop <-chan struct{}) bool {
 	return clockSleep(lc.opts.Clock, d, stop, nil)
 }
 
-// waitSpace waits until the buffer has room for q's next batch (flow control); false if q
-// ends first.
+// waitSpace waits until the buffer has room for q's next batch (flow control), then marks
+// the start of the pull; false if q ends first.
 func (lc *PullConsumer) waitSpace(q *liteQueue) bool {
 	o := &lc.opts
 	for {
 		lc.mu.Lock()
 		if lc.bufMsgs <= lc.popts.PullThresholdForAll && q.msgs <= o.PullThresholdForQueue && q.bytes <= o.PullThresholdSizeForQueue {
+			q.pullStart = o.Clock.Now()
 			lc.mu.Unlock()
 			return true
 		}
@@ -577,10 +731,14 @@ func (lc *PullConsumer) pullOnce(q *liteQueue) time.Duration {
 		Group: o.Group, Topic: q.mq.Topic, QueueID: q.mq.QueueID, Offset: q.next,
 		MaxMsgs: o.PullBatchSize, Filter: q.expr, Suspend: true, MaxWait: o.BrokerSuspend,
 	})
+	lc.mu.Lock()
+	q.pullStart = time.Time{}
+	lc.mu.Unlock()
 	if err != nil {
-		if q.ctx.Err() == nil {
-			o.Logger.Warn("consumer: pull", "queue", q.mq, "offset", q.next, "err", err)
+		if q.ctx.Err() != nil {
+			return 0 // q ended: no delay, the loop ends at once
 		}
+		o.Logger.Warn("consumer: pull", "queue", q.mq, "offset", q.next, "err", err)
 		return o.PullErrorDelay
 	}
 	if res.Status == edge.PullFound && len(res.Messages) > 0 {
@@ -624,60 +782,37 @@ func (lc *PullConsumer) pullOnce(q *liteQueue) time.Duration {
 	return 0
 }
 
-// heartbeat registers the consumer and its subscriptions with the broker. subs is fixed
-// once Start has begun.
-func (lc *PullConsumer) heartbeat() error {
-	return lc.b.Heartbeat(heartbeatOf(&lc.opts, lc.subs, edge.ConsumeActively, func(string) { wake(lc.kick) }))
+// heartbeat registers the consumer with subs, its subscriptions, with the broker. After
+// Start only the service loop calls it, so that heartbeats cannot overtake one another.
+func (lc *PullConsumer) heartbeat(subs map[string]string) error {
+	return lc.b.Heartbeat(heartbeatOf(&lc.opts, subs, edge.ConsumeActively, func(string) { wake(lc.kick) }))
+}
+
+// subscriptions returns a copy of the subscriptions.
+func (lc *PullConsumer) subscriptions() map[string]string {
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	return maps.Clone(lc.subs)
 }
 
 // serviceLoop runs the periodic tasks.
 func (lc *PullConsumer) serviceLoop() {
 	defer lc.wg.Done()
 	o := &lc.opts
-	subscribed := len(lc.subs) > 0
-	auto := !lc.popts.ManualCommit
 	now := o.Clock.Now()
-	nextHB, nextRB, nextCommit := now.Add(o.HeartbeatInterval), now, now.Add(o.PersistInterval)
+	due := serviceTimes{hb: now.Add(o.HeartbeatInterval), rb: now, commit: now.Add(o.PersistInterval), expiry: now.Add(o.PullExpiry)}
 	for {
-		now = o.Clock.Now()
-		var next []time.Time
-		if subscribed {
-			if !now.Before(nextHB) {
-				if err := lc.heartbeat(); err != nil {
-					o.Logger.Warn("consumer: heartbeat", "group", o.Group, "err", err)
-				}
-				nextHB = now.Add(o.HeartbeatInterval)
-			}
-			if !now.Before(nextRB) {
-				lc.rebalance()
-				nextRB = now.Add(o.RebalanceInterval)
-			}
-			next = append(next, nextHB, nextRB)
-		}
-		if auto {
-			if !now.Before(nextCommit) {
-				if err := lc.commit(); err != nil {
-					o.Logger.Warn("consumer: commit offsets", "group", o.Group, "err", err)
-				}
-				nextCommit = now.Add(o.PersistInterval)
-			}
-			next = append(next, nextCommit)
-		}
-		var t edge.Timer
-		var tc <-chan time.Time // nil, never ready, when there is nothing to time
-		if len(next) > 0 {
-			t = o.Clock.NewTimer(slices.MinFunc(next, time.Time.Compare).Sub(now))
-			tc = t.C()
-		}
+		next := lc.runDue(&due)
+		t := o.Clock.NewTimer(next.Sub(o.Clock.Now()))
 		select {
-		case <-tc:
+		case <-t.C():
 		case <-lc.kick:
-			nextRB = o.Clock.Now()
+			due.rb = o.Clock.Now()
+		case <-lc.resub:
+			due.hb = o.Clock.Now()
 		case <-lc.done:
 		}
-		if t != nil {
-			t.Stop()
-		}
+		t.Stop()
 		select {
 		case <-lc.done:
 			return
@@ -686,10 +821,75 @@ func (lc *PullConsumer) serviceLoop() {
 	}
 }
 
+// serviceTimes are when the service loop's tasks are due next.
+type serviceTimes struct{ hb, rb, commit, expiry time.Time }
+
+// runDue runs the tasks that are due and returns when the next one is: heartbeat and
+// rebalance when subscribed, auto-commit, and the PullExpiry check.
+func (lc *PullConsumer) runDue(due *serviceTimes) time.Time {
+	o := &lc.opts
+	now := o.Clock.Now()
+	var next []time.Time
+	if lc.assign == nil {
+		if !now.Before(due.hb) {
+			if err := lc.heartbeat(lc.subscriptions()); err != nil {
+				o.Logger.Warn("consumer: heartbeat", "group", o.Group, "err", err)
+			}
+			due.hb = now.Add(o.HeartbeatInterval)
+		}
+		if !now.Before(due.rb) {
+			lc.rebalance()
+			due.rb = now.Add(o.RebalanceInterval)
+		}
+		next = append(next, due.hb, due.rb)
+	}
+	if !lc.popts.ManualCommit {
+		if !now.Before(due.commit) {
+			if err := lc.commit(); err != nil {
+				o.Logger.Warn("consumer: commit offsets", "group", o.Group, "err", err)
+			}
+			due.commit = now.Add(o.PersistInterval)
+		}
+		next = append(next, due.commit)
+	}
+	if !now.Before(due.expiry) {
+		due.expiry = lc.restartExpired()
+	}
+	return slices.MinFunc(append(next, due.expiry), time.Time.Compare)
+}
+
+// restartExpired restarts from its position, as Seek would, every queue whose pull has been
+// in flight for PullExpiry (a pull lost on a dead connection; the PushConsumer restarts
+// such a queue at its next rebalance). It returns when the next pull in flight may expire.
+func (lc *PullConsumer) restartExpired() time.Time {
+	o := &lc.opts
+	now := o.Clock.Now()
+	next := now.Add(o.PullExpiry)
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	if lc.state != stateStarted {
+		return next
+	}
+	for _, q := range slices.Collect(maps.Values(lc.queues)) {
+		if q.pullStart.IsZero() {
+			continue // paused, waiting for room, or between pulls
+		}
+		if exp := q.pullStart.Add(o.PullExpiry); now.Before(exp) {
+			if exp.Before(next) {
+				next = exp
+			}
+			continue
+		}
+		o.Logger.Warn("consumer: pull in flight too long: restarting the queue", "queue", q.mq, "expiry", o.PullExpiry)
+		lc.restartLocked(q, lc.positionLocked(q), false)
+	}
+	return next
+}
+
 // rebalance reassigns the queues of every subscribed topic, as the PushConsumer does.
 func (lc *PullConsumer) rebalance() {
 	o := &lc.opts
-	for _, topic := range slices.Sorted(maps.Keys(lc.subs)) {
+	for _, topic := range slices.Sorted(maps.Keys(lc.subscriptions())) {
 		cfg, ok := lc.b.Topic(topic)
 		if !ok {
 			continue
@@ -711,14 +911,14 @@ func (lc *PullConsumer) rebalance() {
 				continue
 			}
 		}
-		lc.updateQueues(topic, lc.subs[topic], mine)
+		lc.updateQueues(topic, mine)
 	}
 }
 
 // updateQueues makes mine the assigned queues of topic. A removed queue has its position
 // committed (with auto-commit) and its batches dropped; a new one starts from its committed
-// offset, else from Options.FromWhere.
-func (lc *PullConsumer) updateQueues(topic, expr string, mine []edge.MessageQueue) {
+// offset, else from Options.FromWhere, unless topic is no longer subscribed by then.
+func (lc *PullConsumer) updateQueues(topic string, mine []edge.MessageQueue) {
 	want := map[edge.MessageQueue]bool{}
 	for _, mq := range mine {
 		want[mq] = true
@@ -750,15 +950,16 @@ func (lc *PullConsumer) updateQueues(topic, expr string, mine []edge.MessageQueu
 			continue
 		}
 		lc.mu.Lock()
-		if lc.state == stateStarted && lc.queues[mq] == nil {
-			lc.startQueueLocked(mq, expr, off)
+		// Checked under mu, as Unsubscribe deletes topic under mu before removing its queues.
+		if expr, ok := lc.subs[topic]; ok && lc.state == stateStarted && lc.queues[mq] == nil {
+			lc.startQueueLocked(mq, expr, off, false)
 		}
 		lc.mu.Unlock()
 	}
 }
 
-// removeQueue takes q's queue away (whichever liteQueue Seek has made of it since): its
-// pull stops, its batches are dropped, and its position is committed with auto-commit.
+// removeQueue takes q's queue away (whichever liteQueue has replaced q since): its pull
+// stops, its batches are dropped, and its position is committed with auto-commit.
 // Then the offset store forgets it (clustering), so that no later commit of this member
 // overwrites the next owner's.
 func (lc *PullConsumer) removeQueue(q *liteQueue) {

@@ -64,8 +64,12 @@ type Options struct {
 	// ConsumeConcurrentlyMaxSpan pauses a concurrent queue's pulls while its cached offsets
 	// span more than this. Default 2000.
 	ConsumeConcurrentlyMaxSpan int64
-	// FlowControlDelay is the longest a pull held back by flow control waits before it checks
-	// again; it resumes sooner once the cache drains to half its thresholds. Default 50 ms.
+	// FlowControlDelay is the longest a PushConsumer's pull held back by flow control waits
+	// before it checks again. It goes on sooner, as soon as the queue's cache holds at most
+	// half of PullThresholdForQueue messages and half of PullThresholdSizeForQueue bytes and,
+	// in concurrent consumption, spans at most half of ConsumeConcurrentlyMaxSpan. Default
+	// 50 ms. A PullConsumer does not use it: its held-back pulls go on as soon as Poll makes
+	// room.
 	FlowControlDelay time.Duration
 	// SuspendedDelay is the retry delay of a pull while the consumer is suspended. Default 1 s.
 	SuspendedDelay time.Duration
@@ -75,7 +79,12 @@ type Options struct {
 	BrokerSuspend time.Duration
 	// OffsetIllegalDelay: after OFFSET_ILLEGAL the queue is removed this long later. Default 10 s.
 	OffsetIllegalDelay time.Duration
-	// PullExpiry drops a queue's cache when it has not been pulled for this long. Default 120 s.
+	// PullExpiry restarts a queue stuck in a pull, one lost on a dead connection, say. A
+	// PushConsumer's next rebalance drops the cache of a queue whose pull loop has not run
+	// for this long and starts the queue again from its stored offset; a PullConsumer
+	// restarts a queue whose pull has been in flight this long from its polled position (time
+	// paused or waiting for Poll to make room does not count), and requires it to exceed
+	// BrokerSuspend. Default 120 s.
 	PullExpiry time.Duration
 
 	// ConsumeGoroutinesMin and Max size the concurrent worker pool. Defaults 20 and 64.
