@@ -183,10 +183,6 @@ func NewPullConsumer(b Broker, opts *Options, popts *PullOptions) (*PullConsumer
 	if p.PullThresholdForAll < 1 {
 		return nil, fmt.Errorf("%w: PullThresholdForAll %d must be positive", ErrInvalidOptions, p.PullThresholdForAll)
 	}
-	if o.PullExpiry <= max(o.BrokerSuspend, 0) {
-		// Else every idle long poll would count as a lost pull.
-		return nil, fmt.Errorf("%w: PullExpiry %v must exceed BrokerSuspend %v", ErrInvalidOptions, o.PullExpiry, o.BrokerSuspend)
-	}
 	lc := &PullConsumer{b: b, opts: o, popts: p, subs: map[string]string{},
 		queues: map[edge.MessageQueue]*liteQueue{}, polled: map[edge.MessageQueue]int64{},
 		space: make(chan struct{}), ready: make(chan struct{}, 1), kick: make(chan struct{}, 1),

@@ -483,11 +483,23 @@ func TestPullCommittedAndOffsetForTimestamp(t *testing.T) {
 // would count as stuck.
 func TestPullExpiryOption(t *testing.T) {
 	b := testBroker(t, nil)
-	for _, d := range []time.Duration{-time.Second, 200 * time.Millisecond} {
+	for _, tc := range []struct {
+		name string
+		set  func(*Options)
+	}{
+		{"negative PullExpiry", func(o *Options) { o.PullExpiry = -time.Second }},
+		{"PullExpiry below BrokerSuspend", func(o *Options) { o.PullExpiry = o.BrokerSuspend / 2 }},
+		{"PullExpiry equal to BrokerSuspend", func(o *Options) { o.PullExpiry = o.BrokerSuspend }},
+		{"negative LockInterval", func(o *Options) { o.LockInterval = -time.Second }},
+		{"negative PersistInterval", func(o *Options) { o.PersistInterval = -time.Second }},
+	} {
 		o := fastOptions(t, "g")
-		o.PullExpiry = d
+		tc.set(o)
 		if _, err := NewPullConsumer(b, o, nil); !errors.Is(err, ErrInvalidOptions) {
-			t.Fatalf("PullExpiry %v with BrokerSuspend %v: %v, want %v", d, o.BrokerSuspend, err, ErrInvalidOptions)
+			t.Errorf("%s: NewPullConsumer = %v, want %v", tc.name, err, ErrInvalidOptions)
+		}
+		if _, err := NewPushConsumer(b, o); !errors.Is(err, ErrInvalidOptions) {
+			t.Errorf("%s: NewPushConsumer = %v, want %v", tc.name, err, ErrInvalidOptions)
 		}
 	}
 }

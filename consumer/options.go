@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/edgemq/edgemq/edge"
@@ -266,6 +267,14 @@ func (o *Options) withDefaults() (Options, error) {
 		return r, fmt.Errorf("%w: thresholds, spans and counts must be positive", ErrInvalidOptions)
 	case r.PullInterval < 0:
 		return r, fmt.Errorf("%w: negative PullInterval", ErrInvalidOptions)
+	case slices.ContainsFunc([]time.Duration{r.FlowControlDelay, r.SuspendedDelay, r.PullErrorDelay, r.BrokerSuspend,
+		r.OffsetIllegalDelay, r.SubmitRetryDelay, r.SendBackRetryDelay, r.ConsumeTimeout, r.ExpiredCheckInterval,
+		r.LockInterval, r.LockExpiry, r.MaxTimeConsumeContinuously, r.SuspendCurrentQueueTime, r.RebalanceInterval,
+		r.HeartbeatInterval, r.PersistInterval}, func(d time.Duration) bool { return d < 0 }):
+		return r, fmt.Errorf("%w: negative delay or interval", ErrInvalidOptions)
+	case r.PullExpiry <= r.BrokerSuspend:
+		// Else every idle long poll would count as a lost pull.
+		return r, fmt.Errorf("%w: PullExpiry %v must exceed BrokerSuspend %v", ErrInvalidOptions, r.PullExpiry, r.BrokerSuspend)
 	case r.Model != edge.Clustering && r.Model != edge.Broadcasting:
 		return r, fmt.Errorf("%w: Model %d", ErrInvalidOptions, r.Model)
 	case r.FromWhere < ConsumeFromLastOffset || r.FromWhere > ConsumeFromTimestamp:
