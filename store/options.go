@@ -40,6 +40,13 @@ type Options struct {
 	// stale consumers' view of the queues can get under a flood. Default 32 MiB; negative
 	// disables.
 	MaxDispatchLag int64
+	// ResidentBytes is how much of the commitlog's mappings stays in the process's resident
+	// set behind the write position (the rest is dropped from RSS, not from the page
+	// cache). Default 2 MiB (commitlog.DefaultOptions); negative keeps every page.
+	ResidentBytes int64
+	// QueueResidentBytes is the same for each consume queue's active file. Default 64 KiB;
+	// negative keeps every page.
+	QueueResidentBytes int64
 	// MaxAge deletes commitlog segments older than this. Default 72 h; negative disables.
 	MaxAge time.Duration
 	// MaxBytes is the commitlog byte quota. Default 0: none.

@@ -146,6 +146,7 @@ func Open(dir string, opts *Options) (st *Store, err error) {
 		MaxUsedRatio:      o.MaxUsedRatio,
 		OnFull:            o.OnFull,
 		RetentionInterval: o.RetentionInterval,
+		ResidentBytes:     o.ResidentBytes,
 		PayloadVersion:    PayloadVersion,
 		Now:               o.Now,
 		Logger:            o.Logger,
@@ -346,7 +347,7 @@ func (s *Store) queueFor(topic string, id int32, create bool) (*queue, error) {
 }
 
 func (s *Store) openQueueLocked(topic string, id int32) (*queue, error) {
-	cq, err := cqueue.Open(s.queueDir(topic, id), &cqueue.Options{FS: s.opts.FS, SegmentEntries: s.opts.QueueSegmentEntries, Logger: s.opts.Logger})
+	cq, err := cqueue.Open(s.queueDir(topic, id), &cqueue.Options{FS: s.opts.FS, SegmentEntries: s.opts.QueueSegmentEntries, ResidentBytes: s.opts.QueueResidentBytes, Logger: s.opts.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("store: open consume queue %s/%d: %w", topic, id, err)
 	}

@@ -44,7 +44,11 @@ var settings = []setting{
 	{"flush_interval", durationSetting(func(c *config) *time.Duration { return &c.store.FlushInterval })},
 	{"flush_bytes", bytesSetting(func(c *config) *int64 { return &c.store.FlushBytes })},
 	{"queue_flush_interval", durationSetting(func(c *config) *time.Duration { return &c.store.QueueFlushInterval })},
+	{"queue_flush_bytes", bytesSetting(func(c *config) *int64 { return &c.store.QueueFlushBytes })},
 	{"queue_segment_entries", intSetting(func(c *config) *int { return &c.store.QueueSegmentEntries })},
+	{"max_dispatch_lag", bytesSetting(func(c *config) *int64 { return &c.store.MaxDispatchLag })},
+	{"resident_bytes", bytesSetting(func(c *config) *int64 { return &c.store.ResidentBytes })},
+	{"queue_resident_bytes", bytesSetting(func(c *config) *int64 { return &c.store.QueueResidentBytes })},
 	{"max_age", durationSetting(func(c *config) *time.Duration { return &c.store.MaxAge })},
 	{"max_bytes", bytesSetting(func(c *config) *int64 { return &c.store.MaxBytes })},
 	{"max_used_ratio", func(c *config, v string) error {

@@ -24,6 +24,11 @@
 // records; in FlushAsync mode a flush runs every FlushInterval or FlushBytes. A new segment's
 // name is made durable (rename + directory fsync) before any record is written into it.
 //
+// Resident set: of the mappings, about Options.ResidentBytes just behind the write position
+// stay in the process's RSS; older pages, flushed or not, and pages readers faulted in
+// further back are dropped from it (madvise, not unmap: they stay in the page cache, dirty
+// ones until the next fsync). See resident.go.
+//
 // Recovery (Open): from the checkpoint (the last flushed position, rewritten after flushes)
 // the log walks frames to the first one that is not whole: a zero byte ends a segment and the
 // walk goes on in the next one; a frame that fails its length or CRC is cut. Cut bytes, and

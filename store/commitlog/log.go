@@ -48,7 +48,13 @@ type Log struct {
 	kick  chan struct{} // capacity 1: wake the flusher
 	ckpt  vfs.File      // flusher-owned after Open
 
-	dropped int64 // flusher-owned: pages below this position were dropped from RSS
+	// The resident set (resident.go); window and step are set by Open.
+	window   int64                     // ResidentBytes, or MaxInt64 when dropping is off
+	step     int64                     // bytes written between drops behind the writer
+	nextDrop atomic.Int64              // write position at which an appender drops behind itself again
+	dropped  atomic.Int64              // the pages below this position were dropped behind the writer
+	regions  [keptRegions]atomic.Int64 // regions readers entered last below the window, newest first
+	dropOff  atomic.Bool               // ResidentBytes < 0, or DropResident failed: dropping is off
 
 	appends atomic.Int64 // Append calls so far, for group commit
 	// Flusher-owned group-commit state: appends covered by the last flush, how many it
@@ -98,6 +104,7 @@ func Open(dir string, opts *Options) (*Log, error) {
 		done:  make(chan struct{}),
 	}
 	l.fcond = sync.NewCond(&l.fmu)
+	l.initResident()
 	if err := l.fs.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("commitlog: create %s: %w", dir, err)
 	}
@@ -147,7 +154,11 @@ func (l *Log) load() error {
 		if err != nil {
 			return err
 		}
-		return l.install(f, path, 0, 0)
+		if err := l.install(f, path, 0, 0); err != nil {
+			return err
+		}
+		l.startDropping(0)
+		return nil
 	}
 	ckpt, err := l.openCheckpoint()
 	if err != nil {
@@ -167,6 +178,7 @@ func (l *Log) load() error {
 	l.written.Store(end)
 	l.durable.Store(end)
 	l.minPos.Store(segs[0].base + HeaderSize)
+	l.startDropping(last.base)
 	return l.writeCheckpoint(end, true)
 }
 
@@ -284,19 +296,26 @@ func (l *Log) recover(segs []*segment, ckpt int64) ([]*segment, int64, error) {
 	panic("unreachable")
 }
 
-// scanSegment walks whole frames of s from off and returns where they end and why.
+// scanSegment walks whole frames of s from off and returns where they end and why. The
+// pages it reads leave the resident set as it goes.
 func (l *Log) scanSegment(s *segment, off int64) (int64, frameStatus, error) {
 	data, err := s.acquire(0)
 	if err != nil {
 		return 0, 0, err
 	}
 	defer s.release(l.fs)
+	from := off
 	for {
 		_, _, n, st := decodeFrame(data[off:])
 		if st != frameOK {
+			l.dropScanned(s, from, off)
 			return off, st, nil
 		}
 		off += int64(n)
+		if off-from >= recoveryStep {
+			l.dropScanned(s, from, off)
+			from = off
+		}
 	}
 }
 
@@ -308,7 +327,19 @@ func (l *Log) cutTail(s *segment, off int64, st frameStatus) error {
 	if err != nil {
 		return err
 	}
-	cutTo := lastNonZero(data, off)
+	// Scan back from the end of the file in steps, dropping each: the zeros past the end
+	// of the data are most of a segment.
+	cutTo := int64(len(data))
+	for cutTo > off {
+		lo := max(off, cutTo-recoveryStep)
+		nz := lastNonZero(data[:cutTo], lo)
+		l.dropScanned(s, lo, cutTo)
+		if nz > lo {
+			cutTo = nz
+			break
+		}
+		cutTo = lo
+	}
 	var broken []byte
 	if cutTo > off {
 		broken = append([]byte(nil), data[off:cutTo]...)
@@ -478,6 +509,7 @@ func (l *Log) Append(storeTime int64, payloads [][]byte, pos []int64) (int64, er
 	l.written.Store(end)
 	l.appends.Add(1)
 	l.mu.Unlock()
+	l.maybeDropBehind(end)
 	if l.opts.Flush == FlushSync || end-l.durable.Load() >= l.opts.FlushBytes {
 		select {
 		case l.kick <- struct{}{}:
@@ -674,28 +706,6 @@ func (l *Log) flushOnce(final bool, lastCkpt *time.Time) {
 	}
 	l.fcond.Broadcast()
 	l.fmu.Unlock()
-	if err == nil && l.opts.ResidentBytes >= 0 {
-		l.dropResident(target - l.opts.ResidentBytes)
-	}
-}
-
-// dropResident drops flushed pages below upTo from the process's resident set, in steps of
-// at least 1 MiB.
-func (l *Log) dropResident(upTo int64) {
-	if upTo-l.dropped < 1<<20 {
-		return
-	}
-	for _, s := range *l.segs.Load() {
-		lo, hi := max(l.dropped, s.base), min(upTo, s.base+s.size)
-		if hi <= lo {
-			continue
-		}
-		if err := s.dropResident(lo-s.base, hi-s.base); err != nil {
-			l.lg.Warn("drop resident pages", "segment", s.path, "err", err)
-			return
-		}
-	}
-	l.dropped = upTo
 }
 
 func (l *Log) prepareLoop() {

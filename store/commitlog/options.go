@@ -89,10 +89,16 @@ type Options struct {
 	// MaxMapped is how many sealed segments may stay mapped while idle; 32-bit boxes have
 	// small address spaces. Default 8.
 	MaxMapped int
-	// ResidentBytes is how much of the log behind the flushed position stays in the
-	// process's resident set; older flushed pages are dropped from it (they stay in the page
-	// cache, so reading them costs a minor fault). It keeps RSS flat on boxes with little
-	// memory. Default 8 MiB; negative keeps everything resident.
+	// ResidentBytes bounds the log's pages in the process's resident set (RSS, and its peak
+	// VmHWM), which counts every mapped page touched, although the page cache holds them
+	// anyway. About this many bytes just behind the write position stay resident, where
+	// consumers that keep up read; older pages, flushed or not, are dropped in steps of a
+	// quarter of it (at least 64 KiB), and pages readers fault in further back are dropped
+	// whenever a reader moves to another 2 MiB region there (the last two regions readers
+	// entered stay). Dropped pages stay in the page cache, dirty ones until the next fsync,
+	// so touching one again costs a minor fault. On top of the window the writer's current
+	// page-cache folio (up to 2 MiB) is resident. Default 2 MiB; negative keeps every
+	// touched page resident until its segment is unmapped.
 	ResidentBytes int64
 	// PayloadVersion is recorded in every segment header for the payload codec of the layer
 	// above. Default 0.
@@ -119,7 +125,7 @@ var DefaultOptions = Options{
 	OnFull:            FailWrites,
 	RetentionInterval: 10 * time.Second,
 	MaxMapped:         8,
-	ResidentBytes:     8 << 20,
+	ResidentBytes:     2 << 20,
 	Now:               time.Now,
 }
 

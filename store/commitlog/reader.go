@@ -15,10 +15,12 @@ type Reader struct {
 	l    *Log
 	seg  *segment
 	data []byte
+	// region is the start position of the last region countCold counted (resident.go).
+	region int64
 }
 
 // NewReader returns a Reader of l.
-func (l *Log) NewReader() *Reader { return &Reader{l: l} }
+func (l *Log) NewReader() *Reader { return &Reader{l: l, region: -1} }
 
 // Close releases the segment the reader holds.
 func (r *Reader) Close() {
@@ -108,6 +110,9 @@ func (r *Reader) read(pos int64) (Record, error) {
 	d, payload, n, st := decodeFrame(r.data[off:limit])
 	switch st {
 	case frameOK:
+		if pos < w-l.window {
+			r.countCold(pos, pos+int64(n))
+		}
 		return Record{Pos: pos, Next: pos + int64(n), StoreTime: s.baseTime + d, Payload: payload}, nil
 	case frameEnd:
 		return Record{}, errSegmentEnd

@@ -2,7 +2,6 @@ package commitlog
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -187,11 +186,13 @@ func (s *segment) openWritable() ([]byte, error) {
 func segPath(dir string, base int64) string { return filepath.Join(dir, segmentName(base)) }
 
 // dropResident drops the pages of [lo, hi) (file offsets) from the resident set, if the
-// segment is mapped. The range is shrunk to whole pages.
+// segment is mapped: lo is rounded down to a page, hi down too unless it is the end of the
+// file. Dirty pages may be given: they stay dirty in the page cache (vfs.File.DropResident).
 func (s *segment) dropResident(lo, hi int64) error {
-	page := int64(os.Getpagesize())
-	lo = (lo + page - 1) / page * page
-	hi = hi / page * page
+	lo = lo >> pageShift << pageShift
+	if hi < s.size {
+		hi = hi >> pageShift << pageShift
+	}
 	if hi <= lo {
 		return nil
 	}

@@ -28,7 +28,10 @@
 // Files are created at full size (File.Allocate), so writing an entry never needs space.
 // Only the last file, the active one, is written, through a writable mapping; sealed
 // (full) files are read with ReadAt, keeping a queue's address space at one file, which
-// matters on 32-bit ARM with hundreds of queues.
+// matters on 32-bit ARM with hundreds of queues. Of the active file's mapping, about
+// Options.ResidentBytes (64 KiB) behind the last entry stays in the process's resident set;
+// older pages are dropped from it (resident.go), so hundreds of queues do not each hold a
+// file's worth of RSS.
 //
 // # Durability
 //

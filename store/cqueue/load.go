@@ -86,6 +86,7 @@ func (q *Queue) load() (err error) {
 		return fmt.Errorf("cqueue: map %s: %w", last.path, err)
 	}
 	end := q.recoverTail(last)
+	q.dropAll(last) // recovery read the whole file
 	q.segs = segs
 	q.min.Store(segs[0].base)
 	q.max.Store(last.base + end)

@@ -32,6 +32,15 @@ type Options struct {
 	// size rather than guess.
 	SegmentEntries int
 
+	// ResidentBytes bounds the active file's pages in the process's resident set (RSS):
+	// about this many bytes behind the last entry stay resident, where consumers that keep
+	// up read; older pages, synced or not, are dropped every quarter of it (at least a
+	// page) of entries appended, and once reads further back add up to it. Dropped pages
+	// stay in the page cache, so reading one again costs a minor fault. Default 64 KiB
+	// (3,276 entries); negative keeps every touched page resident until the file is
+	// sealed.
+	ResidentBytes int64
+
 	// Logger receives recovery warnings: a cut torn tail, stale files removed. Default: a
 	// logger that discards everything.
 	Logger *slog.Logger
@@ -41,6 +50,7 @@ type Options struct {
 var DefaultOptions = Options{
 	FS:             vfs.OS,
 	SegmentEntries: 65536,
+	ResidentBytes:  64 << 10,
 	Logger:         slog.New(slog.DiscardHandler),
 }
 
@@ -64,6 +74,13 @@ type Queue struct {
 	dirty    bool       // the active file has entries not yet synced
 	dirDirty bool       // a file was created or removed without a successful SyncDir
 	werr     error      // sticky: the disk no longer matches memory; writes return it
+	nextDrop int64      // end of data (bytes) in the active file at which Append drops again
+
+	// The resident set of the active file (resident.go).
+	window  int64        // ResidentBytes: bytes behind the end of the data kept resident
+	step    int64        // bytes appended between drops
+	cold    atomic.Int64 // bytes read below the window since the last sweep
+	dropOff atomic.Bool  // ResidentBytes < 0, or DropResident failed
 
 	mu     sync.RWMutex // readers hold it (read) while they use segs and mappings
 	segs   []*segment   // contiguous files; the last is active (mapped); empty before the first Append
@@ -84,6 +101,9 @@ func Open(dir string, opts *Options) (*Queue, error) {
 		if opts.SegmentEntries != 0 {
 			o.SegmentEntries = opts.SegmentEntries
 		}
+		if opts.ResidentBytes != 0 {
+			o.ResidentBytes = opts.ResidentBytes
+		}
 		if opts.Logger != nil {
 			o.Logger = opts.Logger
 		}
@@ -92,6 +112,7 @@ func Open(dir string, opts *Options) (*Queue, error) {
 		return nil, fmt.Errorf("cqueue: SegmentEntries %d out of range [1, %d]", o.SegmentEntries, maxSegmentEntries)
 	}
 	q := &Queue{dir: dir, fs: o.FS, n: int64(o.SegmentEntries), log: o.Logger}
+	q.initResident(o.ResidentBytes)
 	if err := q.load(); err != nil {
 		return nil, err
 	}
@@ -149,6 +170,9 @@ func (q *Queue) Append(off int64, e Entry) error {
 	e.Put(s.m[o : o+EntrySize])
 	q.dirty = true
 	q.max.Store(off + 1) // publish only after the bytes are in place
+	if o+EntrySize >= q.nextDrop {
+		q.dropBehindLocked(s, o+EntrySize)
+	}
 	return nil
 }
 
@@ -171,6 +195,7 @@ func (q *Queue) rollLocked() error {
 	uerr := old.unmap()
 	q.segs = append(q.segs, s)
 	q.mu.Unlock()
+	q.resetDropLocked()
 	if uerr != nil {
 		q.log.Warn("cqueue: unmap sealed file", "err", uerr)
 	}
@@ -195,6 +220,7 @@ func (q *Queue) rebaseLocked(off int64) error {
 	q.max.Store(off)
 	q.mu.Unlock()
 	q.dirty = false
+	q.resetDropLocked()
 	if uerr != nil {
 		q.log.Warn("cqueue: unmap replaced file", "err", uerr)
 	}
@@ -263,6 +289,9 @@ func (q *Queue) Read(off int64, dst []Entry) (int, error) {
 		slot := off - s.base
 		k := int(min(int64(want-done), q.n-slot))
 		n, err := s.read(slot, dst[done:done+k])
+		if s.m != nil {
+			q.countCold(s, slot*EntrySize, (slot+int64(k))*EntrySize, (hi-s.base)*EntrySize)
+		}
 		done += n
 		if err != nil {
 			return done, err

@@ -15,17 +15,25 @@ import (
 //
 // On vfs.OS the race detector cannot see the mapped bytes; on vfs.CrashFS mappings are Go
 // memory, so it checks that no reader touches bytes the writer is writing.
+//
+// The "dropping" run has 80 KiB files and a one-page resident window, so that Append drops
+// pages behind itself every page of entries and readers sweep the file under each other.
 func TestConcurrentStress(t *testing.T) {
-	t.Run("os", func(t *testing.T) { testConcurrentStress(t, t.TempDir(), vfs.OS) })
-	t.Run("crashfs", func(t *testing.T) { testConcurrentStress(t, "/stress", vfs.NewCrashFS()) })
+	t.Run("os", func(t *testing.T) { testConcurrentStress(t, t.TempDir(), &Options{SegmentEntries: 256}) })
+	t.Run("crashfs", func(t *testing.T) {
+		testConcurrentStress(t, "/stress", &Options{FS: vfs.NewCrashFS(), SegmentEntries: 256})
+	})
+	t.Run("dropping", func(t *testing.T) {
+		testConcurrentStress(t, t.TempDir(), &Options{SegmentEntries: 4096, ResidentBytes: 1})
+	})
 }
 
-func testConcurrentStress(t *testing.T, dir string, fs vfs.FS) {
+func testConcurrentStress(t *testing.T, dir string, opts *Options) {
 	total := int64(20000)
 	if testing.Short() {
 		total = 2000
 	}
-	q := openQueue(t, dir, &Options{FS: fs, SegmentEntries: 256})
+	q := openQueue(t, dir, opts)
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	check := func(off int64, es []Entry) bool {

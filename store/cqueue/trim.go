@@ -62,6 +62,8 @@ func (q *Queue) TruncateFrom(off int64) error {
 	from := (off - s.base) * EntrySize
 	to := min(hi-s.base, q.n) * EntrySize
 	clear(s.m[from:to])
+	q.dropAll(s)
+	q.resetDropLocked()
 	if err := s.f.Sync(); err != nil {
 		q.dirty = true
 		return fmt.Errorf("cqueue: sync %s: %w", s.path, err)

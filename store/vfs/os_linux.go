@@ -83,6 +83,10 @@ func fdatasync(f *os.File) error {
 	}
 }
 
+// DropResident is madvise(MADV_DONTNEED). On a MAP_SHARED file mapping it only unmaps the
+// pages from this process; a dirty page stays dirty in the page cache for the next
+// fdatasync (TestDropResidentKeepsUnsyncedWrites). On a private mapping it would discard
+// writes, but Map makes only shared ones.
 func (f osFile) DropResident(b []byte) error {
 	if len(b) == 0 {
 		return nil

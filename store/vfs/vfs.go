@@ -72,9 +72,13 @@ type File interface {
 	Map(length int, writable bool) ([]byte, error)
 	// Unmap releases a mapping returned by Map. The slice must not be used afterwards.
 	Unmap(b []byte) error
-	// DropResident tells the OS the pages of b, a page-aligned part of a mapping, will not be
-	// needed soon: they leave the process's resident set but stay in the page cache, and a
-	// later access reads them back. Only pages covered by a completed Sync may be given.
+	// DropResident tells the OS the pages of b, a part of a mapping starting on a page
+	// boundary, will not be needed soon: they leave the process's resident set but stay in
+	// the page cache, and a later access reads them back (a minor fault). Pages written
+	// through a writable mapping and not yet synced may be given: their data is kept and
+	// the next Sync makes it durable as if they had not been dropped. (On Linux,
+	// MADV_DONTNEED on a shared file mapping moves each page table entry's dirty bit to the
+	// page-cache page: mm/memory.c, zap_pte_range.) The mapping stays valid.
 	DropResident(b []byte) error
 	// Close closes the file. Mappings stay valid until Unmap.
 	Close() error

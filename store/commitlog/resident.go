@@ -1,0 +1,188 @@
+package commitlog
+
+import (
+	"math"
+	"math/bits"
+	"os"
+	"slices"
+)
+
+// The resident set: every mapped page a writer or reader touched counts in the process's
+// RSS (and its peak, VmHWM) until it is dropped or unmapped, although the page cache holds
+// it anyway. The log keeps about ResidentBytes of its mappings resident, the window just
+// behind the write position where consumers that keep up read, and drops the rest with
+// vfs.File.DropResident (madvise MADV_DONTNEED):
+//
+//   - behind the writer: once the write position passed the next step (ResidentBytes/4),
+//     the appender that passed it drops the pages from the last drop up to ResidentBytes
+//     behind the write position, flushed or not (a dropped dirty page stays dirty in the
+//     page cache and the next fsync writes it; see vfs.File.DropResident);
+//   - behind readers: a read fault maps the whole page-cache folio around the page, and on
+//     Linux with large folios (x86-64, arm64) that is up to 2 MiB, so readers note the 2 MiB
+//     regions they enter below the window. The log remembers the last keptRegions regions
+//     entered; a reader entering any other region drops every mapped page below the
+//     window, of every segment, but those (a sweep; madvise over pages not resident costs
+//     a page-table walk, about 1 µs a segment).
+//
+// Drops never unmap: a reader that touches a dropped page takes a minor fault and reads
+// it from the page cache. They run under the segment's mutex, like unmapping, so a
+// segment's mapping cannot go away under one. Appenders and readers elect the one that
+// drops with atomics, never waiting for each other.
+//
+// What stays resident: the window, up to a step more until the next drop, the folio the
+// writer is in (up to 2 MiB ahead of the write position: a write fault maps it whole,
+// zeros that are about to be written), the regions readers entered last, and what other
+// readers touched since the last sweep.
+
+// pageShift is log2 of the page size.
+var pageShift = uint(bits.TrailingZeros64(uint64(os.Getpagesize())))
+
+// regionSize is the most one fault can map: a PMD-size page-cache folio (2 MiB with 4 KiB
+// pages). Readers note what they touch below the window in regions of this size.
+const regionSize = 2 << 20
+
+// keptRegions is how many of the regions readers entered last a sweep keeps. Consumers of
+// a topic's queues read records that interleave, a few regions apart, so a sweep may drop
+// pages one of them reads next; keeping more regions makes that rarer but keeps 2 MiB more
+// each. On the peer benchmark's consume of 1 M messages from 4 queues (BENCHMARKS.md),
+// 2 regions made 550-630 sweeps and a 30 MiB peak, 5 regions 95-200 sweeps and 35 MiB,
+// at the same CPU time within noise.
+const keptRegions = 2
+
+// minResidentStep is the smallest step between drops, so a tiny ResidentBytes does not
+// make every append a system call.
+const minResidentStep = 64 << 10
+
+// initResident sets up dropping from Options. Called by Open before load.
+func (l *Log) initResident() {
+	l.window = l.opts.ResidentBytes
+	l.step = max(l.window/4, minResidentStep)
+	l.nextDrop.Store(math.MaxInt64)
+	for i := range l.regions {
+		l.regions[i].Store(-1)
+	}
+	if l.window < 0 {
+		l.window = math.MaxInt64 // nothing is ever outside the window
+		l.dropOff.Store(true)
+	}
+}
+
+// startDropping starts dropping behind the writer, whose segment starts at base. Called by
+// load once recovery is done.
+func (l *Log) startDropping(base int64) {
+	if l.dropOff.Load() {
+		return
+	}
+	l.dropped.Store(base)
+	l.nextDrop.Store(base + l.window + l.step)
+}
+
+// maybeDropBehind drops the pages more than ResidentBytes behind end, the write position
+// an Append just published, if end passed the next step. Of concurrent appenders, the one
+// that moves nextDrop does it; l.mu is not held.
+func (l *Log) maybeDropBehind(end int64) {
+	next := l.nextDrop.Load()
+	if end < next || !l.nextDrop.CompareAndSwap(next, end+l.step) {
+		return
+	}
+	upTo := end - l.window
+	from := l.dropped.Load()
+	for upTo > from && !l.dropped.CompareAndSwap(from, upTo) {
+		from = l.dropped.Load()
+	}
+	if upTo <= from {
+		return
+	}
+	for _, s := range *l.segs.Load() {
+		lo, hi := max(from, s.base), min(upTo, s.base+s.size)
+		if hi <= lo {
+			continue
+		}
+		if err := s.dropResident(lo-s.base, hi-s.base); err != nil {
+			l.stopDropping(s, err)
+			return
+		}
+	}
+}
+
+// sweep drops every mapped page below the window, of every segment, except the regions
+// [k, k+regionSize) for k in keep (region starts, -1 for none).
+func (l *Log) sweep(keep [keptRegions]int64) {
+	slices.Sort(keep[:])
+	hot := l.written.Load() - l.window
+	for _, s := range *l.segs.Load() {
+		if s.base >= hot || l.dropOff.Load() {
+			return
+		}
+		lo, hi := int64(0), min(s.size, hot-s.base)
+		for _, k := range keep {
+			if k < 0 {
+				continue
+			}
+			if k -= s.base; k+regionSize <= lo || k >= hi {
+				continue
+			}
+			if err := s.dropResident(lo, k); err != nil {
+				l.stopDropping(s, err)
+				return
+			}
+			lo = min(k+regionSize, hi)
+		}
+		if err := s.dropResident(lo, hi); err != nil {
+			l.stopDropping(s, err)
+			return
+		}
+	}
+}
+
+// recoveryStep is how many bytes recovery reads through a mapping between drops.
+const recoveryStep = 1 << 20
+
+// dropScanned drops [lo, hi) of s, which recovery has read, unless dropping is off.
+func (l *Log) dropScanned(s *segment, lo, hi int64) {
+	if l.dropOff.Load() {
+		return
+	}
+	if err := s.dropResident(lo, hi); err != nil {
+		l.stopDropping(s, err)
+	}
+}
+
+// stopDropping turns dropping off after DropResident failed: it would fail again at every
+// step, and keeping pages resident is only a cost.
+func (l *Log) stopDropping(s *segment, err error) {
+	if l.dropOff.Swap(true) {
+		return
+	}
+	l.nextDrop.Store(math.MaxInt64)
+	l.lg.Warn("cannot drop mapped pages from the resident set: keeping them", "segment", s.path, "err", err)
+}
+
+// countCold notes a read of [pos, end) in r.seg, below the window: if it enters a region
+// that is none of those the log remembers, it becomes the newest of them, the oldest is
+// forgotten, and the reader sweeps. They are read and written without a lock: a lost
+// update costs one needless sweep, or one region kept that need not be.
+func (r *Reader) countCold(pos, end int64) {
+	s := r.seg
+	region := s.base + (end-1-s.base)&^(regionSize-1)
+	if region == r.region {
+		return
+	}
+	r.region = region
+	l := r.l
+	var keep [keptRegions]int64
+	for i := range l.regions {
+		if keep[i] = l.regions[i].Load(); keep[i] == region {
+			return
+		}
+	}
+	if l.dropOff.Load() {
+		return
+	}
+	copy(keep[1:], keep[:])
+	keep[0] = region
+	for i := range l.regions {
+		l.regions[i].Store(keep[i])
+	}
+	l.sweep(keep)
+}

@@ -1,0 +1,147 @@
+package vfs
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// mappingRss returns the resident bytes of the mapping that starts at &b[0], read from
+// /proc/self/smaps (what counts in the process's RSS, not the page cache).
+func mappingRss(t *testing.T, b []byte) int64 {
+	t.Helper()
+	f, err := os.Open("/proc/self/smaps")
+	if err != nil {
+		t.Skipf("no smaps: %v", err)
+	}
+	defer f.Close()
+	start := fmt.Sprintf("%x-", uintptr(unsafe.Pointer(&b[0])))
+	in := false
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		if fields := strings.Fields(line); len(fields) > 0 && strings.Contains(fields[0], "-") && !strings.HasSuffix(fields[0], ":") {
+			in = strings.HasPrefix(line, start)
+			continue
+		}
+		if v, ok := strings.CutPrefix(line, "Rss:"); ok && in {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			if err != nil {
+				t.Fatalf("smaps line %q: %v", line, err)
+			}
+			return kb << 10
+		}
+	}
+	t.Fatalf("no mapping at %s in /proc/self/smaps", start)
+	return 0
+}
+
+// cachedPages returns how many pages of f's first size bytes are in the page cache.
+func cachedPages(t *testing.T, f File, size int) int {
+	t.Helper()
+	m, err := f.Map(size, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Unmap(m)
+	vec := make([]byte, (size+os.Getpagesize()-1)/os.Getpagesize())
+	// x/sys has no Mincore wrapper on Linux.
+	if _, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&m[0])), uintptr(len(m)), uintptr(unsafe.Pointer(&vec[0]))); errno != 0 {
+		t.Fatalf("mincore: %v", errno)
+	}
+	n := 0
+	for _, v := range vec {
+		n += int(v & 1)
+	}
+	return n
+}
+
+// TestDropResidentKeepsUnsyncedWrites is the fact the commitlog's and the consume queues'
+// drop-behind-write rests on: MADV_DONTNEED on a shared file mapping only takes the pages
+// out of this process's page tables; the dirty bit of a page written through the mapping
+// goes to the page-cache page (mm/memory.c, zap_pte_range: folio_mark_dirty), so nothing
+// is lost, and a later fdatasync writes it. The test writes through the mapping, drops
+// before any sync, checks the pages left the mapping's RSS, syncs, evicts the file's now
+// clean pages from the page cache (so the reads below come from the disk, unless the
+// kernel keeps them), and reads the file back with pread and through a fresh mapping.
+func TestDropResidentKeepsUnsyncedWrites(t *testing.T) {
+	const size = 4 << 20
+	page := os.Getpagesize()
+	name := filepath.Join(t.TempDir(), "seg")
+	f := mustOpen(t, OS, name, os.O_RDWR|os.O_CREATE|os.O_EXCL)
+	defer f.Close()
+	if err := f.Allocate(size); err != nil {
+		t.Fatal(err)
+	}
+	m, err := f.Map(size, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := make([]byte, size)
+	for i := 0; i < size; i += page {
+		copy(want[i:i+page], bytes.Repeat([]byte(fmt.Sprintf("page %08d ", i/page)), page/13+1))
+	}
+	copy(m, want)
+	if got := mappingRss(t, m); got < size {
+		t.Fatalf("mapping RSS after writing %d bytes through it = %d", size, got)
+	}
+
+	// Drop the second half first, then everything: the first half was written and
+	// dropped, the second half dropped twice; none of it was synced.
+	if err := f.DropResident(m[size/2:]); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.DropResident(m); err != nil {
+		t.Fatal(err)
+	}
+	if got := mappingRss(t, m); got != 0 {
+		t.Errorf("mapping RSS after DropResident = %d, want 0", got)
+	}
+	// A dropped page written again faults back in; drop it again at once.
+	copy(m[page:], "rewritten")
+	copy(want[page:], "rewritten")
+	if err := f.DropResident(m[:2*page]); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, size)
+	if _, err := f.ReadAt(got, 0); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("pread before sync differs from what was written through the mapping (err %v)", err)
+	}
+
+	mustSync(t, f)
+	if err := f.Unmap(m); err != nil {
+		t.Fatal(err)
+	}
+	// The pages are clean now, unless the dirty bits were lost (then they were clean all
+	// along): evict them, so that the reads come from the disk.
+	if err := unix.Fadvise(int(f.(osFile).Fd()), 0, size, unix.FADV_DONTNEED); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d of %d pages still in the page cache after sync and FADV_DONTNEED", cachedPages(t, f, size), size/page)
+
+	clear(got)
+	if _, err := f.ReadAt(got, 0); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("pread after sync differs from what was written through the mapping (err %v)", err)
+	}
+	g := mustOpen(t, OS, name, os.O_RDONLY)
+	defer g.Close()
+	if err := unix.Fadvise(int(g.(osFile).Fd()), 0, size, unix.FADV_DONTNEED); err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := g.Map(size, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Unmap(fresh)
+	if !bytes.Equal(fresh, want) {
+		t.Fatal("a fresh mapping after sync differs from what was written through the old one")
+	}
+}
