@@ -1,3 +1,5 @@
+//go:build !jetstreamonly
+
 package main
 
 import (
@@ -8,9 +10,6 @@ import (
 	"github.com/edgemq/edgemq/store"
 	"github.com/edgemq/edgemq/store/commitlog"
 )
-
-// topic is the EdgeMQ topic (one queue) and the JetStream subject of every run.
-const topic = "bench"
 
 // openEdgeMQ opens a broker in dir with the flush policy of j and a one-queue topic.
 func openEdgeMQ(j job, dir string) (*edge.Broker, error) {

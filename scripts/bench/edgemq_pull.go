@@ -1,3 +1,5 @@
+//go:build !jetstreamonly
+
 package main
 
 import (

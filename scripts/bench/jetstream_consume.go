@@ -1,3 +1,5 @@
+//go:build !edgemqonly
+
 package main
 
 import (

@@ -2,8 +2,10 @@
 // NATS JetStream server (in-process connection, file storage) and prints a side-by-side
 // table with ratios and the targets of the peer-benchmark issue.
 //
-// Every workload of every side runs in its own child process of this binary (the -child
-// flag), so that each peak RSS (VmHWM) belongs to one run. Workloads:
+// Every workload of every side runs in its own child process (the -child flag), so that each
+// peak RSS (VmHWM) belongs to one run. The children are binaries of this package built at
+// start for each side (build tags edgemqonly and jetstreamonly), so that a run's RSS holds
+// only its own broker's code; -combined runs them all in this binary instead. Workloads:
 //
 //   - send: msgs/s from 1 producer and from -producers goroutines, 100 B and 1 KiB bodies;
 //     EdgeMQ async flush vs JetStream's default (fsync every 2 min), EdgeMQ sync flush (the
@@ -58,6 +60,9 @@ const (
 	// consumerPushConsumer is EdgeMQ's consumer.PushConsumer (latency).
 	consumerPushConsumer = "pushconsumer"
 )
+
+// topic is the EdgeMQ topic (one queue) and the JetStream subject of every run.
+const topic = "bench"
 
 // job is one run of one workload on one side, executed in a child process.
 type job struct {
@@ -161,6 +166,8 @@ func main() {
 		consumeQ  = flag.Int("consume-queues", 4, "consume, EdgeMQ: queues of the topic")
 		jsFetch   = flag.Int("js-fetch", 1000, "consume, JetStream: Fetch batch size")
 		only      = flag.String("only", "", "run only jobs whose name matches this regexp (e.g. 'send-async-100B')")
+		src       = flag.String("src", ".", "this package's source dir, to build the per-side child binaries from")
+		combined  = flag.Bool("combined", false, "run every job in this binary, which links both brokers, instead of per-side child binaries (no Go toolchain needed; each run's RSS then includes the other broker's code and data pages)")
 	)
 	flag.Parse()
 	if *child != "" {
@@ -234,6 +241,18 @@ func main() {
 	floor.Side, floor.Work, floor.Size, floor.N, floor.Rate, floor.Warmup = sideFloor, workLatency, *latSize, int64(*latN), *latRate, *latWarm
 	rows = append(rows, row{emq: floor})
 
+	children := map[string]string{}
+	if !*combined {
+		tmp, err := os.MkdirTemp(*dir, "edgemq-bench-bin-")
+		if err != nil {
+			fatalf("%v", err)
+		}
+		defer os.RemoveAll(tmp)
+		if children, err = childBinaries(*src, tmp); err != nil {
+			os.RemoveAll(tmp)
+			fatalf("%v (run from scripts/bench, set -src, or use -combined)", err)
+		}
+	}
 	fmt.Printf("# EdgeMQ vs embedded NATS JetStream\n\n%s\n\n", machine(*dir))
 	start := time.Now()
 	done := map[string]result{} // results by job name: EdgeMQ latency runs once for two rows
@@ -248,7 +267,7 @@ func main() {
 			}
 			res, ok := done[j.name()]
 			if !ok {
-				res = spawn(*j)
+				res = spawn(*j, children[j.Side])
 				done[j.name()] = res
 				fmt.Fprintf(os.Stderr, "%-40s %s\n", j.name(), res.brief())
 			}
@@ -271,12 +290,43 @@ func pair(j job) row {
 	return row{emq: e, js: s}
 }
 
-// spawn runs j in a child process and returns its result.
-func spawn(j job) result {
-	b, _ := json.Marshal(j)
-	exe, err := os.Executable()
+// childTags are the build tags of each side's child binary: each links only its own broker.
+var childTags = map[string]string{sideEdgeMQ: "edgemqonly", sideJS: "jetstreamonly", sideFloor: "edgemqonly"}
+
+// childBinaries builds the child binaries of the sides into dir from the package in src and
+// returns their paths by side. A run's peak RSS then holds no code or data pages of the other
+// broker (in the combined binary, nats-server's alone kept ~11 MiB resident in every run).
+func childBinaries(src, dir string) (map[string]string, error) {
+	goTool, err := exec.LookPath("go")
 	if err != nil {
-		return result{Job: j.name(), Err: err.Error()}
+		return nil, fmt.Errorf("build child binaries: %w", err)
+	}
+	built := map[string]string{}
+	out := map[string]string{}
+	for side, tag := range childTags {
+		if p, ok := built[tag]; ok {
+			out[side] = p
+			continue
+		}
+		p := filepath.Join(dir, "bench-"+tag)
+		cmd := exec.Command(goTool, "build", "-tags", tag, "-o", p, ".")
+		cmd.Dir = src
+		if b, err := cmd.CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("build %s child binary in %s: %w: %s", tag, src, err, strings.TrimSpace(string(b)))
+		}
+		built[tag], out[side] = p, p
+	}
+	return out, nil
+}
+
+// spawn runs j in a child process of exe (this binary when empty) and returns its result.
+func spawn(j job, exe string) result {
+	b, _ := json.Marshal(j)
+	if exe == "" {
+		var err error
+		if exe, err = os.Executable(); err != nil {
+			return result{Job: j.name(), Err: err.Error()}
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
