@@ -106,7 +106,10 @@ func (s *statsTable) tally(topic string, t *consumeTally) {
 	*t = consumeTally{}
 }
 
-// Stats returns the consumer's counters per topic and its lag per assigned queue.
+// Stats returns the consumer's counters per topic and its lag per assigned queue. Listener
+// calls are counted in runs, at least every millisecond (settleInterval) and when a pulled
+// batch's calls end, so the counters may trail the committed offsets (and Lag) by the calls
+// of the last millisecond; after Shutdown they are complete.
 func (pc *PushConsumer) Stats() Stats {
 	st := Stats{Group: pc.opts.Group, Topics: map[string]TopicStats{}, Lag: map[edge.MessageQueue]int64{}}
 	secs := pc.opts.Clock.Now().Sub(pc.started).Seconds()
