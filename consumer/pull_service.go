@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"math"
+	"runtime"
 	"time"
 
 	"github.com/edgemq/edgemq/edge"
@@ -143,6 +144,11 @@ func (pc *PushConsumer) pull(qs *queueState) (delay time.Duration, drain, ok boo
 		}
 		dispatch := pq.PutMessages(msgs)
 		pc.submit(qs, msgs, dispatch)
+		// The worker just woken waits in this P's run queue behind this goroutine, which
+		// would first issue the next pull (a store read and a park at the broker): let the
+		// worker run first. Measured (BENCHMARKS.md): PushConsumer latency p50 -5..-10 µs,
+		// p99 -10..-20 µs; consume of 1 M messages +15-25 %.
+		runtime.Gosched()
 		return o.PullInterval, false, true
 	case edge.PullNoNewMsg, edge.PullNoMatchedMsg:
 		qs.next = res.NextBeginOffset
