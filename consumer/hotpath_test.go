@@ -231,6 +231,10 @@ func TestFlowControlEndsWhenDrained(t *testing.T) {
 					case <-release:
 					case <-ctx.Done():
 					}
+				} else {
+					// Slower than a pull, so that the cache holds messages beyond the head
+					// when the next pull checks the span (else it spans just the head).
+					time.Sleep(time.Millisecond)
 				}
 				c.add(msgs)
 				return ConsumeSuccess, nil
