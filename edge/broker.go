@@ -96,7 +96,8 @@ func Open(dir string, opts *Options) (b *Broker, err error) {
 }
 
 // onArrival routes the store's arrival announcements: to parked pulls, and to the scheduler
-// for delayed messages. It runs on the store's dispatch goroutine and must not block.
+// for delayed messages. The store calls it from whoever dispatches (its dispatcher goroutine
+// or a sender, after its append), one call at a time; it must not block.
 func (b *Broker) onArrival(a store.Arrival) {
 	if !b.ready.Load() {
 		return

@@ -33,8 +33,9 @@ func newWaiter(key holdKey, offset int64, filter store.Filter) *waiter {
 // seeds' PullRequestHoldService). Its goroutine, run, is the periodic sweep; it exits when
 // the broker closes, after waking every parked pull.
 //
-// Lock order: mu is taken before the store's own locks (park and sweep read queue max
-// offsets under mu); the store calls arrive without holding any of its locks.
+// Lock order: mu is taken before the consume queues' locks (park and sweep read queue max
+// offsets under mu); the store calls arrive holding only its dispatch token, which nobody
+// holding mu waits for (LOCKS.md).
 type holdService struct {
 	b      *Broker
 	mu     sync.Mutex // guards m, n and closed
@@ -131,7 +132,7 @@ func (h *holdService) wakeLocked(key holdKey, ws []*waiter, wake func(*waiter) b
 	}
 }
 
-// arrive is called by the store's dispatch goroutine for every message: it wakes the pulls
+// arrive is called by the store's dispatch for every message: it wakes the pulls
 // parked on the message's queue at or below its offset whose filter passes its tag hash (the
 // exact tag is checked when they read). It never blocks; with nobody parked on the queue it
 // costs one map lookup under mu.

@@ -93,8 +93,8 @@ func newScheduler(b *Broker) (*scheduler, error) {
 	return s, nil
 }
 
-// arrive is told of every message stored in the schedule topic. It runs on the store's
-// dispatch goroutine and never blocks.
+// arrive is told of every message stored in the schedule topic (from the store's dispatch,
+// see Broker.onArrival). It never blocks.
 func (s *scheduler) arrive(store.Arrival) {
 	select {
 	case s.kick <- struct{}{}:

@@ -82,8 +82,8 @@ type queue struct {
 	cq    *cqueue.Queue
 	next  int64 // next queue offset to assign; guarded by Store.mu
 
-	// Entries read ahead by the dispatcher to check replayed records against (owned by the
-	// dispatcher goroutine, and by Open before it starts).
+	// Entries read ahead by the dispatch to check replayed records against (owned by the
+	// holder of Store.dmu, and by Open before the dispatcher starts).
 	ahead     []cqueue.Entry
 	aheadBase int64
 }
