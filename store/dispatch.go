@@ -83,10 +83,16 @@ func (s *Store) dispatchLoop() {
 // are dispatched but not synced. It reports whether records remain. s.dmu must be held.
 func (s *Store) dispatchRoundLocked() bool {
 	more := s.dispatch(s.dr, s.dispatchLimit(), true)
-	if s.dispatched.Load()-s.synced >= s.opts.QueueFlushBytes {
+	if s.syncDueLocked() {
 		s.syncLocked()
 	}
 	return more
+}
+
+// syncDueLocked reports whether QueueFlushBytes of log were dispatched since the queues were
+// last synced. s.dmu must be held.
+func (s *Store) syncDueLocked() bool {
+	return s.dispatched.Load()-s.synced >= s.opts.QueueFlushBytes
 }
 
 // dispatchAfter runs after an append that ended the log at end. When nobody has appended
@@ -108,7 +114,9 @@ func (s *Store) dispatchAfter(end int64) {
 		s.dmu.Unlock()
 		return
 	}
-	more := s.dispatchRoundLocked()
+	// The queues' fsyncs, when due, are left to the dispatcher: a send should not wait for
+	// them.
+	more := s.dispatch(s.dr, s.dispatchLimit(), true) || s.syncDueLocked()
 	s.dmu.Unlock()
 	if s.lagWaiters.Load() > 0 {
 		s.progressMu.Lock()

@@ -596,3 +596,24 @@ func queueEntries(t *testing.T, s *Store, topic string, queues int32) [][]cqueue
 	}
 	return out
 }
+
+// TestQueueFlushBytesSyncs: once QueueFlushBytes of log are dispatched, the queues are synced
+// and the checkpoint written without waiting for QueueFlushInterval, also when appenders
+// dispatch their own records (they leave the fsyncs to the dispatcher).
+func TestQueueFlushBytesSyncs(t *testing.T) {
+	s := openStore(t, t.TempDir(), Options{Flush: commitlog.FlushAsync, QueueFlushInterval: time.Hour, QueueFlushBytes: 64 << 10})
+	defer s.Close()
+	body := bytes.Repeat([]byte("x"), 1000)
+	for range 200 { // about 200 KiB of log
+		if err := s.Append([]*Message{{Topic: "F", Body: body}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for s.readCheckpoint().pos < 64<<10 {
+		if time.Now().After(deadline) {
+			t.Fatalf("checkpoint at %d after %d bytes of log dispatched", s.readCheckpoint().pos, s.DispatchedPos())
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
