@@ -1,7 +1,6 @@
 package commitlog
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"math/rand/v2"
@@ -13,41 +12,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-)
 
-// mappedRss returns the resident bytes of this process's mappings of files in dir, from
-// /proc/self/smaps: the pages that count in its RSS, not the page cache.
-func mappedRss(t testing.TB, dir string) int64 {
-	t.Helper()
-	f, err := os.Open("/proc/self/smaps")
-	if err != nil {
-		t.Skipf("no /proc/self/smaps: %v", err)
-	}
-	defer f.Close()
-	prefix := filepath.Clean(dir) + string(filepath.Separator)
-	var total int64
-	in := false
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := sc.Text()
-		fields := strings.Fields(line)
-		if len(fields) >= 5 && strings.Contains(fields[0], "-") && !strings.HasSuffix(fields[0], ":") {
-			in = len(fields) >= 6 && strings.HasPrefix(fields[5], prefix)
-			continue
-		}
-		if v, ok := strings.CutPrefix(line, "Rss:"); ok && in {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			if err != nil {
-				t.Fatalf("smaps line %q: %v", line, err)
-			}
-			total += kb << 10
-		}
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return total
-}
+	"github.com/edgemq/edgemq/store/internal/smaps"
+)
 
 // TestResidentWindow writes 24 MiB of records (24 × ResidentBytes, over two segment rolls)
 // in async mode with no flush on the way, and reads them all back from the start. With a
@@ -256,4 +223,11 @@ func TestRecoveryKeepsPeakLow(t *testing.T) {
 	if grew > 16<<20 || resident > 4<<20 {
 		t.Errorf("recovery of 80 MiB: peak RSS grew by %d KiB and %d KiB stay resident, want under 16 MiB and 4 MiB", grew>>10, resident>>10)
 	}
+}
+
+// mappedRss returns the resident bytes of this process's mappings of files in dir: the pages
+// that count in its RSS, not the page cache.
+func mappedRss(t testing.TB, dir string) int64 {
+	n, _ := smaps.ForTest(t, smaps.Under(dir))
+	return n
 }

@@ -1,47 +1,10 @@
 package cqueue
 
 import (
-	"bufio"
-	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
-)
 
-// mappedRss returns the resident bytes of this process's mappings of files in dir, from
-// /proc/self/smaps: the pages that count in its RSS, not the page cache.
-func mappedRss(t testing.TB, dir string) int64 {
-	t.Helper()
-	f, err := os.Open("/proc/self/smaps")
-	if err != nil {
-		t.Skipf("no /proc/self/smaps: %v", err)
-	}
-	defer f.Close()
-	prefix := filepath.Clean(dir) + string(filepath.Separator)
-	var total int64
-	in := false
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := sc.Text()
-		fields := strings.Fields(line)
-		if len(fields) >= 5 && strings.Contains(fields[0], "-") && !strings.HasSuffix(fields[0], ":") {
-			in = len(fields) >= 6 && strings.HasPrefix(fields[5], prefix)
-			continue
-		}
-		if v, ok := strings.CutPrefix(line, "Rss:"); ok && in {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			if err != nil {
-				t.Fatalf("smaps line %q: %v", line, err)
-			}
-			total += kb << 10
-		}
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return total
-}
+	"github.com/edgemq/edgemq/store/internal/smaps"
+)
 
 // TestResidentWindow appends 40,000 entries (800 KB, over 4 × the window) into one file
 // without a Sync, then reads them all from the start. With a 64 KiB window the file's
@@ -106,4 +69,11 @@ func TestResidentWindow(t *testing.T) {
 	if o > 0 {
 		t.Errorf("after reopening: %d KiB resident, want 0", o>>10)
 	}
+}
+
+// mappedRss returns the resident bytes of this process's mappings of files in dir: the pages
+// that count in its RSS, not the page cache.
+func mappedRss(t testing.TB, dir string) int64 {
+	n, _ := smaps.ForTest(t, smaps.Under(dir))
+	return n
 }

@@ -1,55 +1,27 @@
 package vfs
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/edgemq/edgemq/store/internal/smaps"
 )
 
-// mappingRss returns the resident bytes of the mappings of the file name, read from
-// /proc/self/smaps (what counts in the process's RSS, not the page cache). It finds them
-// by path rather than address: under qemu-user (make test-arm) a 32-bit guest's addresses
-// are not the host's.
+// mappingRss returns the resident bytes of the mappings of the file name: what counts in the
+// process's RSS, not the page cache.
 func mappingRss(t *testing.T, name string) int64 {
 	t.Helper()
-	f, err := os.Open("/proc/self/smaps")
-	if err != nil {
-		t.Skipf("no smaps: %v", err)
-	}
-	defer f.Close()
-	var (
-		in    bool
-		found bool
-		total int64
-	)
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := sc.Text()
-		if fields := strings.Fields(line); len(fields) > 0 && strings.Contains(fields[0], "-") && !strings.HasSuffix(fields[0], ":") {
-			in = strings.HasSuffix(line, " "+name)
-			found = found || in
-			continue
-		}
-		if v, ok := strings.CutPrefix(line, "Rss:"); ok && in {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			if err != nil {
-				t.Fatalf("smaps line %q: %v", line, err)
-			}
-			total += kb << 10
-		}
-	}
+	n, found := smaps.ForTest(t, smaps.File(name))
 	if !found {
-		t.Fatalf("no mapping of %s in /proc/self/smaps", name)
+		t.Fatalf("no mapping of %s in %s", name, smaps.Path)
 	}
-	return total
+	return n
 }
 
 // cachedPages returns how many pages of f's first size bytes are in the page cache.
