@@ -10,7 +10,9 @@
 //
 // Append assigns each message the next offset of its queue and writes the batch contiguously
 // to the commitlog; with the default sync flush policy it returns once an fsync covers the
-// batch (group commit). Dispatching turns new records into queue entries and calls
+// batch (group commit). AppendAsync returns once the batch is written and calls back when
+// the fsync that covers it completes, so that one caller can keep many batches in flight.
+// Dispatching turns new records into queue entries and calls
 // Options.OnArrival, the hook long polling hangs on: an appender that finds the log idle
 // dispatches its own records before it returns (no goroutine hand-off on a message's way to
 // a waiting pull); under load a dispatcher goroutine takes them in larger rounds. One of

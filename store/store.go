@@ -30,9 +30,10 @@ const propertySlack = 64 << 10
 // (topic, queue id) indexing it, a dispatcher that builds the queues from the log, and the
 // meta store. It knows nothing of consumer groups, the network or RocketMQ's wire format.
 //
-// Goroutines: the commitlog's own (flusher, segment preparer, retention) and the dispatcher,
-// which turns new records into queue entries, calls Options.OnArrival, and periodically
-// fsyncs the queues and writes the dispatch checkpoint. Close stops and waits for all.
+// Goroutines: the commitlog's own (flusher, segment preparer, retention); the dispatcher,
+// which turns new records into queue entries (when appenders leave them to it), calls
+// Options.OnArrival, and periodically fsyncs the queues and writes the dispatch checkpoint;
+// and the acknowledgement goroutine of AppendAsync. Close stops and waits for all.
 type Store struct {
 	dir  string
 	opts Options
@@ -65,7 +66,11 @@ type Store struct {
 	progressMu  sync.Mutex      // with progress: appenders wait for a lagging dispatcher
 	progress    *sync.Cond
 	lagWaiters  atomic.Int32 // appenders waiting in waitForDispatcher
-	hmu         sync.Mutex   // guards handoff
+	ackMu       sync.Mutex   // guards acks, ackSpare: AppendAsync's acknowledgements
+	acks        []pendingAck
+	ackSpare    []pendingAck
+	ackKick     chan struct{}
+	hmu         sync.Mutex // guards handoff
 	handoff     []handoffEntry
 	carry       []handoffEntry // handed-over entries taken by the holder of dmu
 	carryHead   int
@@ -160,8 +165,10 @@ func Open(dir string, opts *Options) (st *Store, err error) {
 	}
 	s.dr = s.log.NewReader()
 	s.synced = s.dispatched.Load()
-	s.wg.Add(1)
+	s.ackKick = make(chan struct{}, 1)
+	s.wg.Add(2)
 	go s.dispatchLoop()
+	go s.ackLoop()
 	return s, nil
 }
 
@@ -202,23 +209,70 @@ func (s *Store) Dir() string { return s.dir }
 // covers the batch. A batch may mix topics and queues. On error nothing of the batch is
 // visible to readers (except after a flush failure, when durability is unknown).
 func (s *Store) Append(msgs []*Message) error {
-	if len(msgs) == 0 {
-		return nil
+	end, err := s.write(msgs, nil)
+	if err != nil || end < 0 {
+		return err
 	}
-	for _, m := range msgs {
-		if err := s.check(m); err != nil {
+	if s.opts.Flush == commitlog.FlushSync {
+		if err := s.log.WaitDurable(end); err != nil {
 			return err
 		}
 	}
+	s.dispatchAfter(end)
+	return nil
+}
+
+// AppendAsync stores msgs as Append does, but with FlushSync it returns once the batch is
+// written, before the fsync that covers it; done is called when Append would have returned:
+// with nil once that fsync completed, or with the flush's error. Concurrent and successive
+// async appends share fsyncs, so that one caller can keep many batches in flight. An error
+// found before writing (bad message, closed store, full disk) is returned and done is not
+// called. Otherwise done is called exactly once: with the async flush policy before
+// AppendAsync returns, else from the store's acknowledgement goroutine, in log order. done
+// must not block: it delays the acknowledgements behind it, and Close waits for it.
+func (s *Store) AppendAsync(msgs []*Message, done func(error)) error {
+	if done == nil {
+		return fmt.Errorf("%w: AppendAsync needs a done function", ErrInvalidMessage)
+	}
+	if s.opts.Flush == commitlog.FlushSync {
+		_, err := s.write(msgs, done)
+		return err
+	}
+	end, err := s.write(msgs, nil)
+	if err != nil {
+		return err
+	}
+	if end >= 0 {
+		s.dispatchAfter(end)
+	}
+	done(nil)
+	return nil
+}
+
+// write appends msgs to the log and returns the end of the batch (-1 for no messages). With
+// done, the batch's acknowledgement is queued for the ack goroutine under the append lock,
+// so that Close, which waits for that lock, finds it queued.
+func (s *Store) write(msgs []*Message, done func(error)) (int64, error) {
+	if len(msgs) == 0 {
+		if done != nil {
+			done(nil)
+		}
+		return -1, nil
+	}
+	for _, m := range msgs {
+		if err := s.check(m); err != nil {
+			return 0, err
+		}
+	}
 	if s.closed.Load() {
-		return ErrClosed
+		return 0, ErrClosed
 	}
 	s.waitForDispatcher()
 	now := s.opts.Now().UnixMilli() // read outside the lock, kept monotonic under it
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.closed.Load() {
-		s.mu.Unlock()
-		return ErrClosed
+		return 0, ErrClosed
 	}
 	// Appenders racing to the lock must not store times out of order (time search bisects a
 	// queue's times); a clock set back by more than that is left to show.
@@ -231,8 +285,7 @@ func (s *Store) Append(msgs []*Message) error {
 		q, err := s.queueFor(m.Topic, m.QueueID, true)
 		if err != nil {
 			s.rollback()
-			s.mu.Unlock()
-			return err
+			return 0, err
 		}
 		s.undo = append(s.undo, undo{q, q.next})
 		m.QueueOffset = q.next
@@ -249,10 +302,10 @@ func (s *Store) Append(msgs []*Message) error {
 	}
 	s.pos = append(s.pos[:0], make([]int64, len(msgs))...)
 	end, err := s.log.Append(now, s.payloads, s.pos)
+	clear(s.payloads)
 	if err != nil {
 		s.rollback()
-		s.mu.Unlock()
-		return err
+		return 0, err
 	}
 	for i, m := range msgs {
 		m.Pos = s.pos[i]
@@ -263,15 +316,10 @@ func (s *Store) Append(msgs []*Message) error {
 		m.Size = int32(next - m.Pos)
 	}
 	s.handOver(msgs, s.undo)
-	clear(s.payloads)
-	s.mu.Unlock()
-	if s.opts.Flush == commitlog.FlushSync {
-		if err := s.log.WaitDurable(end); err != nil {
-			return err
-		}
+	if done != nil {
+		s.queueAck(end, done)
 	}
-	s.dispatchAfter(end)
-	return nil
+	return end, nil
 }
 
 // maxStoreTimeSkew bounds the store-time inversions Append smooths over, ms: those of appenders
