@@ -63,6 +63,63 @@ func (b *Broker) Send(ctx context.Context, m *Message, sel QueueSelector) (SendR
 	return b.result(m), nil
 }
 
+// SendAsync stores m as Send does without waiting for the fsync that covers it (RocketMQ's
+// send with a SendCallback): done is called with the result once Send would have returned,
+// so that one goroutine can keep many sends in flight, and they share fsyncs (group commit).
+// Errors found before the message is written (those of Send, and the store's for a closed
+// broker or a full disk) are returned, m is left as it was, and done is not called.
+// Otherwise done is called exactly once: with the store's async flush policy before
+// SendAsync returns, else from the store's acknowledgement goroutine, in the order the
+// messages were stored; with an error if the fsync failed (the message was written, its
+// durability is unknown). done must not block; m must not be changed until done is called.
+func (b *Broker) SendAsync(ctx context.Context, m *Message, sel QueueSelector, done func(SendResult, error)) error {
+	if done == nil {
+		return fmt.Errorf("%w: SendAsync needs a done function", ErrInvalidArgument)
+	}
+	tp, err := b.sendTopic(ctx, m.Topic)
+	if err != nil {
+		return err
+	}
+	q, err := b.chooseQueue(tp, m, sel)
+	if err != nil {
+		return err
+	}
+	if err := b.checkBody(m); err != nil {
+		return err
+	}
+	s, err := b.prepare(m, q)
+	if err != nil {
+		return err
+	}
+	saved := *m
+	if s == nil { // stored as it is, as in Send
+		s = m
+		m.QueueID = q
+	}
+	err = b.st.AppendAsync([]*Message{s}, func(err error) {
+		if err != nil {
+			done(SendResult{}, err)
+			return
+		}
+		b.stats.in(m.Topic, 1, int64(len(m.Body)))
+		done(b.report(s, m), nil)
+	})
+	if err != nil {
+		*m = saved
+	}
+	return err
+}
+
+// report copies the placement of s, the stored copy of o, into o (or not, for a delayed
+// message's queue fields, which would name the schedule queue) and returns the result of o.
+func (b *Broker) report(s, o *Message) SendResult {
+	if s.Topic == o.Topic {
+		o.QueueID, o.QueueOffset = s.QueueID, s.QueueOffset
+	}
+	o.StoreTime, o.Pos, o.Size = s.StoreTime, s.Pos, s.Size
+	return b.result(s)
+}
+
 // result reports where s, a stored message, is.
 func (b *Broker) result(s *Message) SendResult {
 	return SendResult{MsgID: MessageID(b.opts.StoreHost, s.Pos), Topic: s.Topic, QueueID: s.QueueID, QueueOffset: s.QueueOffset, Pos: s.Pos}
@@ -153,13 +210,8 @@ func (b *Broker) store(stored, orig []*Message) ([]SendResult, error) {
 	res := make([]SendResult, len(stored))
 	var bytes int64
 	for i, s := range stored {
-		o := orig[i]
-		if s.Topic == o.Topic { // a delayed message's queue fields would name the schedule queue
-			o.QueueID, o.QueueOffset = s.QueueID, s.QueueOffset
-		}
-		o.StoreTime, o.Pos, o.Size = s.StoreTime, s.Pos, s.Size
-		res[i] = b.result(s)
-		bytes += int64(len(o.Body))
+		res[i] = b.report(s, orig[i])
+		bytes += int64(len(orig[i].Body))
 	}
 	b.stats.in(orig[0].Topic, int64(len(orig)), bytes)
 	return res, nil

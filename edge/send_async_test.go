@@ -1,0 +1,116 @@
+package edge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+)
+
+// TestSendAsync: one goroutine keeps many sends in flight; each done gets the result Send
+// would have returned, once, in the order the messages were stored; the messages are there
+// to pull. A delayed message reports its schedule copy and leaves the original's queue
+// fields alone, as Send does.
+func TestSendAsync(t *testing.T) {
+	b := openBroker(t, nil) // sync flush: done comes from the store's ack goroutine
+	ctx := context.Background()
+	if err := b.CreateTopic(TopicConfig{Name: "A", WriteQueues: 1, ReadQueues: 1}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 500
+	var (
+		mu    sync.Mutex
+		got   []SendResult
+		calls = map[string]int{}
+		wg    sync.WaitGroup
+	)
+	wg.Add(n)
+	for i := range n {
+		m := &Message{Topic: "A", Body: fmt.Appendf(nil, "m%d", i)}
+		err := b.SendAsync(ctx, m, nil, func(res SendResult, err error) {
+			defer wg.Done()
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				t.Errorf("send %d: %v", i, err)
+				return
+			}
+			if m.Pos != res.Pos || m.QueueOffset != res.QueueOffset {
+				t.Errorf("send %d: message placed at %d/%d, result says %d/%d", i, m.Pos, m.QueueOffset, res.Pos, res.QueueOffset)
+			}
+			got = append(got, res)
+			calls[res.MsgID]++
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Wait()
+	for i, r := range got {
+		if r.QueueOffset != int64(i) || calls[r.MsgID] != 1 {
+			t.Fatalf("result %d: %+v (done called %d times for it)", i, r, calls[r.MsgID])
+		}
+	}
+	res, err := b.Pull(ctx, PullRequest{Group: "g", Topic: "A", MaxMsgs: 1024, Filter: "*"})
+	if err != nil || len(res.Messages) != n || string(res.Messages[n-1].Body) != fmt.Sprintf("m%d", n-1) {
+		t.Fatalf("pulled %d messages, %v", len(res.Messages), err)
+	}
+	if st := b.TopicStats("A"); st.MessagesIn != n {
+		t.Fatalf("stats count %d messages in", st.MessagesIn)
+	}
+
+	d := &Message{Topic: "A", Body: []byte("later")}
+	SetDelayLevel(d, 1)
+	ch := make(chan SendResult, 1)
+	if err := b.SendAsync(ctx, d, nil, func(r SendResult, err error) {
+		if err != nil {
+			t.Error(err)
+		}
+		ch <- r
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-ch; r.Topic != ScheduleTopic || d.QueueOffset != 0 || d.Pos != r.Pos {
+		t.Fatalf("delayed: result %+v, message queue offset %d pos %d", r, d.QueueOffset, d.Pos)
+	}
+}
+
+// TestSendAsyncBadInput: refused sends return their error, leave the message as it was and
+// never call done.
+func TestSendAsyncBadInput(t *testing.T) {
+	b := openBroker(t, &Options{NoAutoCreateTopics: true, MaxMessageSize: 100})
+	ctx := context.Background()
+	if err := b.CreateTopic(TopicConfig{Name: "T", WriteQueues: 2}); err != nil {
+		t.Fatal(err)
+	}
+	done := func(SendResult, error) { t.Error("done called for a refused send") }
+	for _, tc := range []struct {
+		name string
+		m    *Message
+		sel  QueueSelector
+		want error
+	}{
+		{"bad topic", &Message{Topic: "a b"}, nil, ErrInvalidTopic},
+		{"unknown topic", &Message{Topic: "Nope"}, nil, ErrTopicNotExist},
+		{"queue out of range", &Message{Topic: "T"}, QueueID(2), ErrInvalidQueue},
+		{"too large", &Message{Topic: "T", Body: make([]byte, 101)}, nil, ErrMessageTooLarge},
+	} {
+		before := *tc.m
+		if err := b.SendAsync(ctx, tc.m, tc.sel, done); !errors.Is(err, tc.want) {
+			t.Fatalf("%s: %v, want %v", tc.name, err, tc.want)
+		}
+		if tc.m.QueueID != before.QueueID || tc.m.Pos != before.Pos {
+			t.Fatalf("%s: refused send changed the message", tc.name)
+		}
+	}
+	if err := b.SendAsync(ctx, &Message{Topic: "T"}, nil, nil); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("nil done: %v", err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.SendAsync(ctx, &Message{Topic: "T"}, nil, done); !errors.Is(err, ErrClosed) {
+		t.Fatalf("after Close: %v", err)
+	}
+}
