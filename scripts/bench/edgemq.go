@@ -3,8 +3,10 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/edgemq/edgemq/edge"
 	"github.com/edgemq/edgemq/store"
@@ -45,7 +47,43 @@ func runEdgeMQ(ctx context.Context, j job, dir string) (result, error) {
 	return result{}, fmt.Errorf("unknown workload %q", j.Work)
 }
 
-// edgeMQSend calls Broker.Send from j.Producers goroutines, each message on its own.
+// pipelined returns a send that keeps up to window Broker.SendAsync calls in flight, and a
+// flush that waits for all of them and reports the first error a done function got.
+func pipelined(ctx context.Context, b *edge.Broker, body []byte, window int) (send, flush func() error) {
+	slots := make(chan struct{}, window)
+	var (
+		mu       sync.Mutex
+		firstErr error
+	)
+	done := func(_ edge.SendResult, err error) {
+		if err != nil {
+			mu.Lock()
+			firstErr = cmp.Or(firstErr, err)
+			mu.Unlock()
+		}
+		<-slots
+	}
+	send = func() error {
+		slots <- struct{}{}
+		if err := b.SendAsync(ctx, &edge.Message{Topic: topic, Body: body}, nil, done); err != nil {
+			<-slots
+			return err
+		}
+		return nil
+	}
+	flush = func() error {
+		for range window {
+			slots <- struct{}{}
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return firstErr
+	}
+	return send, flush
+}
+
+// edgeMQSend calls Broker.Send from j.Producers goroutines, each message on its own, or
+// (j.Pipelined) Broker.SendAsync from one goroutine with up to j.Window sends in flight.
 func edgeMQSend(ctx context.Context, j job, dir string) (result, error) {
 	var res result
 	b, err := openEdgeMQ(j, dir)
@@ -70,7 +108,11 @@ func edgeMQSend(ctx context.Context, j job, dir string) (result, error) {
 		}
 		res.RecordBytes = int64(m.Size)
 	}
-	n, d, err := drive(j.Producers, j.N, j.Time, j.Profile, send)
+	var flush func() error
+	if j.Pipelined {
+		send, flush = pipelined(ctx, b, body, j.Window)
+	}
+	n, d, err := driveThen(j.Producers, j.N, j.Time, j.Profile, send, flush)
 	res.Msgs, res.Seconds, res.Stored = n, d.Seconds(), n+warmup
 	if err != nil {
 		return res, err

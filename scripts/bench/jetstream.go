@@ -132,7 +132,7 @@ func runJetStream(ctx context.Context, j job, dir string) (result, error) {
 			n int64
 			d time.Duration
 		)
-		if j.Producers == 1 {
+		if j.Producers == 1 && !j.Pipelined {
 			n, d, err = drive(1, j.N, j.Time, j.Profile, func() error {
 				_, err := r.js.Publish(ctx, topic, body)
 				return err

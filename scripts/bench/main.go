@@ -11,7 +11,8 @@
 //     EdgeMQ async flush vs JetStream's default (fsync every 2 min), EdgeMQ sync flush (the
 //     default) vs JetStream with SyncAlways. JetStream's single producer uses js.Publish (waits
 //     for each ack); its concurrent producers use js.PublishAsync with at most -window acks
-//     outstanding. Disk bytes per message are measured after the run, once the broker or
+//     outstanding. A durable pipelined run has one producer with up to -window sends in
+//     flight on both sides: EdgeMQ Broker.SendAsync, JetStream js.PublishAsync. Disk bytes per message are measured after the run, once the broker or
 //     server is shut down.
 //   - pull: msgs/s of batches of 32 over a pre-filled queue: Broker.Pull (Filter "*", MaxMsgs
 //     32, without and with CommitOffset) vs a JetStream pull consumer's Fetch(32) (AckNone,
@@ -71,6 +72,7 @@ type job struct {
 	Durable   bool // send: EdgeMQ sync flush / JetStream SyncAlways
 	Size      int  // body bytes
 	Producers int
+	Pipelined bool // send, 1 producer: up to Window sends in flight (EdgeMQ SendAsync, JS PublishAsync)
 	Window    int           // JetStream: max outstanding async publishes
 	N         int64         // send: message cap; pull: messages; latency: measured messages
 	Time      time.Duration // send: time cap
@@ -92,6 +94,9 @@ func (j job) name() string {
 	switch j.Work {
 	case workSend:
 		parts = append(parts, map[bool]string{false: "async", true: "durable"}[j.Durable], sizeName(j.Size), "p"+strconv.Itoa(j.Producers))
+		if j.Pipelined {
+			parts = append(parts, "w"+strconv.Itoa(j.Window))
+		}
 	case workPull:
 		parts = append(parts, sizeName(j.Size), map[bool]string{false: "noack", true: "ack"}[j.Ack])
 	case workLatency:
@@ -200,6 +205,11 @@ func main() {
 			for _, p := range []int{1, *producers} {
 				j := base
 				j.Work, j.Durable, j.Size, j.Producers, j.N, j.Time = workSend, durable, size, p, *sendN, *sendTime
+				rows = append(rows, pair(j))
+			}
+			if durable {
+				j := base
+				j.Work, j.Durable, j.Size, j.Producers, j.Pipelined, j.N, j.Time = workSend, true, size, 1, true, *sendN, *sendTime
 				rows = append(rows, pair(j))
 			}
 		}
