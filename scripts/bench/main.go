@@ -72,7 +72,7 @@ type job struct {
 	Durable   bool // send: EdgeMQ sync flush / JetStream SyncAlways
 	Size      int  // body bytes
 	Producers int
-	Pipelined bool // send, 1 producer: up to Window sends in flight (EdgeMQ SendAsync, JS PublishAsync)
+	Pipelined bool          // send, 1 producer: up to Window sends in flight (EdgeMQ SendAsync, JS PublishAsync)
 	Window    int           // JetStream: max outstanding async publishes
 	N         int64         // send: message cap; pull: messages; latency: measured messages
 	Time      time.Duration // send: time cap
