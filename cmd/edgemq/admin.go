@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -168,9 +170,13 @@ func sendCommand(fs *flag.FlagSet) func([]string, io.Writer) error {
 	delay := fs.Int("delay", 0, "delay `level` (1..18: 1s 5s 10s 30s 1m ... 2h)")
 	queue := fs.Int("queue", -1, "queue `id` (default: round robin)")
 	key := fs.String("key", "", "sharding `key`: messages with one key go to one queue")
-	return func(args []string, out io.Writer) error {
+	inflight := fs.Int("inflight", 1024, "sends in flight at once, sharing fsyncs (`n`; 1: wait for each)")
+	return func(args []string, out io.Writer) (err error) {
 		if *topic == "" {
 			return fmt.Errorf("%w: -topic is required", errUsage)
+		}
+		if *inflight < 1 {
+			return fmt.Errorf("%w: -inflight must be at least 1", errUsage)
 		}
 		b, err := openBroker(load)
 		if err != nil {
@@ -184,15 +190,12 @@ func sendCommand(fs *flag.FlagSet) func([]string, io.Writer) error {
 		case *key != "":
 			sel = edge.ShardingKey(*key)
 		}
+		w := newSendWindow(*inflight, out)
+		defer func() { err = cmp.Or(err, w.wait()) }()
 		send := func(body string) error {
 			m := &edge.Message{Topic: *topic, Tags: *tags, Keys: *keys, Body: []byte(body)}
 			edge.SetDelayLevel(m, *delay)
-			res, err := b.Send(context.Background(), m, sel)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(out, "%s queue=%d offset=%d\n", res.MsgID, res.QueueID, res.QueueOffset)
-			return nil
+			return w.send(b, m, sel)
 		}
 		if len(args) > 0 {
 			for _, a := range args {
@@ -211,6 +214,56 @@ func sendCommand(fs *flag.FlagSet) func([]string, io.Writer) error {
 		}
 		return sc.Err()
 	}
+}
+
+// sendWindow keeps up to n Broker.SendAsync calls in flight and prints each result as it is
+// acknowledged (in the order the messages were stored).
+type sendWindow struct {
+	slots chan struct{}
+	out   io.Writer
+	mu    sync.Mutex // guards err and out
+	err   error      // the first failed acknowledgement
+}
+
+func newSendWindow(n int, out io.Writer) *sendWindow {
+	return &sendWindow{slots: make(chan struct{}, n), out: out}
+}
+
+// send sends m once a slot is free; it returns the error of a refused send, or of an earlier
+// send whose acknowledgement failed.
+func (w *sendWindow) send(b *edge.Broker, m *edge.Message, sel edge.QueueSelector) error {
+	w.slots <- struct{}{}
+	w.mu.Lock()
+	err := w.err
+	w.mu.Unlock()
+	if err == nil {
+		err = b.SendAsync(context.Background(), m, sel, w.done)
+	}
+	if err != nil {
+		<-w.slots
+	}
+	return err
+}
+
+func (w *sendWindow) done(res edge.SendResult, err error) {
+	w.mu.Lock()
+	if err != nil {
+		w.err = cmp.Or(w.err, err)
+	} else {
+		fmt.Fprintf(w.out, "%s queue=%d offset=%d\n", res.MsgID, res.QueueID, res.QueueOffset)
+	}
+	w.mu.Unlock()
+	<-w.slots
+}
+
+// wait waits for every send in flight and returns the first failed acknowledgement.
+func (w *sendWindow) wait() error {
+	for range cap(w.slots) {
+		w.slots <- struct{}{}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err
 }
 
 func consumeCommand(fs *flag.FlagSet) func([]string, io.Writer) error {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -121,5 +122,32 @@ func TestDemoRuns(t *testing.T) {
 	// A second run over the same dir consumes only its own messages.
 	if code, out, errOut := edgemq(t, "demo", "-data", dir, "-messages", "500", "-flush", "async"); code != 0 || !strings.Contains(out, "consumed  500 messages (concurrent) and 500 (orderly)") {
 		t.Fatalf("second demo: exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+// TestSendKeepsSendsInFlight: send acknowledges every message once, in the order given, with
+// many in flight; -inflight must be positive.
+func TestSendKeepsSendsInFlight(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	args := []string{"send", "-data", dir, "-topic", "Bulk", "-queue", "0", "-inflight", "64"}
+	const n = 300
+	for i := range n {
+		args = append(args, fmt.Sprintf("m%d", i))
+	}
+	code, out, errOut := edgemq(t, args...)
+	if code != 0 {
+		t.Fatalf("send: exit %d\n%s", code, errOut)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != n {
+		t.Fatalf("%d acknowledgements for %d messages", len(lines), n)
+	}
+	for i, l := range lines {
+		if !strings.HasSuffix(l, fmt.Sprintf(" queue=0 offset=%d", i)) {
+			t.Fatalf("acknowledgement %d: %q", i, l)
+		}
+	}
+	if code, _, errOut := edgemq(t, "send", "-data", dir, "-topic", "Bulk", "-inflight", "0", "x"); code != 2 || !strings.Contains(errOut, "-inflight") {
+		t.Fatalf("-inflight 0: exit %d, %q", code, errOut)
 	}
 }
