@@ -95,6 +95,20 @@ func TestAppendAsyncBadInput(t *testing.T) {
 	if err := s.AppendAsync([]*Message{{Topic: "T"}}, nil); !errors.Is(err, ErrInvalidMessage) {
 		t.Fatalf("nil done: %v", err)
 	}
+	for _, st := range []*Store{s, openStore(t, t.TempDir(), Options{Flush: commitlog.FlushAsync})} {
+		empty := 0
+		if err := st.AppendAsync(nil, func(err error) {
+			if err != nil {
+				t.Errorf("empty batch: done(%v)", err)
+			}
+			empty++
+		}); err != nil || empty != 1 {
+			t.Fatalf("empty batch (%v): %v, done called %d times", st.opts.Flush, err, empty)
+		}
+		if st != s {
+			st.Close()
+		}
+	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -234,6 +234,10 @@ func (s *Store) AppendAsync(msgs []*Message, done func(error)) error {
 	if done == nil {
 		return fmt.Errorf("%w: AppendAsync needs a done function", ErrInvalidMessage)
 	}
+	if len(msgs) == 0 {
+		done(nil)
+		return nil
+	}
 	if s.opts.Flush == commitlog.FlushSync {
 		_, err := s.write(msgs, done)
 		return err
@@ -242,21 +246,16 @@ func (s *Store) AppendAsync(msgs []*Message, done func(error)) error {
 	if err != nil {
 		return err
 	}
-	if end >= 0 {
-		s.dispatchAfter(end)
-	}
+	s.dispatchAfter(end)
 	done(nil)
 	return nil
 }
 
-// write appends msgs to the log and returns the end of the batch (-1 for no messages). With
+// write appends msgs to the log and returns the end of the batch (-1 for none). With
 // done, the batch's acknowledgement is queued for the ack goroutine under the append lock,
 // so that Close, which waits for that lock, finds it queued.
 func (s *Store) write(msgs []*Message, done func(error)) (int64, error) {
 	if len(msgs) == 0 {
-		if done != nil {
-			done(nil)
-		}
 		return -1, nil
 	}
 	for _, m := range msgs {
