@@ -284,3 +284,24 @@ func BenchmarkMessageID(b *testing.B) {
 		_ = MessageID(h, int64(i))
 	}
 }
+
+// TestSendRefusesExistingSystemTopics: a DLQ or the schedule topic, once the broker created
+// it, still refuses a user's send (sends skip the name check only for topics that pass it).
+func TestSendRefusesExistingSystemTopics(t *testing.T) {
+	b := openBroker(t, nil)
+	ctx := context.Background()
+	for _, name := range []string{DLQPrefix + "g", ScheduleTopic} {
+		if _, err := b.topics.ensure(name); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Send(ctx, &Message{Topic: name, Body: []byte("x")}, nil); !errors.Is(err, ErrInvalidTopic) {
+			t.Fatalf("send to existing %s: %v, want %v", name, err, ErrInvalidTopic)
+		}
+		if err := b.SendAsync(ctx, &Message{Topic: name, Body: []byte("x")}, nil, func(SendResult, error) {}); !errors.Is(err, ErrInvalidTopic) {
+			t.Fatalf("async send to existing %s: %v, want %v", name, err, ErrInvalidTopic)
+		}
+	}
+	if _, err := b.Send(ctx, &Message{Topic: RetryTopic("g"), Body: []byte("x")}, nil); err != nil {
+		t.Fatalf("send to a retry topic: %v", err)
+	}
+}

@@ -142,12 +142,15 @@ func (b *Broker) sendTopic(ctx context.Context, name string) (*topic, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if err := validateSendTopic(name); err != nil {
-		return nil, err
-	}
-	tp, err := b.topics.ensure(name)
-	if err != nil {
-		return nil, err
+	tp, ok := b.topics.get(name)
+	if !ok || !tp.sendable {
+		if err := validateSendTopic(name); err != nil {
+			return nil, err
+		}
+		var err error
+		if tp, err = b.topics.ensure(name); err != nil {
+			return nil, err
+		}
 	}
 	if tp.cfg.Perm&PermWrite == 0 {
 		return nil, fmt.Errorf("%w: topic %q is not writable", ErrNoPermission, name)
