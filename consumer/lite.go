@@ -147,9 +147,10 @@ type liteQueue struct {
 	paused bool            // no pull goroutine until Resume; fixed
 	ctx    context.Context // ends the pull goroutine; cancelled with PullConsumer.mu held
 	cancel context.CancelFunc
-	next   int64 // next pull offset; owned by the pull goroutine
-	msgs   int   // messages of this queue in the buffer; PullConsumer.mu
-	bytes  int64 // their body bytes; PullConsumer.mu
+	exited chan struct{} // closed when the pull goroutine has returned (or at once if paused)
+	next   int64         // next pull offset; owned by the pull goroutine
+	msgs   int           // messages of this queue in the buffer; PullConsumer.mu
+	bytes  int64         // their body bytes; PullConsumer.mu
 	// pullStart is when the pull in flight began on the consumer's clock, zero between
 	// pulls; PullConsumer.mu.
 	pullStart time.Time
@@ -494,7 +495,8 @@ func (lc *PullConsumer) checkStartedLocked() error {
 
 // Pause stops pulling mqs until Resume (RocketMQ's pause): their pull goroutines end, a
 // pull in flight is abandoned, and batches of theirs not yet polled are dropped, so that
-// no Poll begun after Pause returns gives a message of mqs until Resume. A paused queue
+// no Poll begun after Pause returns gives a message of mqs until Resume, and no pull of
+// them starts after it returns (it waits for their pull goroutines to end). A paused queue
 // keeps its position (committed as usual) and stays paused across rebalances while it
 // stays assigned; one a rebalance takes away and later brings back comes back unpaused.
 // Pausing a paused queue does nothing. It is all or nothing: errors (ErrNotStarted,
@@ -518,19 +520,28 @@ func (lc *PullConsumer) Resume(mqs []edge.MessageQueue) error {
 
 func (lc *PullConsumer) setPaused(mqs []edge.MessageQueue, paused bool) error {
 	lc.mu.Lock()
-	defer lc.mu.Unlock()
 	if err := lc.checkStartedLocked(); err != nil {
+		lc.mu.Unlock()
 		return err
 	}
 	for _, mq := range mqs {
 		if err := lc.checkAssignedLocked(mq); err != nil {
+			lc.mu.Unlock()
 			return err
 		}
 	}
+	var stopped []chan struct{}
 	for _, mq := range mqs {
 		if q := lc.queues[mq]; q.paused != paused {
+			stopped = append(stopped, q.exited)
 			lc.restartLocked(q, lc.positionLocked(q), paused)
 		}
+	}
+	lc.mu.Unlock()
+	// A paused queue's pull goroutine has returned when Pause does: no pull of it starts
+	// later. (Its pull in flight ends with its cancelled context.)
+	for _, ch := range stopped {
+		<-ch
 	}
 	return nil
 }
@@ -639,9 +650,10 @@ func (lc *PullConsumer) Shutdown(_ context.Context) error {
 // paused. The caller holds mu and has checked that the consumer is started.
 func (lc *PullConsumer) startQueueLocked(mq edge.MessageQueue, expr string, offset int64, paused bool) {
 	ctx, cancel := context.WithCancel(lc.ctx)
-	q := &liteQueue{mq: mq, expr: expr, from: offset, paused: paused, ctx: ctx, cancel: cancel, next: offset}
+	q := &liteQueue{mq: mq, expr: expr, from: offset, paused: paused, ctx: ctx, cancel: cancel, next: offset, exited: make(chan struct{})}
 	lc.queues[mq] = q
 	if paused {
+		close(q.exited)
 		return
 	}
 	lc.wg.Add(1)
@@ -687,6 +699,7 @@ func (lc *PullConsumer) dropLocked(q *liteQueue) {
 // PullTaskImpl).
 func (lc *PullConsumer) pullLoop(q *liteQueue) {
 	defer lc.wg.Done()
+	defer close(q.exited)
 	var delay time.Duration
 	for lc.sleep(delay, q.ctx.Done()) && lc.waitSpace(q) {
 		delay = lc.pullOnce(q)
