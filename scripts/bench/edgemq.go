@@ -6,6 +6,9 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"io/fs"
+	"path/filepath"
+	"slices"
 	"sync"
 
 	"github.com/edgemq/edgemq/edge"
@@ -117,10 +120,42 @@ func edgeMQSend(ctx context.Context, j job, dir string) (result, error) {
 	if err != nil {
 		return res, err
 	}
+	lg := b.Store().Log()
+	logUsed := lg.Written() - lg.MinPos()
 	err = b.Close()
 	b = nil
 	if err != nil {
 		return res, err
 	}
-	return res, measureDisk(&res, dir)
+	if err := measureDisk(&res, dir); err != nil {
+		return res, err
+	}
+	// The log up to its end, a 20-byte entry per message, and every file but the log's and
+	// the queues' (preallocated: their apparent size is not data).
+	other, err := sizeExcept(dir, "commitlog", "consumequeue")
+	res.DiskUsed = logUsed + 20*res.Stored + other
+	return res, err
+}
+
+// sizeExcept returns the apparent size of the regular files in dir, except below the named
+// subdirectories.
+func sizeExcept(dir string, skip ...string) (int64, error) {
+	var n int64
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && slices.Contains(skip, d.Name()) {
+			return filepath.SkipDir
+		}
+		if d.Type().IsRegular() {
+			fi, err := d.Info()
+			if err != nil {
+				return err
+			}
+			n += fi.Size()
+		}
+		return nil
+	})
+	return n, err
 }

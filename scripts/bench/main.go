@@ -140,6 +140,10 @@ type result struct {
 	FileKiB  int64   // peak RssFile (mmap'd and other file pages), sampled every 50 ms
 	DiskLog  int64   // logical bytes of the data dir after the run (send only)
 	DiskPhys int64   // allocated bytes of the data dir after the run (send only)
+	// DiskUsed is the bytes holding data (send only): for EdgeMQ the log up to its end, the
+	// queue entries and the other files, without the preallocated rest of the active segment
+	// and queue files; for JetStream (append-only files) DiskLog.
+	DiskUsed int64
 	// RecordBytes is the commitlog record of one message (EdgeMQ send only): with the
 	// 20-byte consume-queue entry, the marginal disk cost of a message, as segments are
 	// preallocated.

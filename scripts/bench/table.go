@@ -133,7 +133,7 @@ func printTables(w io.Writer, rows []row) {
 	}
 
 	fmt.Fprintf(w, "\n## Peak RSS (VmHWM of each run's own process) and disk per message\n\n")
-	fmt.Fprintf(w, "| run | EdgeMQ MiB (peak anon + peak file) | JetStream MiB (peak anon + peak file) | EdgeMQ / JS | target ≤ 0.33 | anon only: EdgeMQ / JS | EdgeMQ disk B/msg logical / allocated | JS disk B/msg logical / allocated |\n|---|---:|---:|---:|---|---:|---|---|\n")
+	fmt.Fprintf(w, "| run | EdgeMQ MiB (peak anon + peak file) | JetStream MiB (peak anon + peak file) | EdgeMQ / JS | target ≤ 0.33 | anon only: EdgeMQ / JS | EdgeMQ disk B/msg in use / allocated | JS disk B/msg in use / allocated |\n|---|---:|---:|---:|---|---:|---|---|\n")
 	for _, r := range rows {
 		if r.emq.Side == sideFloor || (r.emqRes == nil && r.jsRes == nil) {
 			continue
@@ -207,7 +207,11 @@ func disk(r *result) string {
 	if !ok(r) || r.Stored == 0 || r.DiskLog == 0 {
 		return ""
 	}
-	s := fmt.Sprintf("%.0f / %.0f", float64(r.DiskLog)/float64(r.Stored), float64(r.DiskPhys)/float64(r.Stored))
+	used := r.DiskUsed
+	if used == 0 {
+		used = r.DiskLog
+	}
+	s := fmt.Sprintf("%.0f / %.0f", float64(used)/float64(r.Stored), float64(r.DiskPhys)/float64(r.Stored))
 	if r.RecordBytes > 0 {
 		s += fmt.Sprintf(" (record %d + queue entry 20)", r.RecordBytes)
 	}
