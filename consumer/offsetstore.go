@@ -64,6 +64,39 @@ func newOffsetTable() offsetTable {
 	return offsetTable{m: map[edge.MessageQueue]int64{}, dirty: map[edge.MessageQueue]struct{}{}}
 }
 
+// memOffsets is the in-memory part both offset stores share: the table and its lock.
+type memOffsets struct {
+	mu sync.Mutex // guards t
+	t  offsetTable
+}
+
+// Update sets mq's offset in memory; with increaseOnly it never moves it back. Negative
+// offsets are ignored.
+func (s *memOffsets) Update(mq edge.MessageQueue, offset int64, increaseOnly bool) {
+	s.mu.Lock()
+	s.t.update(mq, offset, increaseOnly)
+	s.mu.Unlock()
+}
+
+// readMemory is the in-memory part of Read: it returns mq's offset and true when rt is
+// answered from memory (ReadFromMemory, or ReadMemoryThenStore with an offset known), false
+// when the store must be asked, or errReadType.
+func (s *memOffsets) readMemory(mq edge.MessageQueue, rt ReadType) (int64, bool, error) {
+	switch rt {
+	case ReadFromMemory, ReadMemoryThenStore:
+		s.mu.Lock()
+		off := s.t.read(mq)
+		s.mu.Unlock()
+		if off >= 0 || rt == ReadFromMemory {
+			return off, true, nil
+		}
+		return -1, false, nil
+	case ReadFromStore:
+		return -1, false, nil
+	}
+	return -1, true, errReadType(rt)
+}
+
 // update sets mq's offset and marks it dirty if it changed. A negative offset is ignored:
 // -1 is Read's "none known", and the broker refuses negative offsets.
 func (t *offsetTable) update(mq edge.MessageQueue, offset int64, increaseOnly bool) {
@@ -106,40 +139,22 @@ type remoteOffsetStore struct {
 	group string
 
 	pmu sync.Mutex // serializes Persist, so the broker sees each queue's commits in order
-	mu  sync.Mutex // guards t
-	t   offsetTable
+	memOffsets
 }
 
 func newRemoteOffsetStore(b Broker, group string) *remoteOffsetStore {
-	return &remoteOffsetStore{b: b, group: group, t: newOffsetTable()}
+	return &remoteOffsetStore{b: b, group: group, memOffsets: memOffsets{t: newOffsetTable()}}
 }
 
 // Load does nothing: clustering offsets are read from the broker queue by queue.
 func (s *remoteOffsetStore) Load() error { return nil }
 
-// Update sets mq's offset in memory; with increaseOnly it never moves it back. Negative
-// offsets are ignored.
-func (s *remoteOffsetStore) Update(mq edge.MessageQueue, offset int64, increaseOnly bool) {
-	s.mu.Lock()
-	s.t.update(mq, offset, increaseOnly)
-	s.mu.Unlock()
-}
-
 // Read returns mq's offset, or -1 when none is known. ReadFromStore asks the broker; the
 // answer replaces the in-memory offset (it is what the broker holds, so it is not dirty),
 // while "no offset stored" returns -1 and leaves memory alone.
 func (s *remoteOffsetStore) Read(mq edge.MessageQueue, rt ReadType) (int64, error) {
-	switch rt {
-	case ReadFromMemory, ReadMemoryThenStore:
-		s.mu.Lock()
-		off := s.t.read(mq)
-		s.mu.Unlock()
-		if off >= 0 || rt == ReadFromMemory {
-			return off, nil
-		}
-	case ReadFromStore:
-	default:
-		return -1, errReadType(rt)
+	if off, done, err := s.readMemory(mq, rt); done {
+		return off, err
 	}
 	off, err := s.b.QueryOffset(s.group, mq.Topic, mq.QueueID)
 	if errors.Is(err, edge.ErrOffsetNotFound) {
@@ -245,8 +260,7 @@ type localOffsetStore struct {
 	wmu      sync.Mutex // serializes file reads and writes; taken before mu
 	mainGood bool       // offsets.json is known good: keep it as the backup when replacing it
 
-	mu sync.Mutex // guards t
-	t  offsetTable
+	memOffsets
 }
 
 func newLocalOffsetStore(dir, group, clientID string) (*localOffsetStore, error) {
@@ -254,11 +268,11 @@ func newLocalOffsetStore(dir, group, clientID string) (*localOffsetStore, error)
 		return nil, fmt.Errorf("consumer: offsets dir, group and client id must not be empty")
 	}
 	return &localOffsetStore{
-		dir:      filepath.Join(dir, escapePathComponent(clientID), escapePathComponent(group)),
-		group:    group,
-		clientID: clientID,
-		lg:       slog.New(slog.DiscardHandler),
-		t:        newOffsetTable(),
+		dir:        filepath.Join(dir, escapePathComponent(clientID), escapePathComponent(group)),
+		group:      group,
+		clientID:   clientID,
+		lg:         slog.New(slog.DiscardHandler),
+		memOffsets: memOffsets{t: newOffsetTable()},
 	}, nil
 }
 
@@ -361,28 +375,11 @@ func readOffsetsFile(path string) (map[edge.MessageQueue]int64, error) {
 	return m, nil
 }
 
-// Update sets mq's offset in memory; with increaseOnly it never moves it back. Negative
-// offsets are ignored.
-func (s *localOffsetStore) Update(mq edge.MessageQueue, offset int64, increaseOnly bool) {
-	s.mu.Lock()
-	s.t.update(mq, offset, increaseOnly)
-	s.mu.Unlock()
-}
-
 // Read returns mq's offset, or -1 when none is known. ReadFromStore reads the file (with
 // Load's fallback to the backup) and, when it holds mq, sets the in-memory offset to it.
 func (s *localOffsetStore) Read(mq edge.MessageQueue, rt ReadType) (int64, error) {
-	switch rt {
-	case ReadFromMemory, ReadMemoryThenStore:
-		s.mu.Lock()
-		off := s.t.read(mq)
-		s.mu.Unlock()
-		if off >= 0 || rt == ReadFromMemory {
-			return off, nil
-		}
-	case ReadFromStore:
-	default:
-		return -1, errReadType(rt)
+	if off, done, err := s.readMemory(mq, rt); done {
+		return off, err
 	}
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
