@@ -29,18 +29,7 @@ type SendResult struct {
 // ErrNoPermission, ErrInvalidQueue, ErrMessageTooLarge, ErrInvalidArgument; nothing is
 // stored on error.
 func (b *Broker) Send(ctx context.Context, m *Message, sel QueueSelector) (SendResult, error) {
-	tp, err := b.sendTopic(ctx, m.Topic)
-	if err != nil {
-		return SendResult{}, err
-	}
-	q, err := b.chooseQueue(tp, m, sel)
-	if err != nil {
-		return SendResult{}, err
-	}
-	if err := b.checkBody(m); err != nil {
-		return SendResult{}, err
-	}
-	s, err := b.prepare(m, q)
+	s, q, err := b.prepareSend(ctx, m, sel)
 	if err != nil {
 		return SendResult{}, err
 	}
@@ -76,18 +65,7 @@ func (b *Broker) SendAsync(ctx context.Context, m *Message, sel QueueSelector, d
 	if done == nil {
 		return fmt.Errorf("%w: SendAsync needs a done function", ErrInvalidArgument)
 	}
-	tp, err := b.sendTopic(ctx, m.Topic)
-	if err != nil {
-		return err
-	}
-	q, err := b.chooseQueue(tp, m, sel)
-	if err != nil {
-		return err
-	}
-	if err := b.checkBody(m); err != nil {
-		return err
-	}
-	s, err := b.prepare(m, q)
+	s, q, err := b.prepareSend(ctx, m, sel)
 	if err != nil {
 		return err
 	}
@@ -108,6 +86,23 @@ func (b *Broker) SendAsync(ctx context.Context, m *Message, sel QueueSelector, d
 		*m = saved
 	}
 	return err
+}
+
+// prepareSend checks a send of m and chooses its queue q; s is the copy to store, or nil
+// when m is stored as it is (see prepare). Nothing is changed on error.
+func (b *Broker) prepareSend(ctx context.Context, m *Message, sel QueueSelector) (s *Message, q int32, err error) {
+	tp, err := b.sendTopic(ctx, m.Topic)
+	if err != nil {
+		return nil, 0, err
+	}
+	if q, err = b.chooseQueue(tp, m, sel); err != nil {
+		return nil, 0, err
+	}
+	if err := b.checkBody(m); err != nil {
+		return nil, 0, err
+	}
+	s, err = b.prepare(m, q)
+	return s, q, err
 }
 
 // report copies the placement of s, the stored copy of o, into o (or not, for a delayed
