@@ -159,15 +159,23 @@ func runJetStream(ctx context.Context, j job, dir string) (result, error) {
 	return res, fmt.Errorf("unknown workload %q", j.Work)
 }
 
+// prefill publishes j.N messages of j.Size bytes and checks the stream holds them.
+func (r *jsRun) prefill(ctx context.Context, j job) error {
+	body := make([]byte, j.Size)
+	if _, _, err := r.publishAsync(1, j.N, time.Hour, "", body); err != nil {
+		return fmt.Errorf("pre-fill: %w", err)
+	}
+	if n, err := r.stored(ctx); err != nil || n != j.N {
+		return fmt.Errorf("pre-fill: stream holds %d of %d messages (%v)", n, j.N, err)
+	}
+	return nil
+}
+
 // pull pre-fills the stream and times Fetch(32) over it.
 func (r *jsRun) pull(ctx context.Context, j job) (result, error) {
 	var res result
-	body := make([]byte, j.Size)
-	if _, _, err := r.publishAsync(1, j.N, time.Hour, "", body); err != nil {
-		return res, fmt.Errorf("pre-fill: %w", err)
-	}
-	if n, err := r.stored(ctx); err != nil || n != j.N {
-		return res, fmt.Errorf("pre-fill: stream holds %d of %d messages (%v)", n, j.N, err)
+	if err := r.prefill(ctx, j); err != nil {
+		return res, err
 	}
 	cfg := jetstream.ConsumerConfig{Durable: "bench", DeliverPolicy: jetstream.DeliverAllPolicy, AckPolicy: jetstream.AckNonePolicy}
 	if j.Ack {

@@ -19,12 +19,8 @@ import (
 // 32/128/500/1000/2000 here, see BENCHMARKS.md).
 func (r *jsRun) consume(ctx context.Context, j job) (result, error) {
 	var res result
-	body := make([]byte, j.Size)
-	if _, _, err := r.publishAsync(1, j.N, time.Hour, "", body); err != nil {
-		return res, fmt.Errorf("pre-fill: %w", err)
-	}
-	if n, err := r.stored(ctx); err != nil || n != j.N {
-		return res, fmt.Errorf("pre-fill: stream holds %d of %d messages (%v)", n, j.N, err)
+	if err := r.prefill(ctx, j); err != nil {
+		return res, err
 	}
 	cfg := jetstream.ConsumerConfig{Durable: "bench", DeliverPolicy: jetstream.DeliverAllPolicy, AckPolicy: jetstream.AckNonePolicy}
 	if j.Ack {
