@@ -510,3 +510,33 @@ func TestCloseDoesNotUnmapUnderReader(t *testing.T) {
 	}
 	r.Close()
 }
+
+// TestLastNonZero checks the word-at-a-time scan against a byte-at-a-time one: every length
+// up to three words, every start, one or two non-zero bytes anywhere.
+func TestLastNonZero(t *testing.T) {
+	naive := func(data []byte, from int64) int64 {
+		i := int64(len(data))
+		for i > from && data[i-1] == 0 {
+			i--
+		}
+		return i
+	}
+	for n := 0; n <= 24; n++ {
+		for from := int64(0); from <= int64(n); from++ {
+			for nz := -1; nz < n; nz++ {
+				for _, nz2 := range []int{-1, 0, n / 2} {
+					data := make([]byte, n)
+					if nz >= 0 {
+						data[nz] = 0x80
+					}
+					if nz2 >= 0 && nz2 < n {
+						data[nz2] = 1
+					}
+					if got, want := lastNonZero(data, from), naive(data, from); got != want {
+						t.Fatalf("lastNonZero(% x, %d) = %d, want %d", data, from, got, want)
+					}
+				}
+			}
+		}
+	}
+}
