@@ -17,12 +17,12 @@ func TestSendStoresAndReportsWhere(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.QueueOffset != 0 || res.Topic != "Telemetry" || len(res.MsgID) != 32 {
+	if res.QueueOffset != 0 || res.Topic != "Telemetry" || len(res.MsgID()) != 32 {
 		t.Fatalf("result %+v", res)
 	}
-	host, pos, err := ParseMessageID(res.MsgID)
+	host, pos, err := ParseMessageID(res.MsgID())
 	if err != nil || pos != res.Pos || host != b.opts.StoreHost {
-		t.Fatalf("message id %s: %v %d %v", res.MsgID, host, pos, err)
+		t.Fatalf("message id %s: %v %d %v", res.MsgID(), host, pos, err)
 	}
 	cfg, ok := b.Topic("Telemetry")
 	if !ok || cfg.ReadQueues != 4 || cfg.WriteQueues != 4 || cfg.Perm != PermReadWrite {

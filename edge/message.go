@@ -62,7 +62,7 @@ func DelayLevel(m *Message) (int, error) {
 }
 
 // QueueSelector picks a write queue in [0, queues) for a message. Send uses round robin when
-// none is given.
+// none is given. It is given a copy of the message: changes it makes are not stored.
 type QueueSelector func(queues int32, m *Message) int32
 
 // QueueID selects one queue by number.

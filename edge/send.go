@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"net/netip"
 	"strconv"
 	"strings"
 
@@ -12,14 +13,20 @@ import (
 
 // SendResult says where a message was stored.
 type SendResult struct {
-	MsgID string // RocketMQ's offsetMsgId: store host and commitlog position
 	// Topic, QueueID and QueueOffset say where the message is stored now: for a delayed
 	// message, its level's queue of ScheduleTopic until it is due.
 	Topic       string
 	QueueID     int32
 	QueueOffset int64
 	Pos         int64 // commitlog position: a stable id of the stored copy
+
+	host netip.AddrPort // the broker's StoreHost, for MsgID
 }
+
+// MsgID returns RocketMQ's offsetMsgId of the stored copy: the store host and the commitlog
+// position, as MessageID makes it. It is computed on each call, so that a send whose caller
+// does not need the id does not allocate one.
+func (r SendResult) MsgID() string { return MessageID(r.host, r.Pos) }
 
 // Send stores m on a write queue of its topic chosen by sel (round robin when nil) and
 // returns where. With the sync flush policy (the store's default) it returns once the message
@@ -117,7 +124,7 @@ func (b *Broker) report(s, o *Message) SendResult {
 
 // result reports where s, a stored message, is.
 func (b *Broker) result(s *Message) SendResult {
-	return SendResult{MsgID: MessageID(b.opts.StoreHost, s.Pos), Topic: s.Topic, QueueID: s.QueueID, QueueOffset: s.QueueOffset, Pos: s.Pos}
+	return SendResult{host: b.opts.StoreHost, Topic: s.Topic, QueueID: s.QueueID, QueueOffset: s.QueueOffset, Pos: s.Pos}
 }
 
 // validateSendTopic admits user topics and retry topics: RocketMQ clients whose send-back
@@ -224,7 +231,10 @@ func (b *Broker) chooseQueue(tp *topic, m *Message, sel QueueSelector) (int32, e
 	if sel == nil {
 		q = int32((tp.rr.Add(1) - 1) % uint32(n))
 	} else {
-		q = sel(n, m)
+		// sel gets a copy: m itself, passed to a function value, would escape, and every
+		// caller's message would move to the heap, with a selector or without.
+		c := *m
+		q = sel(n, &c)
 	}
 	if q < 0 || q >= n {
 		return 0, fmt.Errorf("%w: queue %d of topic %q, which has %d write queues", ErrInvalidQueue, q, tp.cfg.Name, n)

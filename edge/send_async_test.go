@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+
+	"github.com/edgemq/edgemq/store"
+	"github.com/edgemq/edgemq/store/commitlog"
 )
 
 // TestSendAsync: one goroutine keeps many sends in flight; each done gets the result Send
@@ -40,7 +43,7 @@ func TestSendAsync(t *testing.T) {
 				t.Errorf("send %d: message placed at %d/%d, result says %d/%d", i, m.Pos, m.QueueOffset, res.Pos, res.QueueOffset)
 			}
 			got = append(got, res)
-			calls[res.MsgID]++
+			calls[res.MsgID()]++
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -48,8 +51,8 @@ func TestSendAsync(t *testing.T) {
 	}
 	wg.Wait()
 	for i, r := range got {
-		if r.QueueOffset != int64(i) || calls[r.MsgID] != 1 {
-			t.Fatalf("result %d: %+v (done called %d times for it)", i, r, calls[r.MsgID])
+		if r.QueueOffset != int64(i) || calls[r.MsgID()] != 1 {
+			t.Fatalf("result %d: %+v (done called %d times for it)", i, r, calls[r.MsgID()])
 		}
 	}
 	res, err := b.Pull(ctx, PullRequest{Group: "g", Topic: "A", MaxMsgs: 1024, Filter: "*"})
@@ -112,5 +115,31 @@ func TestSendAsyncBadInput(t *testing.T) {
 	}
 	if err := b.SendAsync(ctx, &Message{Topic: "T"}, nil, done); !errors.Is(err, ErrClosed) {
 		t.Fatalf("after Close: %v", err)
+	}
+}
+
+// TestSendAllocs pins the allocations of a plain Send (async flush, no selector, no delay or
+// compression): none. The caller's message stays where the caller put it (a selector, a
+// function value, is given a copy so that the message need not escape), and the message id
+// is made only when asked for.
+func TestSendAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	b := openBroker(t, &Options{Store: &store.Options{Flush: commitlog.FlushAsync, MetaNoSync: true, SegmentSize: 16 << 20}})
+	ctx := context.Background()
+	body := make([]byte, 100)
+	send := func(sel QueueSelector) {
+		if _, err := b.Send(ctx, &Message{Topic: "Allocs", Tags: "t", Body: body}, sel); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(nil) // creates the topic and its queues
+	if n := testing.AllocsPerRun(2000, func() { send(nil) }); n > 0.1 {
+		t.Errorf("Send without a selector: %.2f allocations per call, want 0", n)
+	}
+	sel := QueueID(1)
+	if n := testing.AllocsPerRun(2000, func() { send(sel) }); n > 1.1 {
+		t.Errorf("Send with a selector: %.2f allocations per call, want at most 1 (the copy it is given)", n)
 	}
 }

@@ -250,7 +250,7 @@ func (w *sendWindow) done(res edge.SendResult, err error) {
 	if err != nil {
 		w.err = cmp.Or(w.err, err)
 	} else {
-		fmt.Fprintf(w.out, "%s queue=%d offset=%d\n", res.MsgID, res.QueueID, res.QueueOffset)
+		fmt.Fprintf(w.out, "%s queue=%d offset=%d\n", res.MsgID(), res.QueueID, res.QueueOffset)
 	}
 	w.mu.Unlock()
 	<-w.slots
