@@ -42,7 +42,7 @@ type Options struct {
 	MaxDispatchLag int64
 	// ResidentBytes is how much of the commitlog's mappings stays in the process's resident
 	// set behind the write position (the rest is dropped from RSS, not from the page
-	// cache). Default 2 MiB (commitlog.DefaultOptions); negative keeps every page.
+	// cache). Default 512 KiB (commitlog.DefaultOptions); negative keeps every page.
 	ResidentBytes int64
 	// QueueResidentBytes is the same for each consume queue's active file. Default 64 KiB;
 	// negative keeps every page.
