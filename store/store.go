@@ -268,6 +268,16 @@ func (s *Store) write(msgs []*Message, done func(error)) (int64, error) {
 	}
 	s.waitForDispatcher()
 	now := s.opts.Now().UnixMilli() // read outside the lock, kept monotonic under it
+	end, err := s.writeLocked(now, msgs, done)
+	if err != nil {
+		return 0, err
+	}
+	s.log.AfterAppend(end) // its system calls must not hold up the next appender
+	return end, nil
+}
+
+// writeLocked is write's part under the append lock.
+func (s *Store) writeLocked(now int64, msgs []*Message, done func(error)) (int64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed.Load() {
@@ -300,7 +310,7 @@ func (s *Store) write(msgs []*Message, done func(error)) (int64, error) {
 		start = b
 	}
 	s.pos = append(s.pos[:0], make([]int64, len(msgs))...)
-	end, err := s.log.Append(now, s.payloads, s.pos)
+	end, err := s.log.AppendDeferred(now, s.payloads, s.pos)
 	clear(s.payloads)
 	if err != nil {
 		s.rollback()

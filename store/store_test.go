@@ -16,6 +16,7 @@ import (
 	"github.com/edgemq/edgemq/store/commitlog"
 	"github.com/edgemq/edgemq/store/cqueue"
 	"github.com/edgemq/edgemq/store/dirlock"
+	"github.com/edgemq/edgemq/store/internal/smaps"
 	"github.com/edgemq/edgemq/store/vfs"
 )
 
@@ -615,5 +616,30 @@ func TestQueueFlushBytesSyncs(t *testing.T) {
 			t.Fatalf("checkpoint at %d after %d bytes of log dispatched", s.readCheckpoint().pos, s.DispatchedPos())
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestAppendFollowUp: the log's follow-up to an append, which the store runs after releasing
+// its append lock, still happens. Pages behind the writer leave the resident set, and an async
+// log flushes once FlushBytes are unflushed, long before its FlushInterval.
+func TestAppendFollowUp(t *testing.T) {
+	dir := t.TempDir()
+	s := openStore(t, dir, Options{Flush: commitlog.FlushAsync, FlushInterval: time.Hour, FlushBytes: 256 << 10, SegmentSize: 16 << 20, ResidentBytes: 256 << 10})
+	defer s.Close()
+	body := bytes.Repeat([]byte("r"), 1000)
+	for i := range 8 << 10 { // 8 MiB of records
+		if err := s.Append([]*Message{{Topic: "Follow", Body: body}}); err != nil {
+			t.Fatalf("append %d: %v", i, err)
+		}
+	}
+	if rss, found := smaps.ForTest(t, smaps.Under(filepath.Join(dir, "commitlog"))); !found || rss > 4<<20 {
+		t.Errorf("after 8 MiB appended with ResidentBytes 256 KiB: %d KiB of the log resident (mapping found: %v), want under 4 MiB", rss>>10, found)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for s.log.Durable() < 4<<20 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if d := s.log.Durable(); d < 4<<20 {
+		t.Errorf("durable position %d after 8 MiB appended with FlushBytes 256 KiB, want the flusher to have run", d)
 	}
 }

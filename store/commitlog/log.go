@@ -475,6 +475,18 @@ func (l *Log) install(f vfs.File, tmp string, base, prevEnd int64) error {
 // (unix ms). It fills pos[i] (when pos is not nil) with each record's position and returns
 // the end position of the batch. Append does not wait for durability: call WaitDurable.
 func (l *Log) Append(storeTime int64, payloads [][]byte, pos []int64) (int64, error) {
+	end, err := l.AppendDeferred(storeTime, payloads, pos)
+	if err == nil {
+		l.AfterAppend(end)
+	}
+	return end, err
+}
+
+// AppendDeferred is Append without its follow-up work, which the caller must do by calling
+// AfterAppend(end) once it can: a caller that serializes appends under its own lock calls
+// it after releasing that lock, so that the system calls it may make (dropping pages behind
+// the writer, waking the flusher) do not hold up the next appender.
+func (l *Log) AppendDeferred(storeTime int64, payloads [][]byte, pos []int64) (int64, error) {
 	if pos != nil && len(pos) < len(payloads) {
 		return 0, fmt.Errorf("commitlog: %d positions for %d payloads", len(pos), len(payloads))
 	}
@@ -518,6 +530,12 @@ func (l *Log) Append(storeTime int64, payloads [][]byte, pos []int64) (int64, er
 	l.written.Store(end)
 	l.appends.Add(1)
 	l.mu.Unlock()
+	return end, nil
+}
+
+// AfterAppend does what follows an append that ended at end: it drops the pages that fell
+// out of the resident window and wakes the flusher when a flush is due.
+func (l *Log) AfterAppend(end int64) {
 	l.maybeDropBehind(end)
 	if l.opts.Flush == FlushSync || end-l.durable.Load() >= l.opts.FlushBytes {
 		select {
@@ -525,7 +543,6 @@ func (l *Log) Append(storeTime int64, payloads [][]byte, pos []int64) (int64, er
 		default:
 		}
 	}
-	return end, nil
 }
 
 func batchSize(payloads [][]byte, d int64) int64 {
