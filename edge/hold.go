@@ -2,6 +2,7 @@ package edge
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/edgemq/edgemq/store"
@@ -38,10 +39,14 @@ func newWaiter(key holdKey, offset int64, filter store.Filter) *waiter {
 // holding mu waits for (LOCKS.md).
 type holdService struct {
 	b      *Broker
-	mu     sync.Mutex // guards m, n and closed
+	mu     sync.Mutex // guards m and closed, and changes to n
 	m      map[holdKey][]*waiter
-	n      int  // parked waiters in m
 	closed bool // Close woke everyone: no more parking
+	// n counts the parked waiters in m, and a pull about to park: park adds it before it
+	// reads the queue's end, and the store moves a queue's end before it announces an
+	// arrival, so an arrival that reads n == 0 comes after every parked pull read the end
+	// it moved (sync/atomic is sequentially consistent), and may skip mu.
+	n atomic.Int64
 }
 
 // newHoldService is called before the store opens: b.st may be used only from run, park
@@ -49,6 +54,10 @@ type holdService struct {
 func newHoldService(b *Broker) *holdService {
 	return &holdService{b: b, m: map[holdKey][]*waiter{}}
 }
+
+// parkHook, when set by a test, runs in park between counting the waiter and reading the
+// queue's end, where an arrival must not slip through.
+var parkHook func()
 
 // parkResult says what park did.
 type parkResult int
@@ -61,25 +70,31 @@ const (
 
 // park puts w in its hold queue unless the queue already holds a message at or after
 // w.offset. The check and the insert happen under mu, and the store moves a queue's max
-// offset before it announces the arrival (which takes mu), so no arrival slips between them.
+// offset before it announces the arrival (which takes mu, or finds n zero before park
+// counted w; see n), so no arrival slips between them.
 func (h *holdService) park(w *waiter) parkResult {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
 		return parkRefused
 	}
+	h.n.Add(1)
+	if parkHook != nil {
+		parkHook()
+	}
 	if h.b.st.MaxOffset(w.key.topic, w.key.queue) > w.offset {
+		h.n.Add(-1)
 		return parkMoved
 	}
-	h.addLocked(w)
+	h.insertLocked(w)
 	return parked
 }
 
-func (h *holdService) addLocked(w *waiter) {
+// insertLocked puts w at the end of its hold queue; n must count it already.
+func (h *holdService) insertLocked(w *waiter) {
 	ws := h.m[w.key]
 	w.idx = len(ws)
 	h.m[w.key] = append(ws, w)
-	h.n++
 }
 
 // remove takes w out of its hold queue if it is still there (it timed out or its ctx
@@ -103,7 +118,7 @@ func (h *holdService) remove(w *waiter) bool {
 		h.m[w.key] = ws[:last]
 	}
 	w.idx = -1
-	h.n--
+	h.n.Add(-1)
 	return true
 }
 
@@ -123,7 +138,7 @@ func (h *holdService) wakeLocked(key holdKey, ws []*waiter, wake func(*waiter) b
 		default:
 		}
 	}
-	h.n -= len(ws) - len(keep)
+	h.n.Add(-int64(len(ws) - len(keep)))
 	clear(ws[len(keep):])
 	if len(keep) == 0 {
 		delete(h.m, key)
@@ -134,9 +149,12 @@ func (h *holdService) wakeLocked(key holdKey, ws []*waiter, wake func(*waiter) b
 
 // arrive is called by the store's dispatch for every message: it wakes the pulls
 // parked on the message's queue at or below its offset whose filter passes its tag hash (the
-// exact tag is checked when they read). It never blocks; with nobody parked on the queue it
-// costs one map lookup under mu.
+// exact tag is checked when they read). It never blocks; with no pull parked anywhere it
+// costs one atomic load, with none parked on the queue one map lookup under mu.
 func (h *holdService) arrive(a store.Arrival) {
+	if h.n.Load() == 0 {
+		return
+	}
 	key := holdKey{a.Topic, a.QueueID}
 	h.mu.Lock()
 	if ws := h.m[key]; len(ws) > 0 {
@@ -170,9 +188,9 @@ func (h *holdService) closeAll() {
 
 // parked returns how many pulls are parked.
 func (h *holdService) parked() int {
-	h.mu.Lock()
+	h.mu.Lock() // n counts a pull in the middle of park too
 	defer h.mu.Unlock()
-	return h.n
+	return int(h.n.Load())
 }
 
 func (h *holdService) interval() time.Duration {

@@ -169,7 +169,7 @@ func TestPullTenThousandCancelled(t *testing.T) {
 		}
 	}
 	b.hold.mu.Lock()
-	parked, keys := b.hold.n, len(b.hold.m)
+	parked, keys := b.hold.n.Load(), len(b.hold.m)
 	b.hold.mu.Unlock()
 	if parked != 0 || keys != 0 {
 		t.Fatalf("%d waiters in %d hold queues left", parked, keys)
@@ -313,5 +313,49 @@ func TestHoldParkRechecksMax(t *testing.T) {
 	}
 	if b.hold.parked() != 1 || !b.hold.remove(w) {
 		t.Fatal("waiter at max not parked")
+	}
+}
+
+// addLocked parks w without park's check of the queue's end. h.mu must be held.
+func (h *holdService) addLocked(w *waiter) {
+	h.n.Add(1)
+	h.insertLocked(w)
+}
+
+// TestHoldParkRacesArrival sends the message a pull waits for in the middle of its park,
+// after park counted the waiter and before it read the queue's end: the arrival skips the
+// hold queues only if it finds no waiter counted, so the pull must see the message, now or
+// when woken. The clock is manual, so neither the pull's timeout nor the sweep ever fires: a
+// lost wake-up leaves the pull waiting for good.
+func TestHoldParkRacesArrival(t *testing.T) {
+	b, _ := holdBroker(t, Options{})
+	ctx := context.Background()
+	parkHook = func() {
+		parkHook = nil
+		go func() {
+			if _, err := b.Send(ctx, &Message{Topic: "H", Body: []byte("m")}, QueueID(1)); err != nil {
+				t.Error(err)
+			}
+		}()
+		for b.st.MaxOffset("H", 1) == 0 { // the store moved the queue's end; its arrival follows
+			time.Sleep(time.Millisecond)
+		}
+	}
+	defer func() { parkHook = nil }()
+	got := make(chan PullResult, 1)
+	go func() {
+		res, err := b.Pull(ctx, PullRequest{Group: "G", Topic: "H", QueueID: 1, Offset: 0, Filter: "*", Suspend: true})
+		if err != nil {
+			t.Error(err)
+		}
+		got <- res
+	}()
+	select {
+	case res := <-got:
+		if res.Status != PullFound || len(res.Messages) != 1 {
+			t.Fatalf("got %v with %d messages, want the message", res.Status, len(res.Messages))
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the parked pull was never woken")
 	}
 }
