@@ -36,7 +36,7 @@ func (r SendResult) MsgID() string { return MessageID(r.host, r.Pos) }
 // ErrNoPermission, ErrInvalidQueue, ErrMessageTooLarge, ErrInvalidArgument; nothing is
 // stored on error.
 func (b *Broker) Send(ctx context.Context, m *Message, sel QueueSelector) (SendResult, error) {
-	s, q, err := b.prepareSend(ctx, m, sel)
+	tp, s, q, err := b.prepareSend(ctx, m, sel)
 	if err != nil {
 		return SendResult{}, err
 	}
@@ -55,7 +55,7 @@ func (b *Broker) Send(ctx context.Context, m *Message, sel QueueSelector) (SendR
 		*m = saved
 		return SendResult{}, err
 	}
-	b.stats.in(m.Topic, 1, int64(len(m.Body)))
+	tp.in.add(1, int64(len(m.Body)))
 	return b.result(m), nil
 }
 
@@ -72,7 +72,7 @@ func (b *Broker) SendAsync(ctx context.Context, m *Message, sel QueueSelector, d
 	if done == nil {
 		return fmt.Errorf("%w: SendAsync needs a done function", ErrInvalidArgument)
 	}
-	s, q, err := b.prepareSend(ctx, m, sel)
+	tp, s, q, err := b.prepareSend(ctx, m, sel)
 	if err != nil {
 		return err
 	}
@@ -86,7 +86,7 @@ func (b *Broker) SendAsync(ctx context.Context, m *Message, sel QueueSelector, d
 			done(SendResult{}, err)
 			return
 		}
-		b.stats.in(m.Topic, 1, int64(len(m.Body)))
+		tp.in.add(1, int64(len(m.Body)))
 		done(b.report(s, m), nil)
 	})
 	if err != nil {
@@ -95,21 +95,21 @@ func (b *Broker) SendAsync(ctx context.Context, m *Message, sel QueueSelector, d
 	return err
 }
 
-// prepareSend checks a send of m and chooses its queue q; s is the copy to store, or nil
-// when m is stored as it is (see prepare). Nothing is changed on error.
-func (b *Broker) prepareSend(ctx context.Context, m *Message, sel QueueSelector) (s *Message, q int32, err error) {
-	tp, err := b.sendTopic(ctx, m.Topic)
+// prepareSend checks a send of m and chooses its topic tp and queue q; s is the copy to
+// store, or nil when m is stored as it is (see prepare). Nothing is changed on error.
+func (b *Broker) prepareSend(ctx context.Context, m *Message, sel QueueSelector) (tp *topic, s *Message, q int32, err error) {
+	tp, err = b.sendTopic(ctx, m.Topic)
 	if err != nil {
-		return nil, 0, err
+		return nil, nil, 0, err
 	}
 	if q, err = b.chooseQueue(tp, m, sel); err != nil {
-		return nil, 0, err
+		return nil, nil, 0, err
 	}
 	if err := b.checkBody(m); err != nil {
-		return nil, 0, err
+		return nil, nil, 0, err
 	}
 	s, err = b.prepare(m, q)
-	return s, q, err
+	return tp, s, q, err
 }
 
 // report copies the placement of s, the stored copy of o, into o (or not, for a delayed

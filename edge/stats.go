@@ -40,17 +40,14 @@ func counter(m *sync.Map, k string) *counters {
 	return c.(*counters)
 }
 
-func (s *statsTable) in(topic string, n, bytes int64) {
-	c := counter(&s.topics, topic)
+func (c *counters) add(n, bytes int64) {
 	c.n.Add(n)
 	c.bytes.Add(bytes)
 }
 
-func (s *statsTable) out(group string, n, bytes int64) {
-	c := counter(&s.groups, group)
-	c.n.Add(n)
-	c.bytes.Add(bytes)
-}
+func (s *statsTable) in(topic string, n, bytes int64) { counter(&s.topics, topic).add(n, bytes) }
+
+func (s *statsTable) out(group string, n, bytes int64) { counter(&s.groups, group).add(n, bytes) }
 
 // TopicStats returns the send counters of topic.
 func (b *Broker) TopicStats(topic string) TopicStats {

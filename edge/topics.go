@@ -86,11 +86,12 @@ func isSystemTopic(name string) bool {
 type topic struct {
 	cfg      TopicConfig
 	rr       atomic.Uint32
-	sendable bool // the name passes validateSendTopic: sends need not check it again
+	sendable bool      // the name passes validateSendTopic: sends need not check it again
+	in       *counters // the name's send counters in Broker.stats, found once
 }
 
-func newTopic(cfg TopicConfig) *topic {
-	return &topic{cfg: cfg, sendable: validateSendTopic(cfg.Name) == nil}
+func (t *topicTable) newTopic(cfg TopicConfig) *topic {
+	return &topic{cfg: cfg, sendable: validateSendTopic(cfg.Name) == nil, in: counter(&t.b.stats.topics, cfg.Name)}
 }
 
 // topicTable holds the topics in memory, backed by the meta store.
@@ -107,7 +108,7 @@ func newTopicTable(b *Broker) (*topicTable, error) {
 		return nil, fmt.Errorf("edge: load topics: %w", err)
 	}
 	for _, s := range stored {
-		t.m[s.Name] = newTopic(TopicConfig{Name: s.Name, ReadQueues: s.ReadQueues, WriteQueues: s.WriteQueues, Perm: s.Perm, Order: s.Order})
+		t.m[s.Name] = t.newTopic(TopicConfig{Name: s.Name, ReadQueues: s.ReadQueues, WriteQueues: s.WriteQueues, Perm: s.Perm, Order: s.Order})
 	}
 	// More delay levels than when the schedule topic was made: it needs a queue for each.
 	if tp, ok := t.m[ScheduleTopic]; ok && tp.cfg.WriteQueues < int32(len(b.opts.DelayLevels)) {
@@ -154,7 +155,7 @@ func (t *topicTable) put(cfg TopicConfig, create bool) (*topic, error) {
 	if err != nil {
 		return nil, fmt.Errorf("edge: store topic %q: %w", cfg.Name, err)
 	}
-	tp := newTopic(cfg)
+	tp := t.newTopic(cfg)
 	if old, ok := t.m[cfg.Name]; ok {
 		tp.rr.Store(old.rr.Load())
 	}
