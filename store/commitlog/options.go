@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/edgemq/edgemq/store/vfs"
@@ -65,7 +66,9 @@ type Options struct {
 	// FS is the storage layer. Default vfs.OS.
 	FS vfs.FS
 	// SegmentSize is the size in bytes of every segment file, header included.
-	// Default 64 MiB; at least 64 KiB.
+	// Default 64 MiB; at least 64 KiB, at most 2 GiB (1 GiB on 32-bit platforms, where a
+	// mapping's length is an int; mind the address space there, which must also hold up to
+	// MaxMapped sealed segments).
 	SegmentSize int64
 	// Flush is the flush policy. Default FlushSync.
 	Flush FlushMode
@@ -132,6 +135,10 @@ var DefaultOptions = Options{
 
 const minSegmentSize = 64 << 10
 
+// maxSegmentSize is the largest segment: 2 GiB, or 1 GiB where int, a mapping's length, has
+// 32 bits.
+const maxSegmentSize = 1 << (30 + strconv.IntSize/64)
+
 func (o *Options) withDefaults() (Options, error) {
 	var r Options
 	if o != nil {
@@ -172,8 +179,8 @@ func (o *Options) withDefaults() (Options, error) {
 		r.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	switch {
-	case r.SegmentSize < minSegmentSize || r.SegmentSize > 1<<31:
-		return r, fmt.Errorf("commitlog: SegmentSize %d out of range [%d, 2 GiB]", r.SegmentSize, minSegmentSize)
+	case r.SegmentSize < minSegmentSize || r.SegmentSize > maxSegmentSize:
+		return r, fmt.Errorf("commitlog: SegmentSize %d out of range [%d, %d]", r.SegmentSize, minSegmentSize, int64(maxSegmentSize))
 	case r.Flush != FlushSync && r.Flush != FlushAsync:
 		return r, fmt.Errorf("commitlog: unknown flush mode %d", r.Flush)
 	case r.FlushInterval < 0 || r.FlushBytes < 0 || r.RetentionInterval < 0 || r.MaxMapped < 0:
