@@ -17,16 +17,24 @@ type Reader struct {
 	data []byte
 	// region is the start position of the last region countCold counted (resident.go).
 	region int64
+	// scanFrom is where the pages of r.seg a scan with Next read are not dropped yet
+	// (dropBehindScan in resident.go); -1 when r.seg was not scanned.
+	scanFrom int64
 }
 
 // NewReader returns a Reader of l.
-func (l *Log) NewReader() *Reader { return &Reader{l: l, region: -1} }
+func (l *Log) NewReader() *Reader { return &Reader{l: l, region: -1, scanFrom: -1} }
 
-// Close releases the segment the reader holds.
+// Close releases the segment the reader holds, dropping what a scan left of it (a scan
+// leaves a segment also when records it skipped take it to another one).
 func (r *Reader) Close() {
 	if r.seg != nil {
+		if r.scanFrom >= 0 {
+			r.dropBehindScan(r.scanFrom, r.seg.base+r.seg.size, true)
+		}
 		r.seg.release(r.l.fs)
 		r.seg, r.data = nil, nil
+		r.scanFrom = -1
 	}
 }
 
@@ -43,6 +51,10 @@ func (r *Reader) Read(pos int64) (Record, error) {
 
 // Next returns the first record at or after pos, stepping over the unused tails of segments
 // and over deleted segments. At the end of the written log it returns ErrNoRecord.
+//
+// Next is for scans, which read on forward (the dispatcher, recovery, a rebuild): the pages
+// a scan read below the resident window (Options.ResidentBytes) leave the resident set as
+// it goes (resident.go).
 func (r *Reader) Next(pos int64) (Record, error) {
 	for {
 		if m := r.l.minPos.Load(); pos < m {
@@ -56,8 +68,15 @@ func (r *Reader) Next(pos int64) (Record, error) {
 			continue // retention moved minPos meanwhile
 		}
 		if !errors.Is(err, errSegmentEnd) {
+			if err == nil {
+				r.dropBehindScan(rec.Pos, rec.Next, false)
+			}
 			return rec, err
 		}
+		if r.seg != nil && pos >= r.seg.base && pos < r.seg.base+r.seg.size {
+			r.dropBehindScan(pos, pos, false) // the tail was read: Close drops it
+		}
+		r.Close() // done with the segment: drops what the scan left of it
 		// Step to the next segment.
 		next, ok := r.l.segmentAfter(pos)
 		if !ok {

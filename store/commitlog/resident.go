@@ -22,7 +22,14 @@ import (
 //     regions they enter below the window. The log remembers the last keptRegions regions
 //     entered; a reader entering any other region drops every mapped page below the
 //     window, of every segment, but those (a sweep; madvise over pages not resident costs
-//     a page-table walk, about 1 µs a segment).
+//     a page-table walk, about 1 µs a segment);
+//   - behind scans: a reader that reads on forward with Next (the store's dispatcher, which
+//     falls behind the writer under load) drops what it read below the window as it goes,
+//     a step at a time, and what it left of a segment when it leaves it. Without that, the
+//     kept regions and the region a scan is in held up to 6 MiB between sweeps. A scan
+//     notes the regions it enters like any reader: its sweeps also drop what others left
+//     (on the peer benchmark's 1 KiB sends, scans that did not sweep let pages that some
+//     fault mapped back behind the writer pile up over old segments).
 //
 // Drops never unmap: a reader that touches a dropped page takes a minor fault and reads
 // it from the page cache. They run under the segment's mutex, like unmapping, so a
@@ -156,6 +163,31 @@ func (l *Log) stopDropping(s *segment, err error) {
 	}
 	l.nextDrop.Store(math.MaxInt64)
 	l.lg.Warn("cannot drop mapped pages from the resident set: keeping them", "segment", s.path, "err", err)
+}
+
+// dropBehindScan drops the pages of r.seg up to end, but not in the window, that a scan
+// with Next read past: the record [pos, end) was just read. It drops once a step of them
+// is due, or at once when final (the scan leaves the segment). A read fault maps the whole
+// folio around the page, up to a region, and a folio the writer dropped pages of maps again
+// whole, so each drop starts no later than the region of pos.
+func (r *Reader) dropBehindScan(pos, end int64, final bool) {
+	l, s := r.l, r.seg
+	if l.dropOff.Load() {
+		return
+	}
+	region := s.base + (pos-s.base)&^(regionSize-1)
+	if r.scanFrom < 0 {
+		r.scanFrom = region
+	}
+	hi := min(end, l.written.Load()-l.window)
+	if hi-r.scanFrom < l.step && (!final || hi <= r.scanFrom) {
+		return
+	}
+	lo := min(r.scanFrom, region)
+	r.scanFrom = hi
+	if err := s.dropResident(lo-s.base, hi-s.base); err != nil {
+		l.stopDropping(s, err)
+	}
 }
 
 // countCold notes a read of [pos, end) in r.seg, below the window: if it enters a region

@@ -35,30 +35,28 @@ func TestResidentWindow(t *testing.T) {
 		dir := t.TempDir()
 		o := Options{SegmentSize: 8 << 20, Flush: FlushAsync, FlushInterval: time.Hour, FlushBytes: 1 << 40, ResidentBytes: resident}
 		l := openTest(t, dir, o)
-		p := bytes.Repeat([]byte("w"), 1000)
-		var want [][]byte
-		for l.Written() < total {
-			b := append(p[:990:990], strconv.Itoa(len(want))...)
-			if _, err := l.Append(1, [][]byte{b}, nil); err != nil {
-				t.Fatal(err)
-			}
-			want = append(want, b)
-		}
-		if d := l.Durable(); d > HeaderSize {
-			t.Fatalf("durable position %d: something flushed while writing", d)
-		}
+		want, at := appendWindowTest(t, l, total)
 		written = mappedRss(t, dir)
-		got, _ := readAll(t, l)
-		read = mappedRss(t, dir)
-		if len(got) != len(want) {
-			t.Fatalf("read %d records, want %d", len(got), len(want))
+		// Read, not Next: a scan drops behind itself (TestScanDropsBehind); readers that
+		// read by position leave it to sweeps.
+		r := l.NewReader()
+		for i, pos := range at {
+			rec, err := r.Read(pos)
+			if err != nil {
+				t.Fatalf("Read(%d): %v", pos, err)
+			}
+			if !bytes.Equal(rec.Payload, want[i]) {
+				t.Fatalf("record %d = %.20q..., want %.20q...", i, rec.Payload, want[i])
+			}
 		}
+		r.Close()
+		read = mappedRss(t, dir)
 		if err := l.Close(); err != nil {
 			t.Fatal(err)
 		}
 		l = openTest(t, dir, o)
 		defer l.Close()
-		got, _ = readAll(t, l)
+		got, _ := readAll(t, l)
 		if len(got) != len(want) {
 			t.Fatalf("after reopening: %d records, want %d", len(got), len(want))
 		}
@@ -81,6 +79,78 @@ func TestResidentWindow(t *testing.T) {
 	}
 	if r > readBound {
 		t.Errorf("after reading %d MiB: %d KiB resident, want at most %d KiB", total>>20, r>>10, readBound>>10)
+	}
+}
+
+// appendWindowTest appends records of 1,000 bytes until the log holds total bytes, with no
+// flush on the way, and returns them and their positions.
+func appendWindowTest(t *testing.T, l *Log, total int64) (want [][]byte, at []int64) {
+	t.Helper()
+	p := bytes.Repeat([]byte("w"), 1000)
+	pos := make([]int64, 1)
+	for l.Written() < total {
+		b := append(p[:990:990], strconv.Itoa(len(want))...)
+		if _, err := l.Append(1, [][]byte{b}, pos); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, b)
+		at = append(at, pos[0])
+	}
+	if d := l.Durable(); d > HeaderSize {
+		t.Fatalf("durable position %d: something flushed while writing", d)
+	}
+	return want, at
+}
+
+// TestScanDropsBehind writes 24 MiB of records (over two segment rolls) with a 1 MiB window
+// and scans them with Next, as the store's dispatcher does when it falls behind: all the way
+// the log's mappings must hold no more than after writing plus the region the scan is in and
+// a step, the scan dropping what it read (with region sweeps alone they held the last two
+// regions entered too, and more; with neither, all it read).
+func TestScanDropsBehind(t *testing.T) {
+	const (
+		window     = 1 << 20
+		total      = 24 * window
+		writeBound = window + window/4 + regionSize
+	)
+	dir := t.TempDir()
+	o := Options{SegmentSize: 8 << 20, Flush: FlushAsync, FlushInterval: time.Hour, FlushBytes: 1 << 40, ResidentBytes: window}
+	l := openTest(t, dir, o)
+	defer l.Close()
+	want, _ := appendWindowTest(t, l, total)
+	w := mappedRss(t, dir)
+	if w > writeBound {
+		t.Skipf("after writing: %d KiB resident, over the writer's bound of %d KiB (TestResidentWindow fails)", w>>10, writeBound>>10)
+	}
+	scanBound := w + regionSize + window/4
+	r := l.NewReader()
+	defer r.Close()
+	var most, sampled int64
+	n := 0
+	for p := l.MinPos(); ; {
+		rec, err := r.Next(p)
+		if errors.Is(err, ErrNoRecord) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("Next(%d): %v", p, err)
+		}
+		if n >= len(want) || !bytes.Equal(rec.Payload, want[n]) {
+			t.Fatalf("record %d at %d does not match", n, rec.Pos)
+		}
+		n++
+		p = rec.Next
+		if p-sampled >= 256<<10 {
+			sampled = p
+			most = max(most, mappedRss(t, dir))
+		}
+	}
+	if n != len(want) {
+		t.Fatalf("scanned %d records, want %d", n, len(want))
+	}
+	t.Logf("scanning %d MiB: at most %d KiB resident", total>>20, most>>10)
+	if most > scanBound {
+		t.Errorf("scanning %d MiB: %d KiB resident, want at most %d KiB", total>>20, most>>10, scanBound>>10)
 	}
 }
 
@@ -230,4 +300,37 @@ func TestRecoveryKeepsPeakLow(t *testing.T) {
 func mappedRss(t testing.TB, dir string) int64 {
 	n, _ := smaps.ForTest(t, smaps.Under(dir))
 	return n
+}
+
+// TestScanLeavingSegmentDrops: a scan that leaves a segment in its middle, because the next
+// position it is given is in a later segment (the dispatcher skips records handed over to
+// it), drops what it left resident of the segment.
+func TestScanLeavingSegmentDrops(t *testing.T) {
+	const window = 1 << 20
+	dir := t.TempDir()
+	o := Options{SegmentSize: 8 << 20, Flush: FlushAsync, FlushInterval: time.Hour, FlushBytes: 1 << 40, ResidentBytes: window}
+	l := openTest(t, dir, o)
+	defer l.Close()
+	_, at := appendWindowTest(t, l, 24*window)
+	first := smaps.File(segPath(dir, 0))
+	r := l.NewReader()
+	defer r.Close()
+	i := 0
+	for ; at[i] < 3<<20+window/8; i++ { // into segment 0, less than a step past a region
+		if _, err := r.Next(at[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, _ := smaps.ForTest(t, first); n == 0 {
+		t.Skip("the scan left nothing of segment 0 resident: nothing to test")
+	}
+	for at[i] < 16<<20 {
+		i++
+	}
+	if _, err := r.Next(at[i]); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := smaps.ForTest(t, first); n != 0 {
+		t.Errorf("after the scan moved on to segment 2: %d KiB of segment 0 resident, want 0", n>>10)
+	}
 }
