@@ -72,6 +72,7 @@ type Store struct {
 	ackKick     chan struct{}
 	hmu         sync.Mutex // guards handoff
 	handoff     []handoffEntry
+	handoffHigh atomic.Bool    // the hand-off holds maxHandoff/2 entries or more (dispatchAfter)
 	carry       []handoffEntry // handed-over entries taken by the holder of dmu
 	carryHead   int
 	handedOverN int64     // records dispatched from handed-over entries (tests look)
