@@ -125,3 +125,73 @@ func TestDropResidentKeepsUnsyncedWrites(t *testing.T) {
 		t.Fatal("a fresh mapping after sync differs from what was written through the old one")
 	}
 }
+
+// TestWritableMapIsPaged: a writable mapping is advised MADV_RANDOM (VmFlags "rr" in
+// /proc/self/smaps), so that writes through it dirty single pages, not the large page-cache
+// folios a fault would otherwise allocate (see File.Map); a read-only one is not.
+func TestWritableMapIsPaged(t *testing.T) {
+	dir := t.TempDir()
+	// Where advice does not reach the kernel (qemu-user takes madvise hints and drops
+	// them), smaps cannot show it: probe with a mapping advised directly.
+	probe := filepath.Join(dir, "probe")
+	if err := os.WriteFile(probe, make([]byte, 4096), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pf, err := os.Open(probe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pm, err := unix.Mmap(int(pf.Fd()), 0, 4096, unix.PROT_READ, unix.MAP_SHARED)
+	pf.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	advised := unix.Madvise(pm, unix.MADV_RANDOM) == nil && bytes.Contains(vmFlags(t, probe), []byte(" rr"))
+	unix.Munmap(pm)
+	if !advised {
+		t.Skip("madvise(MADV_RANDOM) does not show in smaps here (emulated?)")
+	}
+	for _, writable := range []bool{true, false} {
+		name := filepath.Join(dir, fmt.Sprintf("w%v", writable))
+		f, err := OS.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Allocate(4 << 20); err != nil {
+			t.Fatal(err)
+		}
+		m, err := f.Map(4<<20, writable)
+		if err != nil {
+			t.Fatal(err)
+		}
+		flags := vmFlags(t, name)
+		f.Unmap(m)
+		f.Close()
+		if random := bytes.Contains(flags, []byte(" rr")); random != writable {
+			t.Errorf("writable %v: VmFlags%s: random-access advice %v, want %v", writable, flags, random, writable)
+		}
+	}
+}
+
+// vmFlags returns the VmFlags line of the mapping of the file name in /proc/self/smaps,
+// without its "VmFlags:" prefix; it skips t when there is none to read.
+func vmFlags(t *testing.T, name string) []byte {
+	t.Helper()
+	raw, err := os.ReadFile(smaps.Path)
+	if err != nil {
+		t.Skipf("no %s: %v", smaps.Path, err)
+	}
+	in := false
+	for line := range bytes.Lines(raw) {
+		fields := bytes.Fields(line)
+		if len(fields) >= 6 && bytes.Contains(fields[0], []byte("-")) && !bytes.HasSuffix(fields[0], []byte(":")) {
+			in = string(bytes.Join(fields[5:], []byte(" "))) == name
+			continue
+		}
+		if v, ok := bytes.CutPrefix(line, []byte("VmFlags:")); ok && in {
+			return bytes.TrimRight(v, "\n")
+		}
+	}
+	t.Skipf("no VmFlags for %s in %s", name, smaps.Path)
+	return nil
+}
