@@ -173,25 +173,13 @@ func TestWritableMapIsPaged(t *testing.T) {
 	}
 }
 
-// vmFlags returns the VmFlags line of the mapping of the file name in /proc/self/smaps,
-// without its "VmFlags:" prefix; it skips t when there is none to read.
+// vmFlags returns the VmFlags of the mapping of the file name, with a leading space; it
+// skips t when there is none to read.
 func vmFlags(t *testing.T, name string) []byte {
 	t.Helper()
-	raw, err := os.ReadFile(smaps.Path)
-	if err != nil {
-		t.Skipf("no %s: %v", smaps.Path, err)
+	flags, found, err := smaps.VmFlags(smaps.File(name))
+	if err != nil || !found || flags == "" {
+		t.Skipf("no VmFlags for %s in %s: %v", name, smaps.Path, err)
 	}
-	in := false
-	for line := range bytes.Lines(raw) {
-		fields := bytes.Fields(line)
-		if len(fields) >= 6 && bytes.Contains(fields[0], []byte("-")) && !bytes.HasSuffix(fields[0], []byte(":")) {
-			in = string(bytes.Join(fields[5:], []byte(" "))) == name
-			continue
-		}
-		if v, ok := bytes.CutPrefix(line, []byte("VmFlags:")); ok && in {
-			return bytes.TrimRight(v, "\n")
-		}
-	}
-	t.Skipf("no VmFlags for %s in %s", name, smaps.Path)
-	return nil
+	return []byte(" " + flags)
 }

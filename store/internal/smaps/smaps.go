@@ -1,6 +1,6 @@
 // Package smaps reads the resident bytes of this process's file mappings from
 // /proc/self/smaps: the pages that count in its RSS (and VmHWM), not those in the page
-// cache. The tests of the store's bounded resident set use it; they find mappings by the
+// cache; and their VmFlags (the madvise advice they carry). The tests of the store's bounded resident set use it; they find mappings by the
 // mapped file's path, which works under qemu-user too, where a 32-bit guest's addresses
 // are not the host's.
 package smaps
@@ -42,28 +42,64 @@ func File(name string) func(string) bool {
 	return func(p string) bool { return p == name }
 }
 
-// parse sums the Rss lines of the mappings in r whose path matches. A mapping's header line
-// is "start-end perms offset dev inode [path]"; its fields follow, one "Name: value" per line.
+// parse sums the Rss lines of the mappings in r whose path matches.
 func parse(r io.Reader, match func(string) bool) (total int64, found bool, err error) {
+	err = fields(r, match, func(name, value string) error {
+		found = true
+		if name != "Rss" {
+			return nil
+		}
+		kb, err := strconv.ParseInt(strings.TrimSuffix(value, " kB"), 10, 64)
+		if err != nil {
+			return fmt.Errorf("smaps: Rss %q: %w", value, err)
+		}
+		total += kb << 10
+		return nil
+	})
+	return total, found, err
+}
+
+// fields calls fn with each "Name: value" field (value trimmed) of the mappings in r whose
+// path matches. A mapping's header line is "start-end perms offset dev inode [path]"; its
+// fields follow, one per line.
+func fields(r io.Reader, match func(string) bool, fn func(name, value string) error) error {
 	in := false
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		line := sc.Text()
-		fields := strings.Fields(line)
-		if len(fields) >= 5 && strings.Contains(fields[0], "-") && !strings.HasSuffix(fields[0], ":") {
-			in = len(fields) >= 6 && match(strings.Join(fields[5:], " "))
-			found = found || in
+		f := strings.Fields(line)
+		if len(f) >= 5 && strings.Contains(f[0], "-") && !strings.HasSuffix(f[0], ":") {
+			in = len(f) >= 6 && match(strings.Join(f[5:], " "))
 			continue
 		}
-		if v, ok := strings.CutPrefix(line, "Rss:"); ok && in {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			if err != nil {
-				return 0, false, fmt.Errorf("smaps: line %q: %w", line, err)
+		if name, value, ok := strings.Cut(line, ":"); ok && in {
+			if err := fn(name, strings.TrimSpace(value)); err != nil {
+				return err
 			}
-			total += kb << 10
 		}
 	}
-	return total, found, sc.Err()
+	return sc.Err()
+}
+
+// VmFlags returns the VmFlags of the mappings whose file path match accepts, space
+// separated (e.g. "rd wr sh mr mw me ms rr"; "rr" is MADV_RANDOM advice), and whether there
+// was any. An error opening Path is returned as is: callers skip.
+func VmFlags(match func(path string) bool) (string, bool, error) {
+	f, err := os.Open(Path)
+	if err != nil {
+		return "", false, err
+	}
+	defer f.Close()
+	var flags []string
+	found := false
+	err = fields(f, match, func(name, value string) error {
+		found = true
+		if name == "VmFlags" {
+			flags = append(flags, value)
+		}
+		return nil
+	})
+	return strings.Join(flags, " "), found, err
 }
 
 // ForTest is Rss for tests: it skips tb when Path cannot be read (no procfs).
