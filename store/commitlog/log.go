@@ -699,6 +699,9 @@ func (l *Log) flushOnce(final bool, lastCkpt *time.Time) {
 	n0 := l.appends.Load()
 	target := l.written.Load()
 	from := l.durable.Load()
+	if l.opts.Flush == FlushAsync && target > from {
+		l.dropBeforeFlush(target)
+	}
 	start := time.Now()
 	var err error
 	if target > from {

@@ -95,14 +95,15 @@ type Options struct {
 	// ResidentBytes bounds the log's pages in the process's resident set (RSS, and its peak
 	// VmHWM), which counts every mapped page touched, although the page cache holds them
 	// anyway. About this many bytes just behind the write position stay resident, where
-	// consumers that keep up read; older pages, flushed or not, are dropped in steps of a
-	// quarter of it (at least 64 KiB), and pages readers fault in further back are dropped
-	// whenever a reader moves to another 2 MiB region there (the last two regions readers
-	// entered stay). Dropped pages stay in the page cache, dirty ones until the next fsync,
-	// so touching one again costs a minor fault. On top of the window the writer's current
-	// page-cache folio (up to 2 MiB) is resident. Default 512 KiB (about 4,500 records of
-	// 100 bytes; a consumer further behind takes a minor fault per page it reads); negative
-	// keeps every touched page resident until its segment is unmapped.
+	// consumers that keep up read, until an async flush, which drops what it writes back
+	// first (writeback would write-protect each mapped page with a TLB shootdown). Older
+	// pages, flushed or not, are dropped in steps of a quarter of it (at least 64 KiB), and
+	// pages readers fault in further back are dropped whenever a reader moves to another
+	// 2 MiB region there (the last two regions readers entered stay). Dropped pages stay in
+	// the page cache, dirty ones until the next fsync, so touching one again costs a minor
+	// fault. Default 512 KiB (about 4,500 records of 100 bytes; a consumer further behind
+	// takes a minor fault per page it reads); negative keeps every touched page resident
+	// until its segment is unmapped.
 	ResidentBytes int64
 	// PayloadVersion is recorded in every segment header for the payload codec of the layer
 	// above. Default 0.

@@ -334,3 +334,30 @@ func TestScanLeavingSegmentDrops(t *testing.T) {
 		t.Errorf("after the scan moved on to segment 2: %d KiB of segment 0 resident, want 0", n>>10)
 	}
 }
+
+// TestAsyncFlushDropsFirst: an async flush drops the whole pages it is about to write back
+// from the resident set first, even within ResidentBytes, since writeback would otherwise
+// write-protect each mapped page with its own TLB shootdown. A sync flush does not.
+func TestAsyncFlushDropsFirst(t *testing.T) {
+	for _, mode := range []FlushMode{FlushAsync, FlushSync} {
+		dir := t.TempDir()
+		l := openTest(t, dir, Options{SegmentSize: 8 << 20, Flush: mode, FlushInterval: time.Hour, FlushBytes: 1 << 40, ResidentBytes: 4 << 20})
+		rec := bytes.Repeat([]byte("f"), 1000)
+		for l.Written() < 2<<20 {
+			if _, err := l.Append(1, [][]byte{rec}, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := l.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		rss := mappedRss(t, dir)
+		l.Close()
+		if mode == FlushAsync && rss > 64<<10 {
+			t.Errorf("async: 2 MiB written and flushed, %d KiB still resident, want the flushed pages dropped", rss>>10)
+		}
+		if mode == FlushSync && rss < 1<<20 {
+			t.Errorf("sync: 2 MiB written and flushed, %d KiB resident, want the window kept", rss>>10)
+		}
+	}
+}
