@@ -95,7 +95,12 @@ func (l *Log) maybeDropBehind(end int64) {
 	if end < next || !l.nextDrop.CompareAndSwap(next, end+l.step) {
 		return
 	}
-	upTo := end - l.window
+	l.dropBehindUpTo(end - l.window)
+}
+
+// dropBehindUpTo drops the pages between the last drop behind the writer and upTo, moving
+// dropped to upTo; of concurrent callers, each drops the part it moved dropped over.
+func (l *Log) dropBehindUpTo(upTo int64) {
 	from := l.dropped.Load()
 	for upTo > from && !l.dropped.CompareAndSwap(from, upTo) {
 		from = l.dropped.Load()
@@ -126,24 +131,7 @@ func (l *Log) dropBeforeFlush(target int64) {
 	if l.dropOff.Load() {
 		return
 	}
-	upTo := target >> pageShift << pageShift // the page target is in may still be written
-	from := l.dropped.Load()
-	for upTo > from && !l.dropped.CompareAndSwap(from, upTo) {
-		from = l.dropped.Load()
-	}
-	if upTo <= from {
-		return
-	}
-	for _, s := range *l.segs.Load() {
-		lo, hi := max(from, s.base), min(upTo, s.base+s.size)
-		if hi <= lo {
-			continue
-		}
-		if err := s.dropResident(lo-s.base, hi-s.base); err != nil {
-			l.stopDropping(s, err)
-			return
-		}
-	}
+	l.dropBehindUpTo(target >> pageShift << pageShift) // target's page may still be written
 }
 
 // sweep drops every mapped page below the window, of every segment, except the regions
