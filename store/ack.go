@@ -27,7 +27,9 @@ func (s *Store) ackLoop() {
 	for {
 		s.ackMu.Lock()
 		batch := s.acks
-		s.acks, s.ackSpare = s.ackSpare[:0], nil
+		if len(batch) > 0 { // else both buffers stay, to be reused
+			s.acks, s.ackSpare = s.ackSpare[:0], nil
+		}
 		s.ackMu.Unlock()
 		if len(batch) == 0 {
 			select {
