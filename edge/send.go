@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/klauspost/compress/zstd"
 )
@@ -81,18 +82,47 @@ func (b *Broker) SendAsync(ctx context.Context, m *Message, sel QueueSelector, d
 		s = m
 		m.QueueID = q
 	}
-	err = b.st.AppendAsync([]*Message{s}, func(err error) {
-		if err != nil {
-			done(SendResult{}, err)
-			return
-		}
-		tp.in.add(1, int64(len(m.Body)))
-		done(b.report(s, m), nil)
-	})
-	if err != nil {
+	op := asyncSends.Get().(*asyncSend)
+	if op.complete == nil {
+		op.complete = op.finish
+	}
+	op.b, op.tp, op.s, op.m, op.done = b, tp, s, m, done
+	if err = b.st.AppendAsync([]*Message{s}, op.complete); err != nil {
+		op.release()
 		*m = saved
 	}
 	return err
+}
+
+// asyncSend is a SendAsync in flight. They are pooled, each with its complete method
+// value made once, so that a send in flight allocates nothing of its own.
+type asyncSend struct {
+	b        *Broker
+	tp       *topic
+	s, m     *Message // the stored copy and the caller's message (the same without a copy)
+	done     func(SendResult, error)
+	complete func(error) // op.finish, bound once
+}
+
+var asyncSends = sync.Pool{New: func() any { return new(asyncSend) }}
+
+// finish reports the store's outcome to the caller's done function and returns op to the
+// pool: the store calls it exactly once.
+func (op *asyncSend) finish(err error) {
+	b, tp, s, m, done := op.b, op.tp, op.s, op.m, op.done
+	op.release()
+	if err != nil {
+		done(SendResult{}, err)
+		return
+	}
+	tp.in.add(1, int64(len(m.Body)))
+	done(b.report(s, m), nil)
+}
+
+// release clears op, so that the pool holds no message, and puts it back.
+func (op *asyncSend) release() {
+	op.b, op.tp, op.s, op.m, op.done = nil, nil, nil, nil, nil
+	asyncSends.Put(op)
 }
 
 // prepareSend checks a send of m and chooses its topic tp and queue q; s is the copy to

@@ -146,3 +146,31 @@ func TestSendAllocs(t *testing.T) {
 		t.Errorf("Send with a selector: %.2f allocations per call, want at most 1 (the copy it is given)", n)
 	}
 }
+
+// TestSendAsyncAllocs pins the allocations of a SendAsync (sync flush, acknowledged by the
+// store's goroutine) to none: the send in flight is a pooled record whose completion
+// function is made once, so a caller that reuses its messages keeps the heap still.
+func TestSendAsyncAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	b := openBroker(t, &Options{Store: &store.Options{MetaNoSync: true, SegmentSize: 16 << 20}})
+	ctx := context.Background()
+	body := make([]byte, 100)
+	m := new(Message)
+	acked := make(chan error, 1)
+	done := func(_ SendResult, err error) { acked <- err }
+	send := func() {
+		*m = Message{Topic: "Allocs", Body: body}
+		if err := b.SendAsync(ctx, m, nil, done); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-acked; err != nil {
+			t.Fatal(err)
+		}
+	}
+	send() // creates the topic and its queues
+	if n := testing.AllocsPerRun(500, send); n > 0.1 {
+		t.Errorf("SendAsync: %.2f allocations per call, want 0", n)
+	}
+}
