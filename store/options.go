@@ -47,6 +47,15 @@ type Options struct {
 	// QueueResidentBytes is the same for each consume queue's active file. Default 64 KiB;
 	// negative keeps every page.
 	QueueResidentBytes int64
+	// PrefaultBytes is how far ahead of the write position the commitlog maps its active
+	// segment for writing while busy (PrefaultRate), with async flush only, so that appends
+	// do not take a page fault per new page under the append lock. A flush meanwhile
+	// writes up to this many bytes of zeros. Default 256 KiB (commitlog.DefaultOptions);
+	// negative turns prefaulting off.
+	PrefaultBytes int64
+	// PrefaultRate is the write rate, bytes per second, from which the commitlog counts as
+	// busy and is prefaulted. Default 16 MiB/s.
+	PrefaultRate int64
 	// MaxAge deletes commitlog segments older than this. Default 72 h; negative disables.
 	MaxAge time.Duration
 	// MaxBytes is the commitlog byte quota. Default 0: none.

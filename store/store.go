@@ -30,10 +30,11 @@ const propertySlack = 64 << 10
 // (topic, queue id) indexing it, a dispatcher that builds the queues from the log, and the
 // meta store. It knows nothing of consumer groups, the network or RocketMQ's wire format.
 //
-// Goroutines: the commitlog's own (flusher, segment preparer, retention); the dispatcher,
-// which turns new records into queue entries (when appenders leave them to it), calls
-// Options.OnArrival, and periodically fsyncs the queues and writes the dispatch checkpoint;
-// and the acknowledgement goroutine of AppendAsync. Close stops and waits for all.
+// Goroutines: the commitlog's own (flusher, segment preparer, retention, and with async
+// flush the prefaulter); the dispatcher, which turns new records into queue entries (when
+// appenders leave them to it), calls Options.OnArrival, and periodically fsyncs the queues
+// and writes the dispatch checkpoint; and the acknowledgement goroutine of AppendAsync.
+// Close stops and waits for all.
 type Store struct {
 	dir  string
 	opts Options
@@ -153,6 +154,8 @@ func Open(dir string, opts *Options) (st *Store, err error) {
 		OnFull:            o.OnFull,
 		RetentionInterval: o.RetentionInterval,
 		ResidentBytes:     o.ResidentBytes,
+		PrefaultBytes:     o.PrefaultBytes,
+		PrefaultRate:      o.PrefaultRate,
 		PayloadVersion:    PayloadVersion,
 		Now:               o.Now,
 		Logger:            o.Logger,

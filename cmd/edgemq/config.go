@@ -49,6 +49,8 @@ var settings = []setting{
 	{"max_dispatch_lag", bytesSetting(func(c *config) *int64 { return &c.store.MaxDispatchLag })},
 	{"resident_bytes", bytesSetting(func(c *config) *int64 { return &c.store.ResidentBytes })},
 	{"queue_resident_bytes", bytesSetting(func(c *config) *int64 { return &c.store.QueueResidentBytes })},
+	{"prefault_bytes", bytesSetting(func(c *config) *int64 { return &c.store.PrefaultBytes })},
+	{"prefault_rate", bytesSetting(func(c *config) *int64 { return &c.store.PrefaultRate })},
 	{"max_age", durationSetting(func(c *config) *time.Duration { return &c.store.MaxAge })},
 	{"max_bytes", bytesSetting(func(c *config) *int64 { return &c.store.MaxBytes })},
 	{"max_used_ratio", func(c *config, v string) error {

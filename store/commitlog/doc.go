@@ -29,6 +29,10 @@
 // further back are dropped from it (madvise, not unmap: they stay in the page cache, dirty
 // ones until the next fsync). See resident.go.
 //
+// Prefaulting: with async flush, while the log is written faster than Options.PrefaultRate,
+// a goroutine maps the Options.PrefaultBytes ahead of the write position for writing, so
+// that appends do not take a page fault per new page. See prefault.go.
+//
 // Recovery (Open): from the checkpoint (the last flushed position, rewritten after flushes)
 // the log walks frames to the first one that is not whole: a zero byte ends a segment and the
 // walk goes on in the next one; a frame that fails its length or CRC is cut. Cut bytes, and

@@ -57,6 +57,11 @@ type Log struct {
 	regions  [keptRegions]atomic.Int64 // regions readers entered last below the window, newest first
 	dropOff  atomic.Bool               // ResidentBytes < 0, or DropResident failed: dropping is off
 
+	// Prefaulting ahead of the writer (prefault.go).
+	pkick      chan struct{} // capacity 1: wake prefaultLoop; nil when prefaulting is off
+	pmark      atomic.Int64  // an append ending at or past this wakes prefaultLoop
+	prefaultOn atomic.Bool   // cleared when the OS cannot
+
 	appends atomic.Int64 // Append calls so far, for group commit
 	// Flusher-owned group-commit state: appends covered by the last flush, how many it
 	// released, how many arrived while it ran, and how long its fsync took.
@@ -117,6 +122,7 @@ func Open(dir string, opts *Options) (*Log, error) {
 	go l.flushLoop()
 	go l.prepareLoop()
 	go l.retentionLoop()
+	l.startPrefault()
 	return l, nil
 }
 
@@ -537,6 +543,7 @@ func (l *Log) AppendDeferred(storeTime int64, payloads [][]byte, pos []int64) (i
 // out of the resident window and wakes the flusher when a flush is due.
 func (l *Log) AfterAppend(end int64) {
 	l.maybeDropBehind(end)
+	l.kickPrefault(end)
 	if l.opts.Flush == FlushSync || end-l.durable.Load() >= l.opts.FlushBytes {
 		select {
 		case l.kick <- struct{}{}:

@@ -105,6 +105,18 @@ type Options struct {
 	// takes a minor fault per page it reads); negative keeps every touched page resident
 	// until its segment is unmapped.
 	ResidentBytes int64
+	// PrefaultBytes is how far ahead of the write position, with async flush, a goroutine
+	// maps the active segment for writing while the log is busy (PrefaultRate), so that
+	// appends do not take the page fault of each new page (about 4 µs on a VM, inside the
+	// store's append lock). The pages it maps are dirty zeros until written, so a flush
+	// meanwhile writes up to this many bytes of zeros, which is why a slow log, whose
+	// flushes write little, is not prefaulted, and sync flush never. Default 256 KiB;
+	// negative turns prefaulting off.
+	PrefaultBytes int64
+	// PrefaultRate is the write rate, in bytes per second, from which the log counts as
+	// busy and is prefaulted. Default 16 MiB/s (about 140,000 records of 100 bytes a
+	// second).
+	PrefaultRate int64
 	// PayloadVersion is recorded in every segment header for the payload codec of the layer
 	// above. Default 0.
 	PayloadVersion uint8
@@ -131,6 +143,8 @@ var DefaultOptions = Options{
 	RetentionInterval: 10 * time.Second,
 	MaxMapped:         8,
 	ResidentBytes:     512 << 10,
+	PrefaultBytes:     256 << 10,
+	PrefaultRate:      16 << 20,
 	Now:               time.Now,
 }
 
@@ -173,6 +187,12 @@ func (o *Options) withDefaults() (Options, error) {
 	if r.ResidentBytes == 0 {
 		r.ResidentBytes = d.ResidentBytes
 	}
+	if r.PrefaultBytes == 0 {
+		r.PrefaultBytes = d.PrefaultBytes
+	}
+	if r.PrefaultRate == 0 {
+		r.PrefaultRate = d.PrefaultRate
+	}
 	if r.Now == nil {
 		r.Now = d.Now
 	}
@@ -184,8 +204,8 @@ func (o *Options) withDefaults() (Options, error) {
 		return r, fmt.Errorf("commitlog: SegmentSize %d out of range [%d, %d]", r.SegmentSize, minSegmentSize, int64(maxSegmentSize))
 	case r.Flush != FlushSync && r.Flush != FlushAsync:
 		return r, fmt.Errorf("commitlog: unknown flush mode %d", r.Flush)
-	case r.FlushInterval < 0 || r.FlushBytes < 0 || r.RetentionInterval < 0 || r.MaxMapped < 0:
-		return r, fmt.Errorf("commitlog: negative interval, byte count or MaxMapped")
+	case r.FlushInterval < 0 || r.FlushBytes < 0 || r.RetentionInterval < 0 || r.MaxMapped < 0 || r.PrefaultRate < 0:
+		return r, fmt.Errorf("commitlog: negative interval, byte count, rate or MaxMapped")
 	case r.MaxBytes < 0 || (r.MaxBytes > 0 && r.MaxBytes < 2*r.SegmentSize):
 		return r, fmt.Errorf("commitlog: MaxBytes %d must be 0 or at least two segments (%d)", r.MaxBytes, 2*r.SegmentSize)
 	case r.MaxUsedRatio > 1:

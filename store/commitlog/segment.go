@@ -203,3 +203,15 @@ func (s *segment) dropResident(lo, hi int64) error {
 	}
 	return s.file.DropResident(s.data[lo:hi])
 }
+
+// acquireWritable takes a reference to the segment's writable mapping and returns it, or
+// nil if the segment is not mapped for writing (sealed and remapped, deleted, closing).
+func (s *segment) acquireWritable() []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.data == nil || !s.writable || s.deleted || s.closing {
+		return nil
+	}
+	s.refs++
+	return s.data
+}

@@ -740,3 +740,6 @@ func (f *crashFile) Name() string { return f.name }
 
 // DropResident is a no-op: a CrashFS mapping is ordinary memory.
 func (f *crashFile) DropResident([]byte) error { return nil }
+
+// Populate is a no-op: a CrashFS mapping is ordinary memory, and populating writes nothing.
+func (f *crashFile) Populate([]byte) error { return nil }

@@ -2,6 +2,7 @@ package vfs
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -131,26 +132,7 @@ func TestDropResidentKeepsUnsyncedWrites(t *testing.T) {
 // folios a fault would otherwise allocate (see File.Map); a read-only one is not.
 func TestWritableMapIsPaged(t *testing.T) {
 	dir := t.TempDir()
-	// Where advice does not reach the kernel (qemu-user takes madvise hints and drops
-	// them), smaps cannot show it: probe with a mapping advised directly.
-	probe := filepath.Join(dir, "probe")
-	if err := os.WriteFile(probe, make([]byte, 4096), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	pf, err := os.Open(probe)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pm, err := unix.Mmap(int(pf.Fd()), 0, 4096, unix.PROT_READ, unix.MAP_SHARED)
-	pf.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	advised := unix.Madvise(pm, unix.MADV_RANDOM) == nil && bytes.Contains(vmFlags(t, probe), []byte(" rr"))
-	unix.Munmap(pm)
-	if !advised {
-		t.Skip("madvise(MADV_RANDOM) does not show in smaps here (emulated?)")
-	}
+	smaps.SkipIfAdviceIgnored(t)
 	for _, writable := range []bool{true, false} {
 		name := filepath.Join(dir, fmt.Sprintf("w%v", writable))
 		f, err := OS.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
@@ -182,4 +164,41 @@ func vmFlags(t *testing.T, name string) []byte {
 		t.Skipf("no VmFlags for %s in %s: %v", name, smaps.Path, err)
 	}
 	return []byte(" " + flags)
+}
+
+// TestPopulate: Populate maps the pages of a writable mapping (they count in its RSS)
+// without changing the file: what was written stays, the rest reads as zeros. Where the OS
+// cannot (Linux before 5.14, qemu-user), it says so with errors.ErrUnsupported.
+func TestPopulate(t *testing.T) {
+	const size = 1 << 20
+	name := filepath.Join(t.TempDir(), "seg")
+	f := mustOpen(t, OS, name, os.O_RDWR|os.O_CREATE|os.O_EXCL)
+	defer f.Close()
+	if err := f.Allocate(size); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("written before"), 4096); err != nil {
+		t.Fatal(err)
+	}
+	m, err := f.Map(size, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Unmap(m)
+	smaps.SkipIfAdviceIgnored(t)
+	if err := f.Populate(m[:size/2]); err != nil {
+		if errors.Is(err, errors.ErrUnsupported) {
+			t.Skip(err)
+		}
+		t.Fatal(err)
+	}
+	if got := mappingRss(t, name); got < size/2 || got >= size {
+		t.Errorf("mapping RSS after populating half of %d bytes = %d", size, got)
+	}
+	want := make([]byte, size)
+	copy(want[4096:], "written before")
+	got := make([]byte, size)
+	if _, err := f.ReadAt(got, 0); err != nil || !bytes.Equal(got, want) || !bytes.Equal(m, want) {
+		t.Fatalf("populating changed the file (err %v)", err)
+	}
 }

@@ -85,6 +85,12 @@ type File interface {
 	// MADV_DONTNEED on a shared file mapping moves each page table entry's dirty bit to the
 	// page-cache page: mm/memory.c, zap_pte_range.) The mapping stays valid.
 	DropResident(b []byte) error
+	// Populate maps the pages of b, a part of a writable mapping starting on a page
+	// boundary, for writing, so that writes into them take no page fault. It changes no
+	// data, but it dirties the pages: the next Sync writes them (zeros where nothing was
+	// written yet). It returns an error wrapping errors.ErrUnsupported where the OS cannot
+	// (Linux before 5.14).
+	Populate(b []byte) error
 	// Close closes the file. Mappings stay valid until Unmap.
 	Close() error
 	// Name returns the name the file was opened with.

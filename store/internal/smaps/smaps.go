@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // Path is the file Rss reads.
@@ -110,4 +112,35 @@ func ForTest(tb testing.TB, match func(path string) bool) (n int64, found bool) 
 		tb.Skipf("no %s: %v", Path, err)
 	}
 	return n, found
+}
+
+// SkipIfAdviceIgnored skips tb where madvise advice does not reach the kernel (qemu-user
+// takes it and drops it), so that smaps cannot show its effects: it maps a file in
+// tb.TempDir(), advises it MADV_RANDOM and looks for "rr" in its VmFlags.
+func SkipIfAdviceIgnored(tb testing.TB) {
+	tb.Helper()
+	probe := filepath.Join(tb.TempDir(), "advice-probe")
+	if err := os.WriteFile(probe, make([]byte, os.Getpagesize()), 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	f, err := os.Open(probe)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	m, err := unix.Mmap(int(f.Fd()), 0, os.Getpagesize(), unix.PROT_READ, unix.MAP_SHARED)
+	f.Close()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer unix.Munmap(m)
+	if err := unix.Madvise(m, unix.MADV_RANDOM); err != nil {
+		tb.Skipf("madvise(MADV_RANDOM): %v", err)
+	}
+	flags, _, err := VmFlags(File(probe))
+	if err != nil {
+		tb.Skipf("no %s: %v", Path, err)
+	}
+	if !strings.Contains(" "+flags+" ", " rr ") {
+		tb.Skip("madvise advice does not show in smaps here (emulated?)")
+	}
 }

@@ -1,0 +1,123 @@
+package commitlog
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/edgemq/edgemq/store/internal/smaps"
+)
+
+type prefaultWake struct {
+	busy     bool
+	from, to int64
+	err      error
+}
+
+// openPrefaultTest opens a log in dir whose prefault goroutine reports its wakes on the
+// returned channel.
+func openPrefaultTest(t *testing.T, dir string, o Options) (*Log, <-chan prefaultWake) {
+	wakes := make(chan prefaultWake, 64)
+	prefaultHook = func(busy bool, from, to int64, err error) { wakes <- prefaultWake{busy, from, to, err} }
+	t.Cleanup(func() { prefaultHook = nil })
+	return openTest(t, dir, o), wakes
+}
+
+// appendStep appends 1000-byte records to l until it wrote at least n more bytes.
+func appendStep(t *testing.T, l *Log, n int64) {
+	t.Helper()
+	rec := bytes.Repeat([]byte("p"), 1000)
+	for end := l.Written() + n; l.Written() < end; {
+		if _, err := l.Append(1, [][]byte{rec}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func nextWake(t *testing.T, wakes <-chan prefaultWake) prefaultWake {
+	t.Helper()
+	select {
+	case w := <-wakes:
+		return w
+	case <-time.After(10 * time.Second):
+		t.Fatal("the prefault goroutine did not wake")
+		return prefaultWake{}
+	}
+}
+
+// TestPrefault: with async flush, once the writer passes two steps (PrefaultBytes/4) faster
+// than PrefaultRate, the pages up to PrefaultBytes past the write position are mapped; the
+// records written into them read back after a reopen.
+func TestPrefault(t *testing.T) {
+	smaps.SkipIfAdviceIgnored(t)
+	const ahead = 256 << 10
+	dir := t.TempDir()
+	o := Options{SegmentSize: 8 << 20, Flush: FlushAsync, FlushInterval: time.Hour, FlushBytes: 1 << 40, ResidentBytes: -1, PrefaultBytes: ahead, PrefaultRate: 1}
+	l, wakes := openPrefaultTest(t, dir, o)
+	step := int64(ahead / 4)
+	appendStep(t, l, step)
+	if w := nextWake(t, wakes); w.busy {
+		t.Fatalf("first wake: %+v, want not busy (nothing to measure the rate against)", w)
+	}
+	appendStep(t, l, step)
+	w := nextWake(t, wakes)
+	if errors.Is(w.err, errors.ErrUnsupported) {
+		t.Skip(w.err) // qemu-user, Linux before 5.14
+	}
+	if w.err != nil {
+		t.Fatal(w.err)
+	}
+	if !w.busy || w.to-w.from < ahead-step-int64(1)<<pageShift {
+		t.Fatalf("second wake: %+v, want busy, populating about %d bytes", w, ahead)
+	}
+	if rss := mappedRss(t, dir); rss < w.to-int64(1)<<pageShift {
+		t.Errorf("%d KiB of the log resident, want at least the %d KiB up to the prefaulted end", rss>>10, w.to>>10)
+	}
+	end := l.Written()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l = openTest(t, dir, o)
+	defer l.Close()
+	if l.Written() != end {
+		t.Fatalf("reopened at %d, wrote up to %d", l.Written(), end)
+	}
+	r := l.NewReader()
+	defer r.Close()
+	n := 0
+	for pos := l.MinPos(); pos < end; n++ {
+		rec, err := r.Next(pos)
+		if err != nil {
+			t.Fatalf("record %d at %d: %v", n, pos, err)
+		}
+		if !bytes.Equal(rec.Payload, bytes.Repeat([]byte("p"), 1000)) {
+			t.Fatalf("record %d at %d: %d bytes, not what was written", n, pos, len(rec.Payload))
+		}
+		pos = rec.Next
+	}
+}
+
+// TestPrefaultOnlyBusyAsync: a log slower than PrefaultRate maps nothing ahead, and with
+// sync flush, or PrefaultBytes negative, there is no prefault goroutine at all.
+func TestPrefaultOnlyBusyAsync(t *testing.T) {
+	dir := t.TempDir()
+	l, wakes := openPrefaultTest(t, dir, Options{SegmentSize: 8 << 20, Flush: FlushAsync, FlushInterval: time.Hour, FlushBytes: 1 << 40, ResidentBytes: -1, PrefaultRate: 1 << 50})
+	for i := range 4 {
+		appendStep(t, l, DefaultOptions.PrefaultBytes/4)
+		if w := nextWake(t, wakes); w.busy {
+			t.Fatalf("wake %d: busy at 1 PB/s", i)
+		}
+	}
+	if rss, written := mappedRss(t, dir), l.Written(); rss > written+int64(1)<<pageShift {
+		t.Errorf("%d KiB resident for %d KiB written: pages mapped ahead", rss>>10, written>>10)
+	}
+	l.Close()
+	for _, o := range []Options{{Flush: FlushSync}, {Flush: FlushAsync, PrefaultBytes: -1}} {
+		l := openTest(t, t.TempDir(), o)
+		if l.pkick != nil {
+			t.Errorf("%+v: prefault goroutine started", o)
+		}
+		l.Close()
+	}
+}
