@@ -306,9 +306,10 @@ func (s *Store) dispatchRecord(r *commitlog.Reader, rec commitlog.Record, notify
 		s.lg.Error("record does not decode: no queue entry", "pos", rec.Pos, "err", err)
 		return true
 	}
-	s.qmu.RLock()
-	q := s.topics[string(h.topic)][h.queueID]
-	s.qmu.RUnlock()
+	var q *queue
+	if m := s.queues.Load(); m != nil {
+		q = (*m)[string(h.topic)][h.queueID] // indexed with the conversion: no copy of the name
+	}
 	if q == nil {
 		s.qmu.Lock()
 		q, err = s.openQueueLocked(string(h.topic), h.queueID)

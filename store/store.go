@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"sync"
@@ -51,8 +52,12 @@ type Store struct {
 	pos       []int64
 	undo      []undo
 
-	qmu    sync.RWMutex // guards topics
+	qmu    sync.RWMutex // guards topics; taken to open a queue and to walk them all
 	topics map[string]map[int32]*queue
+	// queues is a read-only copy of topics, replaced whole (under qmu) when a queue opens,
+	// for the lookups of every append and dispatch: a read lock's atomic counter, taken by
+	// appenders under Store.mu and by the dispatcher at once, bounced between the CPUs.
+	queues atomic.Pointer[map[string]map[int32]*queue]
 
 	dispatched atomic.Int64 // every record below this position has its queue entry
 	// dmu is the dispatch token: its holder (the dispatcher goroutine, or an appender that
@@ -393,9 +398,7 @@ func (s *Store) check(m *Message) error {
 
 // queueFor returns the queue of (topic, id), opening or creating it when create is set.
 func (s *Store) queueFor(topic string, id int32, create bool) (*queue, error) {
-	s.qmu.RLock()
-	q := s.topics[topic][id]
-	s.qmu.RUnlock()
+	q := s.lookupQueue(topic, id)
 	if q != nil || !create {
 		return q, nil
 	}
@@ -417,7 +420,26 @@ func (s *Store) openQueueLocked(topic string, id int32) (*queue, error) {
 		s.topics[topic] = map[int32]*queue{}
 	}
 	s.topics[topic][id] = q
+	s.publishQueuesLocked()
 	return q, nil
+}
+
+// lookupQueue returns the open queue of (topic, id), or nil, without a lock.
+func (s *Store) lookupQueue(topic string, id int32) *queue {
+	if m := s.queues.Load(); m != nil {
+		return (*m)[topic][id]
+	}
+	return nil
+}
+
+// publishQueuesLocked replaces the copy of topics lookupQueue reads. s.qmu must be held for
+// writing.
+func (s *Store) publishQueuesLocked() {
+	m := make(map[string]map[int32]*queue, len(s.topics))
+	for t, qs := range s.topics {
+		m[t] = maps.Clone(qs)
+	}
+	s.queues.Store(&m)
 }
 
 func (s *Store) queueDir(topic string, id int32) string {
@@ -483,6 +505,7 @@ func (s *Store) closeParts() error {
 		}
 	}
 	s.topics = nil
+	s.queues.Store(nil)
 	s.qmu.Unlock()
 	if s.meta != nil {
 		errs = append(errs, s.meta.Close())
