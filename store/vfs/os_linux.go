@@ -107,12 +107,16 @@ func (f osFile) DropResident(b []byte) error {
 
 // Populate is madvise(MADV_POPULATE_WRITE): it faults the pages of b in for writing as a
 // write would, allocating and zeroing page-cache pages over holes and unwritten extents and
-// marking them dirty. Kernels before 5.14 answer EINVAL.
+// marking them dirty. Kernels before 5.14 answer EINVAL. An interrupted call is retried.
 func (f osFile) Populate(b []byte) error {
 	if len(b) == 0 {
 		return nil
 	}
-	if err := unix.Madvise(b, unix.MADV_POPULATE_WRITE); err != nil {
+	err := unix.Madvise(b, unix.MADV_POPULATE_WRITE)
+	for err == unix.EINTR {
+		err = unix.Madvise(b, unix.MADV_POPULATE_WRITE)
+	}
+	if err != nil {
 		if err == unix.EINVAL {
 			err = fmt.Errorf("%w: madvise(MADV_POPULATE_WRITE): %w", errors.ErrUnsupported, err)
 		}
