@@ -30,11 +30,15 @@
 //   - latency through the PushConsumer: the latency workload with a concurrent PushConsumer
 //     (default options) receiving, next to JetStream's pull consumer Consume().
 //
+// The machine's noise moves a run by 15-20 %: -repeat N runs every job N times, the two
+// sides of a workload in turn, and reports each job's median run with the range of the N.
+//
 // Run from scripts/bench: go run . [-h for flags].
 package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
@@ -43,6 +47,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -153,6 +158,33 @@ type result struct {
 	Call        dist // latency: duration of the producer's send call
 	Note        string
 	Err         string
+	// Of -repeat runs (set by the parent on the median run it reports): how many there
+	// were and the least and most of the metric that chose the median (Rate, or Lat.P99).
+	Runs     int     `json:"-"`
+	Min, Max float64 `json:"-"`
+}
+
+// key is the metric by which runs of a job are ranked: the p99 of a latency run, else the
+// rate.
+func (r result) key() float64 {
+	if r.Lat.N > 0 {
+		return float64(r.Lat.P99)
+	}
+	return r.Rate
+}
+
+// median returns the median of the runs of one job (the lower middle one of an even count)
+// by key, with the count and range of the runs; a failed run is reported as the job's result.
+func median(rs []result) result {
+	for _, r := range rs {
+		if r.Err != "" {
+			return r
+		}
+	}
+	sorted := slices.SortedFunc(slices.Values(rs), func(a, b result) int { return cmp.Compare(a.key(), b.key()) })
+	m := sorted[(len(sorted)-1)/2]
+	m.Runs, m.Min, m.Max = len(rs), sorted[0].key(), sorted[len(sorted)-1].key()
+	return m
 }
 
 func main() {
@@ -176,6 +208,7 @@ func main() {
 		jsFetch   = flag.Int("js-fetch", 1000, "consume, JetStream: Fetch batch size")
 		only      = flag.String("only", "", "run only jobs whose name matches this regexp (e.g. 'send-async-100B')")
 		src       = flag.String("src", ".", "this package's source dir, to build the per-side child binaries from")
+		repeat    = flag.Int("repeat", 1, "run every job this many times, the two sides in turn, and report each job's median run (by rate, or by p99 for latency) with the range of the runs")
 		combined  = flag.Bool("combined", false, "run every job in this binary, which links both brokers, instead of per-side child binaries (no Go toolchain needed; each run's RSS then includes the other broker's code and data pages)")
 	)
 	flag.Parse()
@@ -192,6 +225,9 @@ func main() {
 	}
 	if *latSize < 16 {
 		fatalf("-lat-size must be at least 16")
+	}
+	if *repeat < 1 {
+		fatalf("-repeat must be at least 1")
 	}
 	re, err := regexp.Compile(*only)
 	if err != nil {
@@ -272,24 +308,35 @@ func main() {
 	done := map[string]result{} // results by job name: EdgeMQ latency runs once for two rows
 	for i := range rows {
 		r := &rows[i]
-		for k, j := range []*job{&r.emq, &r.js} {
+		var todo []*job
+		for _, j := range []*job{&r.emq, &r.js} {
 			if j.Side == "" || !re.MatchString(j.name()) {
+				continue
+			}
+			if _, ok := done[j.name()]; ok {
 				continue
 			}
 			if *profile != "" {
 				j.Profile = filepath.Join(*profile, j.name()+".pprof")
 			}
-			res, ok := done[j.name()]
-			if !ok {
-				res = spawn(*j, children[j.Side])
-				done[j.name()] = res
+			todo = append(todo, j)
+		}
+		runs := map[string][]result{}
+		for range *repeat { // the sides in turn, so that a slow spell of the machine hits both
+			for _, j := range todo {
+				res := spawn(*j, children[j.Side])
+				runs[j.name()] = append(runs[j.name()], res)
 				fmt.Fprintf(os.Stderr, "%-40s %s\n", j.name(), res.brief())
 			}
-			if k == 0 {
-				r.emqRes = &res
-			} else {
-				r.jsRes = &res
-			}
+		}
+		for name, rs := range runs {
+			done[name] = median(rs)
+		}
+		if res, ok := done[r.emq.name()]; ok && r.emq.Side != "" && re.MatchString(r.emq.name()) {
+			r.emqRes = &res
+		}
+		if res, ok := done[r.js.name()]; ok && r.js.Side != "" && re.MatchString(r.js.name()) {
+			r.jsRes = &res
 		}
 	}
 	printTables(os.Stdout, rows)

@@ -168,7 +168,11 @@ func rate(r *result) string {
 	case r.Err != "":
 		return "error"
 	}
-	return fmt.Sprintf("%s (%s in %.1fs)", thousands(r.Rate), thousands(float64(r.Msgs)), r.Seconds)
+	s := fmt.Sprintf("%s (%s in %.1fs)", thousands(r.Rate), thousands(float64(r.Msgs)), r.Seconds)
+	if r.Runs > 1 {
+		s += fmt.Sprintf(", median of %d: %s–%s", r.Runs, thousands(r.Min), thousands(r.Max))
+	}
+	return s
 }
 
 // Distributions of a latency result.
@@ -189,7 +193,11 @@ func lat(r *result, which int) string {
 	if d.N == 0 {
 		return "—"
 	}
-	return fmt.Sprintf("%s / %s / %s / %s", us(d.P50), us(d.P99), us(d.P999), us(d.Max))
+	s := fmt.Sprintf("%s / %s / %s / %s", us(d.P50), us(d.P99), us(d.P999), us(d.Max))
+	if which == latDist && r.Runs > 1 {
+		s += fmt.Sprintf(" (median p99 of %d: %s–%s)", r.Runs, us(int64(r.Min)), us(int64(r.Max)))
+	}
+	return s
 }
 
 func us(ns int64) string {
