@@ -2,7 +2,9 @@ package commitlog
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -119,5 +121,96 @@ func TestPrefaultOnlyBusyAsync(t *testing.T) {
 			t.Errorf("%+v: prefault goroutine started", o)
 		}
 		l.Close()
+	}
+}
+
+// TestPrefaultThroughRollsAndRetention: a log prefaulted at every step (PrefaultRate 1 B/s)
+// while appenders roll small segments and retention deletes the oldest, and a reader reads
+// behind the writer: every populate succeeds (one on a mapping gone would fail), nothing
+// races, and every record reads back after a reopen.
+func TestPrefaultThroughRollsAndRetention(t *testing.T) {
+	dir := t.TempDir()
+	o := Options{SegmentSize: testSegSize, Flush: FlushAsync, FlushInterval: time.Millisecond, MaxBytes: 3 * testSegSize,
+		MaxAge: -1, MaxUsedRatio: -1, PrefaultBytes: 256 << 10, PrefaultRate: 1}
+	var (
+		mu        sync.Mutex
+		populates int
+		failure   error
+	)
+	prefaultHook = func(busy bool, from, to int64, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if busy && to > from {
+			populates++
+		}
+		failure = cmp.Or(failure, err)
+	}
+	t.Cleanup(func() { prefaultHook = nil })
+	l := openTest(t, dir, o)
+	const appenders, each = 4, 2000
+	rec := bytes.Repeat([]byte("r"), 1000)
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	wg.Go(func() { // a reader just behind the writer
+		r := l.NewReader()
+		defer r.Close()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			pos := max(l.MinPos(), l.Written()-4*int64(len(rec)))
+			if got, err := r.Next(pos); err == nil && !bytes.Equal(got.Payload, rec) {
+				t.Errorf("record at %d: %d bytes, not what was written", got.Pos, len(got.Payload))
+				return
+			}
+		}
+	})
+	var appended sync.WaitGroup
+	for range appenders {
+		appended.Go(func() {
+			for range each {
+				if _, err := l.Append(1, [][]byte{rec}, nil); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	appended.Wait()
+	close(stop)
+	wg.Wait()
+	end := l.Written()
+	mu.Lock()
+	if errors.Is(failure, errors.ErrUnsupported) {
+		t.Skip(failure)
+	}
+	if failure != nil || populates == 0 {
+		t.Fatalf("%d populates; failure: %v", populates, failure)
+	}
+	mu.Unlock()
+	if l.MinPos() < 2*testSegSize {
+		t.Fatalf("min position %d: retention deleted nothing", l.MinPos())
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l = openTest(t, dir, o)
+	defer l.Close()
+	if l.Written() != end {
+		t.Fatalf("reopened at %d, wrote up to %d", l.Written(), end)
+	}
+	r := l.NewReader()
+	defer r.Close()
+	for pos := l.MinPos(); pos < end; {
+		got, err := r.Next(pos)
+		if err != nil {
+			t.Fatalf("at %d: %v", pos, err)
+		}
+		if !bytes.Equal(got.Payload, rec) {
+			t.Fatalf("record at %d: not what was written", got.Pos)
+		}
+		pos = got.Next
 	}
 }
