@@ -76,6 +76,13 @@ func TestPrefault(t *testing.T) {
 	if rss := mappedRss(t, dir); rss < w.to-int64(1)<<pageShift {
 		t.Errorf("%d KiB of the log resident, want at least the %d KiB up to the prefaulted end", rss>>10, w.to>>10)
 	}
+	reopenCheck(t, l, dir, o, bytes.Repeat([]byte("p"), 1000))
+}
+
+// reopenCheck closes l, opens dir again with o, and checks that the log ends where l did
+// and that every record from its first position on is rec.
+func reopenCheck(t *testing.T, l *Log, dir string, o Options, rec []byte) {
+	t.Helper()
 	end := l.Written()
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
@@ -87,16 +94,15 @@ func TestPrefault(t *testing.T) {
 	}
 	r := l.NewReader()
 	defer r.Close()
-	n := 0
-	for pos := l.MinPos(); pos < end; n++ {
-		rec, err := r.Next(pos)
+	for pos := l.MinPos(); pos < end; {
+		got, err := r.Next(pos)
 		if err != nil {
-			t.Fatalf("record %d at %d: %v", n, pos, err)
+			t.Fatalf("record at %d: %v", pos, err)
 		}
-		if !bytes.Equal(rec.Payload, bytes.Repeat([]byte("p"), 1000)) {
-			t.Fatalf("record %d at %d: %d bytes, not what was written", n, pos, len(rec.Payload))
+		if !bytes.Equal(got.Payload, rec) {
+			t.Fatalf("record at %d: %d bytes, not what was written", got.Pos, len(got.Payload))
 		}
-		pos = rec.Next
+		pos = got.Next
 	}
 }
 
@@ -181,7 +187,6 @@ func TestPrefaultThroughRollsAndRetention(t *testing.T) {
 	appended.Wait()
 	close(stop)
 	wg.Wait()
-	end := l.Written()
 	mu.Lock()
 	if errors.Is(failure, errors.ErrUnsupported) {
 		t.Skip(failure)
@@ -193,24 +198,5 @@ func TestPrefaultThroughRollsAndRetention(t *testing.T) {
 	if l.MinPos() < 2*testSegSize {
 		t.Fatalf("min position %d: retention deleted nothing", l.MinPos())
 	}
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	l = openTest(t, dir, o)
-	defer l.Close()
-	if l.Written() != end {
-		t.Fatalf("reopened at %d, wrote up to %d", l.Written(), end)
-	}
-	r := l.NewReader()
-	defer r.Close()
-	for pos := l.MinPos(); pos < end; {
-		got, err := r.Next(pos)
-		if err != nil {
-			t.Fatalf("at %d: %v", pos, err)
-		}
-		if !bytes.Equal(got.Payload, rec) {
-			t.Fatalf("record at %d: not what was written", got.Pos)
-		}
-		pos = got.Next
-	}
+	reopenCheck(t, l, dir, o, rec)
 }
