@@ -116,7 +116,7 @@ func (q *Queue) recoverTail(s *segment) int64 {
 		if err := s.f.Sync(); err != nil {
 			// Not fatal: the bytes are zero in memory, and the next Sync retries.
 			q.log.Warn("cqueue: sync after zeroing", "file", s.path, "err", err)
-			q.dirty = true
+			q.markDirtyLocked()
 		}
 	}
 	return end

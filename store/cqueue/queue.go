@@ -59,8 +59,11 @@ var DefaultOptions = Options{
 //
 // A Queue has one writer and many readers. Append, TruncateFrom, DeleteBefore, Sync and
 // Close are serialized by an internal mutex (wmu), so a dispatcher and a retention loop
-// may share a queue. Get, Read, Search, Last, Min and Max may run concurrently with
-// everything. Lock order: wmu before mu. A Queue starts no goroutines.
+// may share a queue, except that Sync holds wmu only to choose what to sync: its fdatasync
+// runs under smu alone, so that Appends go on meanwhile (a dispatcher's appends would
+// otherwise wait for the disk); whatever closes a file first waits for it. Get, Read,
+// Search, Last, Min and Max may run concurrently with everything. Lock order: wmu before
+// smu, wmu before mu. A Queue starts no goroutines.
 type Queue struct {
 	dir string
 	fs  vfs.FS
@@ -72,6 +75,7 @@ type Queue struct {
 
 	wmu      sync.Mutex // serializes writers; guards the fields below and writes to segs/closed
 	dirty    bool       // the active file has entries not yet synced
+	gen      uint64     // times the active file was dirtied: Sync clears dirty only if unchanged
 	dirDirty bool       // a file was created or removed without a successful SyncDir
 	werr     error      // sticky: the disk no longer matches memory; writes return it
 	nextDrop int64      // end of data (bytes) in the active file at which Append drops again
@@ -82,6 +86,7 @@ type Queue struct {
 	cold    atomic.Int64 // bytes read below the window since the last sweep
 	dropOff atomic.Bool  // ResidentBytes < 0, or DropResident failed
 
+	smu    sync.Mutex   // held by Sync across its fdatasync; taken (under wmu) before closing a file
 	mu     sync.RWMutex // readers hold it (read) while they use segs and mappings
 	segs   []*segment   // contiguous files; the last is active (mapped); empty before the first Append
 	closed bool
@@ -168,7 +173,7 @@ func (q *Queue) Append(off int64, e Entry) error {
 	}
 	o := slot * EntrySize
 	e.Put(s.m[o : o+EntrySize])
-	q.dirty = true
+	q.markDirtyLocked()
 	q.max.Store(off + 1) // publish only after the bytes are in place
 	if o+EntrySize >= q.nextDrop {
 		q.dropBehindLocked(s, o+EntrySize)
@@ -229,6 +234,7 @@ func (q *Queue) rebaseLocked(off int64) error {
 	}
 	// The new file is durable first, so a crash in here leaves it after a gap, and Open
 	// removes whatever old file survived.
+	q.waitSyncLocked()
 	for _, o := range old {
 		_ = o.f.Close()
 		if err := q.fs.Remove(o.path); err != nil {
@@ -339,14 +345,52 @@ func (q *Queue) Last() (Entry, bool) {
 
 // Sync makes every entry appended so far durable: it fdatasyncs the active file (full
 // files were synced when they were sealed) and syncs the directory if an earlier sync of
-// it failed.
+// it failed. Appends may go on while the fdatasync runs; those it does not cover leave the
+// queue dirty for the next Sync. (A second Sync while one is in flight waits for it with
+// wmu held: callers that want Appends to go on sync from one goroutine.)
 func (q *Queue) Sync() error {
 	q.wmu.Lock()
-	defer q.wmu.Unlock()
 	if q.closed {
+		q.wmu.Unlock()
 		return ErrClosed
 	}
-	return q.syncLocked()
+	if q.dirDirty {
+		if err := q.syncDirLocked(); err != nil {
+			q.wmu.Unlock()
+			return err
+		}
+	}
+	if !q.dirty || len(q.segs) == 0 {
+		q.wmu.Unlock()
+		return nil
+	}
+	s, gen := q.segs[len(q.segs)-1], q.gen
+	q.smu.Lock() // before wmu is released: whoever closes s waits for the sync
+	q.wmu.Unlock()
+	err := s.f.Sync()
+	q.smu.Unlock()
+	if err != nil {
+		return fmt.Errorf("cqueue: sync %s: %w", s.path, err)
+	}
+	q.wmu.Lock()
+	if q.gen == gen {
+		q.dirty = false
+	}
+	q.wmu.Unlock()
+	return nil
+}
+
+// markDirtyLocked notes that the active file has bytes not yet synced. q.wmu is held.
+func (q *Queue) markDirtyLocked() {
+	q.dirty = true
+	q.gen++
+}
+
+// waitSyncLocked waits for a Sync whose fdatasync is in flight, so that a file can be
+// closed. q.wmu is held, so no other Sync starts.
+func (q *Queue) waitSyncLocked() {
+	q.smu.Lock()
+	q.smu.Unlock() // an empty critical section: waiting is the point
 }
 
 // syncLocked is Sync with q.wmu held.
@@ -378,6 +422,7 @@ func (q *Queue) Close() error {
 	if err == nil && q.werr != nil {
 		err = q.werr
 	}
+	q.waitSyncLocked()
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.closed = true

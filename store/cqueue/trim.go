@@ -45,6 +45,7 @@ func (q *Queue) TruncateFrom(off int64) error {
 		if uerr != nil {
 			q.log.Warn("cqueue: unmap truncated file", "err", uerr)
 		}
+		q.waitSyncLocked()
 		for i := len(dropped) - 1; i >= 0; i-- {
 			d := dropped[i]
 			_ = d.f.Close()
@@ -65,7 +66,7 @@ func (q *Queue) TruncateFrom(off int64) error {
 	q.dropAll(s)
 	q.resetDropLocked()
 	if err := s.f.Sync(); err != nil {
-		q.dirty = true
+		q.markDirtyLocked()
 		return fmt.Errorf("cqueue: sync %s: %w", s.path, err)
 	}
 	q.dirty = false
@@ -109,6 +110,7 @@ func (q *Queue) DeleteBefore(pos int64) (int, error) {
 		}
 		q.mu.Unlock()
 		// Oldest first: a crash in between leaves a gap, and Open removes what is before it.
+		q.waitSyncLocked()
 		for _, d := range dropped {
 			_ = d.f.Close()
 			if rerr := q.fs.Remove(d.path); rerr != nil && err == nil {
