@@ -33,8 +33,10 @@ func (s *Store) dispatchLimit() int64 {
 
 // dispatchLoop is the dispatcher goroutine. It dispatches what appenders left to it (an
 // appender dispatches its own records when the dispatch token is free, see dispatchAfter),
-// fsyncs the queues and writes the checkpoint on its ticker, for Flush and at Close. It holds
-// dmu, the dispatch token, whenever it dispatches or syncs.
+// and fsyncs the queues and writes the checkpoint (sync) on its ticker, once QueueFlushBytes
+// were dispatched, for Flush and at Close. It holds dmu, the dispatch token, whenever it
+// dispatches, but not across the fsyncs of a sync (except at Close), so that appenders
+// dispatch their messages to waiting pulls meanwhile instead of waiting for the disk.
 func (s *Store) dispatchLoop() {
 	defer s.wg.Done()
 	t := time.NewTicker(s.opts.QueueFlushInterval)
@@ -43,19 +45,16 @@ func (s *Store) dispatchLoop() {
 		select {
 		case <-s.dkick:
 		case <-t.C:
-			s.dmu.Lock()
-			if s.dispatched.Load() != s.synced {
-				s.syncLocked()
+			if s.dispatched.Load() != s.synced.Load() {
+				s.sync()
 			}
-			s.dmu.Unlock()
 			continue
 		case reply := <-s.syncReq:
 			s.dmu.Lock()
 			for s.dispatch(s.dr, s.dispatchLimit(), true) {
 			}
-			err := s.syncLocked()
 			s.dmu.Unlock()
-			reply <- err
+			reply <- s.sync()
 			continue
 		case <-s.done:
 			s.dmu.Lock()
@@ -68,31 +67,24 @@ func (s *Store) dispatchLoop() {
 			return
 		}
 		s.dmu.Lock()
-		more := s.dispatchRoundLocked()
+		more := s.dispatch(s.dr, s.dispatchLimit(), true)
 		s.dmu.Unlock()
 		s.progressMu.Lock()
 		s.progress.Broadcast() // appenders held back by MaxDispatchLag
 		s.progressMu.Unlock()
+		if s.syncDue() {
+			s.sync()
+		}
 		if more {
 			s.kickDispatcher() // let the loop breathe between rounds: ticker, Flush, Close
 		}
 	}
 }
 
-// dispatchRoundLocked dispatches one round and syncs the queues once QueueFlushBytes of log
-// are dispatched but not synced. It reports whether records remain. s.dmu must be held.
-func (s *Store) dispatchRoundLocked() bool {
-	more := s.dispatch(s.dr, s.dispatchLimit(), true)
-	if s.syncDueLocked() {
-		s.syncLocked()
-	}
-	return more
-}
-
-// syncDueLocked reports whether QueueFlushBytes of log were dispatched since the queues were
-// last synced. s.dmu must be held.
-func (s *Store) syncDueLocked() bool {
-	return s.dispatched.Load()-s.synced >= s.opts.QueueFlushBytes
+// syncDue reports whether QueueFlushBytes of log were dispatched since the queues were last
+// synced.
+func (s *Store) syncDue() bool {
+	return s.dispatched.Load()-s.synced.Load() >= s.opts.QueueFlushBytes
 }
 
 // dispatchAfter runs after an append that ended the log at end. When nobody has appended
@@ -120,7 +112,7 @@ func (s *Store) dispatchAfter(end int64) {
 	}
 	// The queues' fsyncs, when due, are left to the dispatcher: a send should not wait for
 	// them.
-	more := s.dispatch(s.dr, s.dispatchLimit(), true) || s.syncDueLocked()
+	more := s.dispatch(s.dr, s.dispatchLimit(), true) || s.syncDue()
 	s.dmu.Unlock()
 	if s.lagWaiters.Load() > 0 {
 		s.progressMu.Lock()
@@ -139,17 +131,32 @@ func (s *Store) kickDispatcher() {
 	}
 }
 
-// syncLocked syncs the queues and writes the checkpoint, logging a failure. s.dmu must be
-// held.
-func (s *Store) syncLocked() error {
-	d := s.dispatched.Load()
-	err := s.syncQueues()
+// sync fsyncs the queues and writes the checkpoint, logging a failure; s.dmu must not be
+// held. It holds dmu only to note how far dispatch got and each queue's length then (the
+// checkpoint must describe one moment), and fsyncs without it, so that appenders dispatch
+// their messages to waiting pulls meanwhile instead of waiting for the disk. Only the
+// dispatcher goroutine syncs.
+func (s *Store) sync() error {
+	s.dmu.Lock()
+	ck := s.checkpointLocked()
+	s.dmu.Unlock()
+	return s.syncTo(ck)
+}
+
+// syncLocked is sync with s.dmu held (Close, Open).
+func (s *Store) syncLocked() error { return s.syncTo(s.checkpointLocked()) }
+
+// syncTo makes ck true on disk, logging a failure: it fsyncs every queue of ck (entries
+// appended since it was taken are synced too, or not: the checkpoint does not count them)
+// and writes ck.
+func (s *Store) syncTo(ck checkpoint) error {
+	err := s.syncQueues(ck)
 	if err != nil {
 		s.lg.Error("sync consume queues", "err", err)
-	} else {
-		s.synced = d
+		return err
 	}
-	return err
+	s.synced.Store(ck.pos)
+	return nil
 }
 
 // dispatchRound bounds the bytes of log one dispatch call covers.
@@ -413,22 +420,33 @@ func (s *Store) rebuildQueue(q *queue, upTo, want int64) error {
 // it as OFFSET_FOUND_NULL.
 var holeEntry = cqueue.Entry{Pos: cqueue.MinPos, Size: 1}
 
-// syncQueues fsyncs every consume queue, then records how far they are complete.
-func (s *Store) syncQueues() error {
-	d := s.dispatched.Load()
-	var ck checkpoint
-	ck.pos = d
-	s.qmu.RLock()
-	var err error
-	for _, qs := range s.topics {
-		for _, q := range qs {
-			ck.queues = append(ck.queues, queueMax{q.topic, q.id, q.cq.Max()})
-			if e := q.cq.Sync(); e != nil && err == nil && !errors.Is(e, cqueue.ErrClosed) {
-				err = e
+// checkpointLocked returns the checkpoint of this moment: how far dispatch got and the
+// length of every queue. s.dmu must be held, so that no dispatch is under way. It reads the
+// lock-free copy of the queue map.
+func (s *Store) checkpointLocked() checkpoint {
+	ck := checkpoint{pos: s.dispatched.Load()}
+	if m := s.queues.Load(); m != nil {
+		for _, qs := range *m {
+			for _, q := range qs {
+				ck.queues = append(ck.queues, queueMax{q.topic, q.id, q.cq.Max()})
 			}
 		}
 	}
-	s.qmu.RUnlock()
+	return ck
+}
+
+// syncQueues fsyncs the queues of ck, then writes ck as the dispatch checkpoint.
+func (s *Store) syncQueues(ck checkpoint) error {
+	var err error
+	for _, qm := range ck.queues {
+		q := s.lookupQueue(qm.topic, qm.id)
+		if q == nil {
+			continue
+		}
+		if e := q.cq.Sync(); e != nil && err == nil && !errors.Is(e, cqueue.ErrClosed) {
+			err = e
+		}
+	}
 	if err != nil {
 		return err
 	}
@@ -613,7 +631,7 @@ func (s *Store) recoverQueues() error {
 			q.ahead = nil // only replay reads ahead
 		}
 	}
-	return s.syncQueues()
+	return s.syncQueues(s.checkpointLocked()) // nobody else dispatches yet
 }
 
 type queueKey struct {

@@ -61,14 +61,14 @@ type Store struct {
 
 	dispatched atomic.Int64 // every record below this position has its queue entry
 	// dmu is the dispatch token: its holder (the dispatcher goroutine, or an appender that
-	// dispatches its own records) owns dr, synced, dstopped, the queues' read-ahead and the
-	// appends to consume queues.
+	// dispatches its own records) owns dr, dstopped, the queues' read-ahead and the appends
+	// to consume queues.
 	dmu         sync.Mutex
 	dr          *commitlog.Reader
-	synced      int64 // dispatched when the queues were last synced
-	dstopped    bool  // the dispatcher has stopped: nobody dispatches any more
+	synced      atomic.Int64 // dispatched when the queues were last synced (by sync)
+	dstopped    bool         // the dispatcher has stopped: nobody dispatches any more
 	dkick       chan struct{}
-	syncReq     chan chan error // Flush asks the dispatcher, the checkpoint's only writer
+	syncReq     chan chan error // Flush asks the dispatcher, the checkpoint's only writer (sync)
 	progressMu  sync.Mutex      // with progress: appenders wait for a lagging dispatcher
 	progress    *sync.Cond
 	lagWaiters  atomic.Int32 // appenders waiting in waitForDispatcher
@@ -173,7 +173,7 @@ func Open(dir string, opts *Options) (st *Store, err error) {
 		return nil, err
 	}
 	s.dr = s.log.NewReader()
-	s.synced = s.dispatched.Load()
+	s.synced.Store(s.dispatched.Load())
 	s.ackKick = make(chan struct{}, 1)
 	s.wg.Add(2)
 	go s.dispatchLoop()
