@@ -1,11 +1,13 @@
 package store
 
 import (
+	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
 
 	"github.com/edgemq/edgemq/store/commitlog"
+	"github.com/edgemq/edgemq/store/internal/vfstest"
 )
 
 // TestHandoffStaysSmall: while the dispatcher cannot run, appenders hand over entries until
@@ -73,5 +75,34 @@ func TestHandoffStaysSmall(t *testing.T) {
 	// dispatcher looks first).
 	if segs := s.log.Size() / s.log.SegmentSize(); n-fromHandoff > segs {
 		t.Errorf("%d of %d records dispatched from handed-over entries, want all but the first of each of %d segments", fromHandoff, n, segs)
+	}
+}
+
+// TestDispatchDuringQueueSync: while the dispatcher's periodic sync waits for a queue's
+// fdatasync, an append still dispatches its message itself (the arrival is reported before
+// Append returns): the sync does not hold the dispatch token across the disk's wait.
+func TestDispatchDuringQueueSync(t *testing.T) {
+	g := vfstest.NewGatedFS(queuesDir, 0)
+	var arrived atomic.Int64
+	s := openStore(t, t.TempDir(), Options{FS: g, Flush: commitlog.FlushAsync, QueueFlushInterval: 5 * time.Millisecond,
+		OnArrival: func(Arrival) { arrived.Add(1) }})
+	defer s.Close()
+	for i := range 2 { // the queue exists; then a message for the next sync to cover
+		if i == 1 {
+			g.Gates.Store(1)
+		}
+		if err := s.Append([]*Message{msg("S", 0, i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-g.Entered // the ticker's sync is in the queue's fdatasync
+	err := s.Append([]*Message{msg("S", 0, 2)})
+	n := arrived.Load()
+	g.Release <- struct{}{}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 3 {
+		t.Fatalf("%d arrivals after the third append, want 3: it waited for the queue sync", n)
 	}
 }
