@@ -122,7 +122,11 @@ func (l *Log) populate(s *segment, from, to int64) error {
 	if data == nil {
 		return nil
 	}
-	defer s.release(l.fs)
+	defer func() {
+		if err := s.release(l.fs); err != nil {
+			l.lg.Warn("release segment after prefaulting", "segment", s.path, "err", err)
+		}
+	}()
 	for lo := from - s.base; lo < to-s.base; lo += populateChunk {
 		select {
 		case <-l.done:
