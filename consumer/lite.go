@@ -812,7 +812,7 @@ func (lc *PullConsumer) serviceLoop() {
 	due := serviceTimes{hb: now.Add(o.HeartbeatInterval), rb: now, commit: now.Add(o.PersistInterval), expiry: now.Add(o.PullExpiry)}
 	for {
 		next := lc.runDue(&due)
-		t := o.Clock.NewTimer(next.Sub(o.Clock.Now()))
+		t := edge.NewTimerAt(o.Clock, next)
 		select {
 		case <-t.C():
 		case <-lc.kick:

@@ -392,7 +392,7 @@ func (pc *PushConsumer) serviceLoop() {
 			nextExpired = now.Add(o.ExpiredCheckInterval)
 		}
 		next := slices.MinFunc([]time.Time{nextHB, nextRB, nextPersist, nextLock, nextExpired}, func(a, b time.Time) int { return a.Compare(b) })
-		t := o.Clock.NewTimer(next.Sub(now))
+		t := edge.NewTimerAt(o.Clock, next)
 		select {
 		case <-t.C():
 		case <-pc.kick:

@@ -23,6 +23,19 @@ type Timer interface {
 	Stop() bool
 }
 
+// NewTimerAt returns a timer of c that fires once c reads at or past at. It is what
+// c.NewTimer(at.Sub(c.Now())) means, without its race: a clock that jumps between the read
+// and the timer's creation (a ManualClock advanced by another goroutine) would set the timer
+// the jump too late, and it might never fire. Loops that sleep until a deadline use it.
+func NewTimerAt(c Clock, at time.Time) Timer {
+	t := c.NewTimer(at.Sub(c.Now()))
+	if c.Now().Before(at) {
+		return t // created before any jump past at, which fires it
+	}
+	t.Stop()
+	return c.NewTimer(0)
+}
+
 // SystemClock is the real clock. Its Now reads the wall clock (time.Now) at most every
 // wallResync and otherwise adds the monotonic time elapsed since: one clock read instead of
 // two, which is most of what time.Now costs where reading a clock is slow (a VM's

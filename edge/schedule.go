@@ -83,7 +83,9 @@ func newScheduler(b *Broker) (*scheduler, error) {
 		b.lg.Warn("schedule topic has queues beyond the configured delay levels: they get the last level's delay",
 			"levels", n, "queues", levels)
 	}
-	s := &scheduler{b: b, kick: make(chan struct{}, 1)}
+	// Progress writes are counted from the open, not from when run first runs: a caller
+	// that advances a ManualClock right after Open must find the same deadline.
+	s := &scheduler{b: b, kick: make(chan struct{}, 1), lastPersist: b.clock.Now()}
 	for l := int32(1); l <= levels; l++ {
 		d := b.opts.DelayLevels[min(l, n)-1]
 		lv := &delayLevel{level: l, delay: d.Milliseconds(), headOff: -1}
@@ -117,7 +119,6 @@ func (s *scheduler) run() {
 		t, tc, tAt = nil, nil, time.Time{}
 	}
 	defer stop()
-	s.lastPersist = s.b.clock.Now()
 	for {
 		wake, again := s.round()
 		if s.dirty() {
@@ -143,7 +144,7 @@ func (s *scheduler) run() {
 		if !wake.Equal(tAt) {
 			stop()
 			if !wake.IsZero() {
-				t, tAt = s.b.clock.NewTimer(wake.Sub(s.b.clock.Now())), wake
+				t, tAt = NewTimerAt(s.b.clock, wake), wake
 				tc = t.C()
 			}
 		}
