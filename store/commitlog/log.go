@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -73,6 +74,12 @@ type Log struct {
 	tmpSeq atomic.Int64
 	tick   atomic.Int64 // retention ticks, for idle unmapping
 
+	// doomed holds segments retention took out of the log but has not deleted yet: a roll
+	// leaves their deletion (an unlink and a directory fsync) to the retention loop, out of
+	// the append lock. Guarded by mu.
+	doomed []*segment
+	rkick  chan struct{} // capacity 1: wake the retention loop
+
 	done chan struct{}
 	wg   sync.WaitGroup
 }
@@ -107,6 +114,7 @@ func Open(dir string, opts *Options) (*Log, error) {
 		lg:    o.Logger.With("component", "commitlog", "dir", dir),
 		kick:  make(chan struct{}, 1),
 		prepc: make(chan prepared),
+		rkick: make(chan struct{}, 1),
 		done:  make(chan struct{}),
 	}
 	l.fcond = sync.NewCond(&l.fmu)
@@ -132,7 +140,14 @@ func (l *Log) load() error {
 	if err != nil {
 		return fmt.Errorf("commitlog: list %s: %w", l.dir, err)
 	}
+	lastBase := int64(-1)
+	for _, name := range names {
+		if base, ok := parseSegmentName(name); ok {
+			lastBase = max(lastBase, base)
+		}
+	}
 	var segs []*segment
+	freshBase := int64(0) // where an empty log starts
 	for _, name := range names {
 		if filepath.Ext(name) == ".tmp" {
 			if err := l.fs.Remove(filepath.Join(l.dir, name)); err != nil {
@@ -144,7 +159,11 @@ func (l *Log) load() error {
 		if !ok {
 			continue
 		}
-		s, err := l.openSegment(base)
+		s, err := l.openSegment(base, base == lastBase)
+		if errors.Is(err, errUnstarted) {
+			freshBase = base // it held nothing: the log goes on there
+			continue
+		}
 		if err != nil {
 			for _, s := range segs {
 				s.close()
@@ -155,16 +174,27 @@ func (l *Log) load() error {
 			segs = append(segs, s)
 		}
 	}
+	// Names a roll or recovery left undurable (the process died before the flusher synced
+	// them) must be durable before records in those segments count as durable.
+	if err := l.fs.SyncDir(l.dir); err != nil {
+		for _, s := range segs {
+			s.close()
+		}
+		return fmt.Errorf("commitlog: sync dir %s: %w", l.dir, err)
+	}
+	for _, s := range segs {
+		s.named.Store(true)
+	}
 	l.segs.Store(&segs)
 	if len(segs) == 0 {
 		f, path, err := l.createTemp()
 		if err != nil {
 			return err
 		}
-		if err := l.install(f, path, 0, 0); err != nil {
+		if err := l.install(f, path, freshBase, 0); err != nil {
 			return err
 		}
-		l.startDropping(0)
+		l.startDropping(freshBase)
 		return nil
 	}
 	ckpt, err := l.openCheckpoint()
@@ -189,9 +219,13 @@ func (l *Log) load() error {
 	return l.writeCheckpoint(end, true)
 }
 
+// errUnstarted reports a last segment whose header was never written (see dropUnstarted).
+var errUnstarted = errors.New("commitlog: segment never started")
+
 // openSegment opens an existing segment file and checks its header. A segment whose header
-// copies are both damaged is renamed to .broken and skipped (nil, nil).
-func (l *Log) openSegment(base int64) (*segment, error) {
+// copies are both damaged is renamed to .broken and skipped (nil, nil). The last segment
+// with a header of zeros was never started: it is dropped, with errUnstarted.
+func (l *Log) openSegment(base int64, last bool) (*segment, error) {
 	path := segPath(l.dir, base)
 	f, err := l.fs.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
@@ -227,6 +261,14 @@ func (l *Log) openSegment(base int64) (*segment, error) {
 		f.Close()
 		return nil, fmt.Errorf("commitlog: read header of %s: %w", path, err)
 	}
+	if last && allZero(hb[:]) {
+		err := l.dropUnstarted(f, path)
+		f.Close()
+		if err != nil {
+			return nil, err
+		}
+		return nil, errUnstarted
+	}
 	h, ok := parseHeader(hb[:])
 	if !ok || h.baseOffset != base || h.version != FormatVersion {
 		f.Close()
@@ -242,6 +284,39 @@ func (l *Log) openSegment(base int64) (*segment, error) {
 	}
 	return &segment{base: base, baseTime: h.baseTime, prevEnd: int64(h.prevEnd), path: path, size: l.opts.SegmentSize, file: f}, nil
 }
+
+// dropUnstarted removes the segment f at path, the last of the log, whose header is all
+// zeros: a roll named it, and the power was cut before the fsync that makes its header
+// durable, which comes before any record in it counts as durable (install). Nothing in it
+// was acknowledged as durable. If bytes after the header are not zeros (records the kernel
+// wrote back on its own), the file is kept aside as <name>.broken instead.
+func (l *Log) dropUnstarted(f vfs.File, path string) error {
+	buf := make([]byte, 1<<20)
+	for off := int64(HeaderSize); off < l.opts.SegmentSize; off += int64(len(buf)) {
+		n, err := f.ReadAt(buf[:min(int64(len(buf)), l.opts.SegmentSize-off)], off)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return fmt.Errorf("commitlog: read %s: %w", path, err)
+		}
+		if !allZero(buf[:n]) {
+			l.lg.Warn("the last segment's header was never made durable (a power cut during a roll): moving it aside; none of its records had been made durable", "segment", path)
+			if err := l.fs.Rename(path, path+".broken"); err != nil {
+				return fmt.Errorf("commitlog: move aside %s: %w", path, err)
+			}
+			return nil
+		}
+		if n == 0 {
+			break
+		}
+	}
+	l.lg.Warn("the last segment was named but never started (a power cut during a roll): removing it", "segment", path)
+	if err := l.fs.Remove(path); err != nil {
+		return fmt.Errorf("commitlog: remove %s: %w", path, err)
+	}
+	return nil
+}
+
+// allZero reports whether every byte of b is zero.
+func allZero(b []byte) bool { return lastNonZero(b, 0) == 0 }
 
 // recover walks the records from the checkpoint to the end and keeps the longest whole
 // prefix: it cuts the first torn or corrupt record and, when a segment's data ends short of
@@ -411,7 +486,8 @@ func lastNonZero(data []byte, from int64) int64 {
 	return i
 }
 
-// createTemp creates a preallocated segment file under a temporary name.
+// createTemp creates a preallocated segment file under a temporary name and fsyncs it, so
+// that the fsync which later covers its first records has no allocation left to commit.
 func (l *Log) createTemp() (vfs.File, string, error) {
 	path := filepath.Join(l.dir, fmt.Sprintf("prealloc-%d.tmp", l.tmpSeq.Add(1)))
 	f, err := l.fs.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
@@ -423,10 +499,22 @@ func (l *Log) createTemp() (vfs.File, string, error) {
 		l.fs.Remove(path)
 		return nil, "", fmt.Errorf("commitlog: preallocate segment: %w", err)
 	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		l.fs.Remove(path)
+		return nil, "", fmt.Errorf("commitlog: sync new segment: %w", err)
+	}
 	return f, path, nil
 }
 
 // install turns a prepared file into the active segment at base. Caller holds mu (or is Open).
+//
+// It syncs nothing: the append lock is held, and a roll that waited for two fsyncs (the
+// header, then the directory) stalled every sender for milliseconds, longer on an SD card.
+// The flusher makes the header and the name durable instead, with the segment's first
+// fsync and before any record in it counts as durable (flushOnce). A power cut before then
+// may leave the segment under its name with its header unwritten, all zeros; Open removes
+// such a segment when it is the last (load).
 func (l *Log) install(f vfs.File, tmp string, base, prevEnd int64) error {
 	data, err := f.Map(int(l.opts.SegmentSize), true)
 	if err != nil {
@@ -436,26 +524,12 @@ func (l *Log) install(f vfs.File, tmp string, base, prevEnd int64) error {
 	}
 	h := header{version: FormatVersion, payloadVersion: l.opts.PayloadVersion, baseOffset: base, baseTime: l.opts.Now().UnixMilli(), prevEnd: uint32(prevEnd)}
 	h.put(data)
-	// The header and the preallocated size must be durable before the name is.
-	if err := f.Sync(); err != nil {
-		f.Unmap(data)
-		f.Close()
-		l.fs.Remove(tmp)
-		return fmt.Errorf("commitlog: sync new segment: %w", err)
-	}
 	path := segPath(l.dir, base)
 	if err := l.fs.Rename(tmp, path); err != nil {
 		f.Unmap(data)
 		f.Close()
 		l.fs.Remove(tmp)
 		return fmt.Errorf("commitlog: name new segment: %w", err)
-	}
-	if err := l.fs.SyncDir(l.dir); err != nil {
-		// The segment exists but may vanish at a power cut; refuse to write into it.
-		f.Unmap(data)
-		f.Close()
-		l.fs.Remove(path)
-		return fmt.Errorf("commitlog: sync dir after new segment: %w", err)
 	}
 	s := &segment{base: base, baseTime: h.baseTime, prevEnd: prevEnd, path: path, size: l.opts.SegmentSize, file: f, data: data, writable: true, refs: 1}
 	old := *l.segs.Load()
@@ -572,6 +646,7 @@ func (l *Log) rollLocked() error {
 		if l.deleteOldestLocked(1) == 0 {
 			break
 		}
+		l.destroy(l.takeDoomedLocked()) // the space is needed now: delete under the lock
 		dropped++
 		p.f, p.path, p.err = l.createTemp()
 	}
@@ -585,7 +660,7 @@ func (l *Log) rollLocked() error {
 		return p.err
 	}
 	if n := l.retainLocked(l.opts.SegmentSize); n > 0 {
-		l.afterRetention()
+		l.kickRetention() // it deletes them, out of the lock
 	}
 	return l.install(p.f, p.path, l.active.base+l.active.size, l.wpos-l.active.base)
 }
@@ -718,6 +793,15 @@ func (l *Log) flushOnce(final bool, lastCkpt *time.Time) {
 					err = fmt.Errorf("%w: fsync %s: %w", ErrFlush, s.path, err)
 					break
 				}
+				// The header is durable now; the name must be too before the
+				// segment's records count as durable (install).
+				if !s.named.Load() {
+					if err = l.fs.SyncDir(l.dir); err != nil {
+						err = fmt.Errorf("%w: sync dir for %s: %w", ErrFlush, s.path, err)
+						break
+					}
+					s.named.Store(true)
+				}
 			}
 		}
 	}
@@ -773,6 +857,8 @@ func (l *Log) Close() error {
 	l.mu.Unlock()
 	close(l.done)
 	l.wg.Wait()
+	l.destroy(l.doomed)
+	l.doomed = nil
 	err := l.flushErr()
 	if l.active != nil {
 		if rerr := l.active.release(l.fs); err == nil {

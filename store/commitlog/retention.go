@@ -14,6 +14,7 @@ func (l *Log) retentionLoop() {
 		case <-l.done:
 			return
 		case <-t.C:
+		case <-l.rkick: // a roll left segments to delete
 		}
 		l.Retain()
 	}
@@ -31,12 +32,45 @@ func (l *Log) Retain() int {
 		return 0
 	}
 	n := l.retainLocked(0)
+	doomed := l.takeDoomedLocked()
 	l.mu.Unlock()
-	if n > 0 {
+	l.destroy(doomed)
+	if len(doomed) > 0 {
 		l.afterRetention()
 	}
 	l.unmapIdle()
 	return n
+}
+
+func (l *Log) kickRetention() {
+	select {
+	case l.rkick <- struct{}{}:
+	default:
+	}
+}
+
+// takeDoomedLocked returns the segments retention took out of the log and leaves none.
+func (l *Log) takeDoomedLocked() []*segment {
+	d := l.doomed
+	l.doomed = nil
+	return d
+}
+
+// destroy deletes segments taken out of the log (a reader holding one keeps its mapping
+// until it lets go) and makes the deletions durable. It needs no lock: the segments are no
+// longer in the log.
+func (l *Log) destroy(segs []*segment) {
+	if len(segs) == 0 {
+		return
+	}
+	for _, s := range segs {
+		if err := s.markDeleted(l.fs); err != nil {
+			l.lg.Warn("delete segment", "segment", s.path, "err", err)
+		}
+	}
+	if err := l.fs.SyncDir(l.dir); err != nil {
+		l.lg.Warn("sync dir after retention", "err", err)
+	}
 }
 
 func (l *Log) afterRetention() {
@@ -97,7 +131,8 @@ func (l *Log) deleteOldestLocked(n int) int {
 	return l.dropLocked(k)
 }
 
-// dropLocked removes the first n segments from the log.
+// dropLocked takes the first n segments out of the log and queues them in doomed, for the
+// caller to destroy once it has released mu.
 func (l *Log) dropLocked(n int) int {
 	if n == 0 {
 		return 0
@@ -106,14 +141,7 @@ func (l *Log) dropLocked(n int) int {
 	rest := append([]*segment(nil), segs[n:]...)
 	l.minPos.Store(rest[0].base + HeaderSize)
 	l.segs.Store(&rest)
-	for _, s := range segs[:n] {
-		if err := s.markDeleted(l.fs); err != nil {
-			l.lg.Warn("delete segment", "segment", s.path, "err", err)
-		}
-	}
-	if err := l.fs.SyncDir(l.dir); err != nil {
-		l.lg.Warn("sync dir after retention", "err", err)
-	}
+	l.doomed = append(l.doomed, segs[:n]...)
 	return n
 }
 

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/edgemq/edgemq/store/vfs"
 )
@@ -32,6 +33,9 @@ type segment struct {
 	path     string
 	size     int64
 	file     vfs.File
+	// named: the segment's directory entry is durable. A roll names the new segment
+	// without syncing the directory; the flusher syncs it with the segment's first fsync.
+	named atomic.Bool
 
 	mu       sync.Mutex // guards the fields below
 	data     []byte     // the mapping, nil while unmapped
