@@ -857,8 +857,10 @@ func (l *Log) Close() error {
 	l.mu.Unlock()
 	close(l.done)
 	l.wg.Wait()
-	l.destroy(l.doomed)
-	l.doomed = nil
+	l.mu.Lock()
+	doomed := l.takeDoomedLocked() // a roll's, which the retention loop did not reach
+	l.mu.Unlock()
+	l.destroy(doomed)
 	err := l.flushErr()
 	if l.active != nil {
 		if rerr := l.active.release(l.fs); err == nil {
