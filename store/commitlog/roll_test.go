@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgemq/edgemq/store/internal/vfstest"
 	"github.com/edgemq/edgemq/store/vfs"
 )
 
@@ -17,7 +18,7 @@ import (
 // SyncDir and the Sync of every file opened under a segment's name wait until release is
 // closed. Files opened under a temporary name (the preparer's) sync at once.
 type stuckFS struct {
-	vfs.FS
+	vfstest.SyncHookFS
 	stuck   *atomic.Bool
 	release chan struct{}
 	once    *sync.Once
@@ -27,7 +28,14 @@ type stuckFS struct {
 // newStuckFS returns a stuckFS that the test's cleanup unsticks, so that a failing test
 // still closes its log.
 func newStuckFS(t *testing.T) stuckFS {
-	s := stuckFS{FS: vfs.OS, stuck: new(atomic.Bool), release: make(chan struct{}), once: new(sync.Once), waiting: new(atomic.Int32)}
+	s := stuckFS{stuck: new(atomic.Bool), release: make(chan struct{}), once: new(sync.Once), waiting: new(atomic.Int32)}
+	s.SyncHookFS = vfstest.SyncHookFS{FS: vfs.OS, Hook: func(path string, dir bool) {
+		if (dir || strings.HasSuffix(path, segSuffix)) && s.stuck.Load() {
+			s.waiting.Add(1)
+			<-s.release
+			s.waiting.Add(-1)
+		}
+	}}
 	t.Cleanup(s.unstick)
 	return s
 }
@@ -38,37 +46,6 @@ func (s stuckFS) unstick() {
 		s.stuck.Store(false)
 		close(s.release)
 	})
-}
-
-func (s stuckFS) wait() {
-	if s.stuck.Load() {
-		s.waiting.Add(1)
-		<-s.release
-		s.waiting.Add(-1)
-	}
-}
-
-func (s stuckFS) SyncDir(dir string) error {
-	s.wait()
-	return s.FS.SyncDir(dir)
-}
-
-func (s stuckFS) OpenFile(name string, flag int, perm os.FileMode) (vfs.File, error) {
-	f, err := s.FS.OpenFile(name, flag, perm)
-	if err != nil || !strings.HasSuffix(name, segSuffix) {
-		return f, err
-	}
-	return stuckFile{f, s}, nil
-}
-
-type stuckFile struct {
-	vfs.File
-	s stuckFS
-}
-
-func (f stuckFile) Sync() error {
-	f.s.wait()
-	return f.File.Sync()
 }
 
 // appendUntil appends rec from another goroutine until done reports true and returns how

@@ -1,5 +1,6 @@
-// Package vfstest has file systems for tests of the store's packages. GatedFS holds fsyncs
-// at a gate, so that a test can act while one is in flight.
+// Package vfstest has file systems for tests of the store's packages. SyncHookFS calls a
+// function before every fsync; GatedFS, built on it, holds fsyncs at a gate, so that a test
+// can act while one is in flight.
 package vfstest
 
 import (
@@ -10,11 +11,45 @@ import (
 	"github.com/edgemq/edgemq/store/vfs"
 )
 
+// SyncHookFS is a vfs.FS that calls Hook before each Sync of a file it opened (with the
+// path the file was opened by, dir false) and before each SyncDir (with the directory, dir
+// true). Hook may block: the sync waits for it.
+type SyncHookFS struct {
+	vfs.FS
+	Hook func(path string, dir bool)
+}
+
+// OpenFile opens name on the underlying FS, with its Sync hooked.
+func (h SyncHookFS) OpenFile(name string, flag int, perm os.FileMode) (vfs.File, error) {
+	f, err := h.FS.OpenFile(name, flag, perm)
+	if err != nil {
+		return f, err
+	}
+	return hookedFile{f, name, h.Hook}, nil
+}
+
+// SyncDir calls the hook, then syncs dir on the underlying FS.
+func (h SyncHookFS) SyncDir(dir string) error {
+	h.Hook(dir, true)
+	return h.FS.SyncDir(dir)
+}
+
+type hookedFile struct {
+	vfs.File
+	path string
+	hook func(path string, dir bool)
+}
+
+func (f hookedFile) Sync() error {
+	f.hook(f.path, false)
+	return f.File.Sync()
+}
+
 // GatedFS is a vfs.FS whose files' Sync, for files whose path contains Match, waits at a
 // gate while Gates is positive (each gated Sync counts it down): it sends on Entered, then
-// waits to receive on Release, then syncs. Other Syncs pass.
+// waits to receive on Release, then syncs. Other Syncs, and SyncDir, pass.
 type GatedFS struct {
-	vfs.FS
+	SyncHookFS
 	Match            string
 	Entered, Release chan struct{}
 	Gates            *atomic.Int32
@@ -23,29 +58,14 @@ type GatedFS struct {
 // NewGatedFS returns a GatedFS over vfs.OS that gates the next gates Syncs of files whose
 // path contains match.
 func NewGatedFS(match string, gates int32) GatedFS {
-	g := GatedFS{FS: vfs.OS, Match: match, Entered: make(chan struct{}), Release: make(chan struct{}), Gates: new(atomic.Int32)}
+	g := GatedFS{Match: match, Entered: make(chan struct{}), Release: make(chan struct{}), Gates: new(atomic.Int32)}
 	g.Gates.Store(gates)
+	entered, release, count := g.Entered, g.Release, g.Gates
+	g.SyncHookFS = SyncHookFS{FS: vfs.OS, Hook: func(path string, dir bool) {
+		if !dir && strings.Contains(path, match) && count.Add(-1) >= 0 {
+			entered <- struct{}{}
+			<-release
+		}
+	}}
 	return g
-}
-
-// OpenFile opens name on the underlying FS, gated if it matches.
-func (g GatedFS) OpenFile(name string, flag int, perm os.FileMode) (vfs.File, error) {
-	f, err := g.FS.OpenFile(name, flag, perm)
-	if err != nil || !strings.Contains(name, g.Match) {
-		return f, err
-	}
-	return gatedFile{f, g}, nil
-}
-
-type gatedFile struct {
-	vfs.File
-	g GatedFS
-}
-
-func (f gatedFile) Sync() error {
-	if f.g.Gates.Add(-1) >= 0 {
-		f.g.Entered <- struct{}{}
-		<-f.g.Release
-	}
-	return f.File.Sync()
 }
