@@ -1,7 +1,8 @@
 # EdgeMQ build, test and release targets. Longer logic lives in scripts/.
 #
 #   make build      bin/edgemq for this machine
-#   make test       gofmt check, go vet, then the whole suite with -race
+#   make test       gofmt check, go vet, the consumer's dependency check, then the whole suite
+#                   with -race
 #   make lint       gofmt check and go vet only
 #   make bench      benchmarks of BENCH_PKGS, also written to bench.out
 #   make fuzz       every fuzz target in the module for FUZZTIME each (scripts/fuzz.sh)
@@ -24,17 +25,23 @@ ARM_PKGS   ?= ./...
 
 export GO VERSION FUZZTIME FUZZ_PKGS ARM_PKGS
 
-.PHONY: all build test lint fmt-check vet bench fuzz cross test-arm run clean
+.PHONY: all build test lint contract-deps fmt-check vet bench fuzz cross test-arm run clean
 
 all: build
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/edgemq ./cmd/edgemq
 
-test: lint
+test: lint contract-deps
 	$(GO) test -race -count=1 ./...
 
 lint: fmt-check vet
+
+# contract-deps fails if a program with a consumer would link the message store: package
+# consumer sees brokers only through edge/mq, which imports the standard library alone.
+contract-deps:
+	@bad=$$($(GO) list -deps ./consumer ./edge/mq | grep -E 'edgemq/(store|edge)$$|edgemq/store/|bbolt|klauspost|tinylib/msgp' || true); \
+	if [ -n "$$bad" ]; then echo "package consumer depends on the store:"; echo "$$bad"; exit 1; fi
 
 # fmt-check fails listing the files gofmt would change. testdata/ is skipped: it may hold
 # deliberately odd Go source.

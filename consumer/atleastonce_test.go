@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"context"
+	"github.com/edgemq/edgemq/edge/mq"
 	"math/rand/v2"
 	"strconv"
 	"sync"
@@ -38,7 +39,7 @@ func testAtLeastOnce(t *testing.T, orderly bool) {
 	createTopic(t, b, "T", 8)
 	c := newCounter()
 	oc := newOrderChecker()
-	var listener any = c.listener()
+	var listener Listener = c.listener()
 	if orderly {
 		inner := oc.listener()
 		listener = OrderlyListener(func(ctx context.Context, msgs []*Message, o *OrderlyContext) (ConsumeOrderlyStatus, error) {
@@ -85,8 +86,8 @@ func testAtLeastOnce(t *testing.T, orderly bool) {
 			}
 			for i := range n {
 				key := strconv.Itoa(p*1000 + i%16)
-				m := &edge.Message{Topic: "T", Body: []byte(strconv.Itoa(p) + "-" + strconv.Itoa(i))}
-				if _, err := b.Send(context.Background(), m, edge.ShardingKey(key)); err != nil {
+				m := &mq.Message{Topic: "T", Body: []byte(strconv.Itoa(p) + "-" + strconv.Itoa(i))}
+				if _, err := b.Send(context.Background(), m, mq.ShardingKey(key)); err != nil {
 					t.Error(err)
 					return
 				}

@@ -4,26 +4,44 @@ import (
 	"context"
 	"time"
 
-	"github.com/edgemq/edgemq/edge"
+	"github.com/edgemq/edgemq/edge/mq"
 )
 
-// Broker is what a consumer needs of a broker. *edge.Broker satisfies it in-process; a
-// remoting client satisfies it over the network, so the same consumer code runs in both.
+// Broker is what a consumer needs of a broker. The in-process broker (*edge.Broker)
+// satisfies it, and so does a network client of a remote broker: the same consumer code runs
+// on both. Every call takes a ctx, which bounds a network round trip, and reports failures
+// as errors: a broker that cannot be reached is an error, never "no such topic". Errors a
+// broker answers with wrap package mq's (mq.ErrTopicNotExist, mq.ErrOffsetNotFound, ...).
+//
+// Queues name their broker (mq.MessageQueue.BrokerName): a client of several brokers sends
+// each call about a queue to the queue's broker.
 type Broker interface {
-	Pull(ctx context.Context, req edge.PullRequest) (edge.PullResult, error)
-	CommitOffset(group, topic string, queueID int32, offset int64) error
-	QueryOffset(group, topic string, queueID int32) (int64, error)
-	MaxOffset(topic string, queueID int32) (int64, error)
-	MinOffset(topic string, queueID int32) (int64, error)
-	SearchOffset(topic string, queueID int32, at time.Time) (int64, error)
-	Topic(name string) (edge.TopicConfig, bool)
-	Heartbeat(hb edge.Heartbeat) error
-	Unregister(clientID, group string) error
-	ConsumerIDs(group string) ([]string, error)
-	LockQueues(group, clientID string, mqs []edge.MessageQueue) ([]edge.MessageQueue, error)
-	UnlockQueues(group, clientID string, mqs []edge.MessageQueue) error
-	SendBack(ctx context.Context, req edge.SendBackRequest) (edge.SendResult, error)
-	Send(ctx context.Context, m *edge.Message, sel edge.QueueSelector) (edge.SendResult, error)
+	// Route returns the brokers and queues of topic (mq.ErrTopicNotExist if it has none).
+	Route(ctx context.Context, topic string) (mq.TopicRoute, error)
+	// Pull reads a queue from an offset, holding the request while nothing is there if
+	// req.Suspend is set (long polling).
+	Pull(ctx context.Context, req mq.PullRequest) (mq.PullResult, error)
+	// CommitOffset stores group's offset of q.
+	CommitOffset(ctx context.Context, group string, q mq.MessageQueue, offset int64) error
+	// QueryOffset returns group's stored offset of q, or mq.ErrOffsetNotFound.
+	QueryOffset(ctx context.Context, group string, q mq.MessageQueue) (int64, error)
+	// MaxOffset, MinOffset and SearchOffset return the offset after q's last message, of its
+	// first, and of its first stored at or after a time.
+	MaxOffset(ctx context.Context, q mq.MessageQueue) (int64, error)
+	MinOffset(ctx context.Context, q mq.MessageQueue) (int64, error)
+	SearchOffset(ctx context.Context, q mq.MessageQueue, at time.Time) (int64, error)
+	// Heartbeat registers the client and its groups; Unregister removes it from group ("":
+	// from all).
+	Heartbeat(ctx context.Context, hb mq.Heartbeat) error
+	Unregister(ctx context.Context, clientID, group string) error
+	// ConsumerIDs returns the client ids of group's members, asking a broker of topic.
+	ConsumerIDs(ctx context.Context, topic, group string) ([]string, error)
+	// LockQueues locks queues for orderly consumption and returns those granted;
+	// UnlockQueues frees them.
+	LockQueues(ctx context.Context, group, clientID string, qs []mq.MessageQueue) ([]mq.MessageQueue, error)
+	UnlockQueues(ctx context.Context, group, clientID string, qs []mq.MessageQueue) error
+	// SendBack returns a message that failed to the group's retry (or dead-letter) topic.
+	SendBack(ctx context.Context, req mq.SendBackRequest) error
+	// Send sends a message; a consumer sends to its retry topic when SendBack fails.
+	Send(ctx context.Context, m *mq.Message, sel mq.QueueSelector) (mq.SendResult, error)
 }
-
-var _ Broker = (*edge.Broker)(nil)

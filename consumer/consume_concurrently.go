@@ -1,7 +1,6 @@
 package consumer
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -9,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/edgemq/edgemq/edge"
+	"github.com/edgemq/edgemq/edge/mq"
 )
 
 // poolQueueSize bounds the tasks waiting for a worker; past it the pool grows to its maximum,
@@ -189,7 +188,7 @@ func (pc *PushConsumer) consumeChunk(qs *queueState, msgs []*Message) {
 	n := pc.opts.ConsumeMessageBatchMaxSize
 	ccs := make([]ConcurrentlyContext, (len(msgs)+n-1)/n) // one allocation for the chunk's contexts
 	var t consumeTally
-	commit, settled := int64(-1), pc.opts.Clock.Now()
+	commit, settled := int64(-1), time.Now()
 	next := settled
 	for k, i := 0, 0; i < len(msgs); k, i = k+1, i+n {
 		off, end := pc.consumeBatch(qs, msgs[i:min(i+n, len(msgs))], &t, next, &ccs[k])
@@ -213,9 +212,9 @@ func (pc *PushConsumer) consumeConcurrently(qs *queueState, msgs []*Message) {
 // settle records t's stats, then moves qs's offset up to off (unless off is -1 or the queue
 // was dropped).
 func (pc *PushConsumer) settle(qs *queueState, t *consumeTally, off int64) {
-	pc.stats.tally(qs.mq.Topic, t)
+	pc.stats.tally(qs.queue.Topic, t)
 	if off >= 0 && !qs.pq.Dropped() {
-		pc.offsets.Update(qs.mq, off, true)
+		pc.offsets.Update(qs.queue, off, true)
 	}
 }
 
@@ -230,29 +229,29 @@ func (pc *PushConsumer) consumeBatch(qs *queueState, msgs []*Message, t *consume
 	}
 	defer pc.endConsume()
 	o := &pc.opts
-	*cc = ConcurrentlyContext{Queue: qs.mq, AckIndex: len(msgs) - 1}
+	*cc = ConcurrentlyContext{Queue: qs.queue, AckIndex: len(msgs) - 1}
 	var hc *HookContext // only with hooks: one allocation less per batch
 	if len(o.BeforeConsume) > 0 || len(o.AfterConsume) > 0 {
-		hc = &HookContext{Group: o.Group, Queue: qs.mq, Messages: msgs}
+		hc = &HookContext{Group: o.Group, Queue: qs.queue, Messages: msgs}
 		pc.runHooks(o.BeforeConsume, hc)
 		begin = time.Time{}
 	}
 	if begin.IsZero() {
-		begin = o.Clock.Now()
+		begin = time.Now()
 	}
 	qs.pq.markConsumeStart(msgs, begin.UnixNano())
 	status, err := pc.callConcurrent(msgs, cc)
-	end := o.Clock.Now()
+	end := time.Now()
 	elapsed := end.Sub(begin)
 	if err != nil {
-		o.Logger.Warn("consumer: listener failed", "queue", qs.mq, "err", err)
+		o.Logger.Warn("consumer: listener failed", "queue", qs.queue, "err", err)
 		status = ReconsumeLater
 	}
 	if hc != nil {
 		hc.Success, hc.Elapsed = status == ConsumeSuccess, elapsed
 		hc.Status = [...]string{"CONSUME_SUCCESS", "RECONSUME_LATER"}[status]
 		pc.runHooks(o.AfterConsume, hc)
-		end = o.Clock.Now()
+		end = time.Now()
 	}
 	t.consumes++
 	t.rt += elapsed
@@ -299,7 +298,7 @@ func (pc *PushConsumer) runHooks(hooks []Hook, hc *HookContext) {
 // cache and the offset moves up.
 func (pc *PushConsumer) processConsumeResult(qs *queueState, msgs []*Message, status ConsumeConcurrentlyStatus, cc *ConcurrentlyContext) {
 	var t consumeTally
-	off := pc.processResult(qs, msgs, status, cc, pc.opts.Clock.Now(), &t)
+	off := pc.processResult(qs, msgs, status, cc, time.Now(), &t)
 	pc.settle(qs, &t, off)
 }
 
@@ -317,9 +316,9 @@ func (pc *PushConsumer) processResult(qs *queueState, msgs []*Message, status Co
 	t.failed += int64(len(msgs) - ack - 1)
 	done := msgs
 	if ack < len(msgs)-1 {
-		if o.Model == edge.Broadcasting {
+		if o.Model == mq.Broadcasting {
 			for _, m := range msgs[ack+1:] {
-				o.Logger.Warn("consumer: broadcasting consume failed, dropped", "queue", qs.mq, "offset", m.QueueOffset)
+				o.Logger.Warn("consumer: broadcasting consume failed, dropped", "queue", qs.queue, "offset", m.QueueOffset)
 			}
 		} else {
 			done = append([]*Message(nil), msgs[:ack+1]...)
@@ -344,31 +343,35 @@ func (pc *PushConsumer) processResult(qs *queueState, msgs []*Message, status Co
 // a retry copy as a normal message (RocketMQ's sendMessageBackAsNormal).
 func (pc *PushConsumer) sendBack(m *Message, level int32) bool {
 	o := &pc.opts
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	ctx, cancel := o.callCtx(pc.ctx)
 	defer cancel()
-	_, err := pc.b.SendBack(ctx, edge.SendBackRequest{Pos: m.Pos, Group: o.Group, DelayLevel: level, MaxReconsumeTimes: o.MaxReconsumeTimes})
+	err := pc.b.SendBack(ctx, mq.SendBackRequest{Group: o.Group, BrokerName: m.BrokerName, CommitLogOffset: m.CommitLogOffset,
+		DelayLevel: level, MaxReconsumeTimes: o.MaxReconsumeTimes, OriginMsgID: m.MsgID()})
 	if err == nil {
 		return true
+	}
+	if quiet(pc.ctx, err) {
+		return false
 	}
 	o.Logger.Warn("consumer: send back", "topic", m.Topic, "offset", m.QueueOffset, "err", err)
 	if level < 0 {
 		return false // the dead-letter topic takes no normal sends
 	}
-	c := &Message{Topic: edge.RetryTopic(o.Group), Flag: m.Flag, Tags: m.Tags, Keys: m.Keys, Body: m.Body,
-		ReconsumeTimes: m.ReconsumeTimes + 1, Properties: maps.Clone(m.Properties)}
-	if c.Properties == nil {
-		c.Properties = map[string]string{}
+	c := &mq.Message{Topic: mq.RetryTopic(o.Group), Flag: m.Flag, Tags: m.Tags, Keys: m.Keys, Body: m.Body,
+		Properties: maps.Clone(m.Properties)}
+	if c.Properties[mq.PropertyRetryTopic] == "" {
+		c.SetProperty(mq.PropertyRetryTopic, m.Topic)
 	}
-	if c.Properties[edge.PropertyRetryTopic] == "" {
-		c.Properties[edge.PropertyRetryTopic] = m.Topic
+	if c.Properties[mq.PropertyOriginMessageID] == "" {
+		c.SetProperty(mq.PropertyOriginMessageID, m.MsgID())
 	}
-	if c.Properties[edge.PropertyOriginMessageID] == "" && c.Properties[edge.PropertyUniqKey] != "" {
-		c.Properties[edge.PropertyOriginMessageID] = c.Properties[edge.PropertyUniqKey]
-	}
-	c.Properties[edge.PropertyMaxReconsumeTimes] = strconv.Itoa(int(o.MaxReconsumeTimes))
-	edge.SetDelayLevel(c, 3+int(m.ReconsumeTimes))
+	c.SetProperty(mq.PropertyReconsumeTime, strconv.Itoa(int(m.ReconsumeTimes+1)))
+	c.SetProperty(mq.PropertyMaxReconsumeTimes, strconv.Itoa(int(o.MaxReconsumeTimes)))
+	c.SetDelayLevel(3 + int(m.ReconsumeTimes))
 	if _, err := pc.b.Send(ctx, c, nil); err != nil {
-		o.Logger.Warn("consumer: send back as normal", "topic", m.Topic, "offset", m.QueueOffset, "err", err)
+		if !quiet(pc.ctx, err) {
+			o.Logger.Warn("consumer: send back as normal", "topic", m.Topic, "offset", m.QueueOffset, "err", err)
+		}
 		return false
 	}
 	return true
@@ -377,7 +380,7 @@ func (pc *PushConsumer) sendBack(m *Message, level int32) bool {
 // cleanExpired sends back messages consuming for longer than ConsumeTimeout (RocketMQ's
 // cleanExpireMsg).
 func (pc *PushConsumer) cleanExpired() {
-	if pc.opts.Model != edge.Clustering {
+	if pc.opts.Model != mq.Clustering {
 		return
 	}
 	for _, qs := range pc.snapshot() {

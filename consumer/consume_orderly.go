@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/edgemq/edgemq/edge"
+	"github.com/edgemq/edgemq/edge/mq"
 )
 
 // The seed's fixed delays of ConsumeMessageOrderlyService.
@@ -33,7 +33,7 @@ func (pc *PushConsumer) tryLockLaterAndReconsume(qs *queueState, d time.Duration
 		if qs.pq.Dropped() {
 			return
 		}
-		if pc.lockOne(qs.mq, qs) {
+		if pc.lockOne(qs.queue, qs) {
 			pc.submitOrderly(qs, orderlyRelockDelay)
 		} else {
 			pc.submitOrderly(qs, orderlyLockFailDelay)
@@ -48,10 +48,10 @@ func (pc *PushConsumer) consumeOrderly(qs *queueState) {
 		return
 	}
 	o := &pc.opts
-	clustering := o.Model == edge.Clustering
-	qs.consumeMu.Lock()
-	defer qs.consumeMu.Unlock()
-	now := o.Clock.Now()
+	clustering := o.Model == mq.Clustering
+	qs.lockConsume()
+	defer qs.unlockConsume()
+	now := time.Now()
 	if clustering && (!qs.pq.Locked() || qs.pq.isLockExpiredAt(o.LockExpiry, now)) {
 		if !qs.pq.Dropped() {
 			pc.tryLockLaterAndReconsume(qs, orderlyNotLockDelay)
@@ -85,19 +85,19 @@ func (pc *PushConsumer) consumeOrderly(qs *queueState) {
 			qs.pq.Rollback()
 			return
 		}
-		oc := &OrderlyContext{Queue: qs.mq, AutoCommit: true}
+		oc := &OrderlyContext{Queue: qs.queue, AutoCommit: true}
 		var hc *HookContext // only with hooks: one allocation less per batch
 		if len(o.BeforeConsume) > 0 || len(o.AfterConsume) > 0 {
-			hc = &HookContext{Group: o.Group, Queue: qs.mq, Messages: msgs}
+			hc = &HookContext{Group: o.Group, Queue: qs.queue, Messages: msgs}
 			pc.runHooks(o.BeforeConsume, hc)
 		}
-		start := o.Clock.Now()
+		start := time.Now()
 		status, err := pc.callOrderly(msgs, oc)
-		now = o.Clock.Now()
+		now = time.Now()
 		elapsed := now.Sub(start)
 		pc.endConsume()
 		if err != nil {
-			o.Logger.Warn("consumer: orderly listener failed", "queue", qs.mq, "err", err)
+			o.Logger.Warn("consumer: orderly listener failed", "queue", qs.queue, "err", err)
 			status = SuspendCurrentQueueAMoment
 		}
 		if hc != nil {
@@ -124,9 +124,9 @@ func (pc *PushConsumer) consumeOrderly(qs *queueState) {
 // settleOrderly records t's stats, then sets qs's offset to commit (unless commit is -1 or
 // the queue was dropped).
 func (pc *PushConsumer) settleOrderly(qs *queueState, t *consumeTally, commit int64) {
-	pc.stats.tally(qs.mq.Topic, t)
+	pc.stats.tally(qs.queue.Topic, t)
 	if commit >= 0 && !qs.pq.Dropped() {
-		pc.offsets.Update(qs.mq, commit, false)
+		pc.offsets.Update(qs.queue, commit, false)
 	}
 }
 
@@ -191,7 +191,7 @@ func (pc *PushConsumer) checkReconsumeTimes(msgs []*Message) []*Message {
 	var again []*Message
 	for _, m := range msgs {
 		if m.ReconsumeTimes >= pc.opts.MaxReconsumeTimes {
-			if pc.opts.Model == edge.Broadcasting {
+			if pc.opts.Model == mq.Broadcasting {
 				pc.opts.Logger.Warn("consumer: broadcasting message over max reconsume times, dropped", "topic", m.Topic, "offset", m.QueueOffset)
 				continue
 			}

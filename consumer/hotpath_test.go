@@ -18,7 +18,7 @@ func TestProcessQueueOutOfOrderRemoval(t *testing.T) {
 	seed := rand.Uint64()
 	t.Logf("seed %d", seed)
 	r := rand.New(rand.NewPCG(seed, 0))
-	pq, _ := newPQ(t)
+	pq := newPQ(t)
 	model := map[int64]bool{} // cached offsets (not the consuming set)
 	var offMax int64
 	next := int64(0)

@@ -9,8 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/edgemq/edgemq/edge"
-	"github.com/edgemq/edgemq/store"
+	"github.com/edgemq/edgemq/edge/mq"
 )
 
 // Errors of the PullConsumer. (They sit here rather than in types.go because this file owns
@@ -85,7 +84,7 @@ var DefaultPullOptions = PullOptions{PullThresholdForAll: 1000}
 // owner (at least once).
 //
 // There is no send-back: a PullConsumer does not subscribe to the group's retry topic
-// (neither does RocketMQ's lite consumer). Subscribe or Assign edge.RetryTopic(group) to
+// (neither does RocketMQ's lite consumer). Subscribe or Assign mq.RetryTopic(group) to
 // read what a PushConsumer of the group sent back; such messages come with their original
 // topic restored.
 //
@@ -116,12 +115,12 @@ type PullConsumer struct {
 	mu      sync.Mutex
 	state   int
 	subs    map[string]string // topic -> expression; Unsubscribe changes it after Start
-	assign  []edge.MessageQueue
-	offsets OffsetStore
-	queues  map[edge.MessageQueue]*liteQueue
-	polled  map[edge.MessageQueue]int64 // offset after the last polled message, by queue
-	buf     []*liteBatch                // pulled batches waiting for Poll, oldest first
-	bufMsgs int                         // messages in buf
+	assign  []mq.MessageQueue
+	offsets offsetStore
+	queues  map[mq.MessageQueue]*liteQueue
+	polled  map[mq.MessageQueue]int64 // offset after the last polled message, by queue
+	buf     []*liteBatch              // pulled batches waiting for Poll, oldest first
+	bufMsgs int                       // messages in buf
 	// space is closed (and replaced) when the buffer shrinks while spaceWait: it wakes the
 	// pull goroutines waiting for room.
 	space     chan struct{}
@@ -129,19 +128,18 @@ type PullConsumer struct {
 
 	cmu sync.Mutex // serializes commits with the removal of queues
 
-	ready  chan struct{} // capacity 1: buf has batches
-	kick   chan struct{} // capacity 1: rebalance now
-	resub  chan struct{} // capacity 1: the subscriptions changed: heartbeat now
-	ctx    context.Context
-	cancel context.CancelFunc // ends every pull
-	done   chan struct{}      // closed by Shutdown
-	wg     sync.WaitGroup
+	ready   chan struct{} // capacity 1: buf has batches
+	service liteService   // the service loop, made by Start
+	ctx     context.Context
+	cancel  context.CancelFunc // ends every pull
+	done    chan struct{}      // closed by Shutdown
+	wg      sync.WaitGroup
 }
 
 // liteQueue is one assigned queue and, unless paused, its pull goroutine. Seek, Pause,
 // Resume and the PullExpiry check replace it by a new one.
 type liteQueue struct {
-	mq     edge.MessageQueue
+	queue  mq.MessageQueue
 	expr   string
 	from   int64           // the offset it starts at: its position until something is polled
 	paused bool            // no pull goroutine until Resume; fixed
@@ -185,9 +183,9 @@ func NewPullConsumer(b Broker, opts *Options, popts *PullOptions) (*PullConsumer
 		return nil, fmt.Errorf("%w: PullThresholdForAll %d must be positive", ErrInvalidOptions, p.PullThresholdForAll)
 	}
 	lc := &PullConsumer{b: b, opts: o, popts: p, subs: map[string]string{},
-		queues: map[edge.MessageQueue]*liteQueue{}, polled: map[edge.MessageQueue]int64{},
-		space: make(chan struct{}), ready: make(chan struct{}, 1), kick: make(chan struct{}, 1),
-		resub: make(chan struct{}, 1), done: make(chan struct{})}
+		queues: map[mq.MessageQueue]*liteQueue{}, polled: map[mq.MessageQueue]int64{},
+		space: make(chan struct{}), ready: make(chan struct{}, 1),
+		done: make(chan struct{})}
 	lc.ctx, lc.cancel = context.WithCancel(context.Background())
 	return lc, nil
 }
@@ -195,7 +193,7 @@ func NewPullConsumer(b Broker, opts *Options, popts *PullOptions) (*PullConsumer
 // Subscribe adds a subscription to topic with a TAG expression ("*", "A || B"; "" means
 // "*"). The topic's queues are shared with the group's other subscribed members. Call it
 // before Start. Errors: ErrSubscribeAndAssign after Assign; ErrInvalidOptions for an empty
-// topic or an expression that does not parse; edge.ErrTopicNotExist (wrapped) for a topic
+// topic or an expression that does not parse; mq.ErrTopicNotExist (wrapped) for a topic
 // the broker does not have.
 func (lc *PullConsumer) Subscribe(topic, expression string) error {
 	lc.mu.Lock()
@@ -212,14 +210,25 @@ func (lc *PullConsumer) Subscribe(topic, expression string) error {
 	if expression == "" {
 		expression = "*"
 	}
-	if _, err := store.ParseTagFilter(expression); err != nil {
+	if _, err := mq.ParseTagFilter(expression); err != nil {
 		return fmt.Errorf("%w: expression %q: %v", ErrInvalidOptions, expression, err)
 	}
-	if _, ok := lc.b.Topic(topic); !ok {
-		return fmt.Errorf("%w: %q", edge.ErrTopicNotExist, topic)
+	if _, err := lc.route(topic); err != nil {
+		return err
 	}
 	lc.subs[topic] = expression
 	return nil
+}
+
+// route returns topic's route, asking the broker with Options.CallTimeout.
+func (lc *PullConsumer) route(topic string) (mq.TopicRoute, error) {
+	ctx, cancel := lc.opts.callCtx(lc.ctx)
+	defer cancel()
+	r, err := lc.b.Route(ctx, topic)
+	if err != nil {
+		return r, fmt.Errorf("consumer: route of topic %q: %w", topic, err)
+	}
+	return r, nil
 }
 
 // Unsubscribe ends the subscription to topic (RocketMQ's unsubscribe). Before Start it only
@@ -249,7 +258,7 @@ func (lc *PullConsumer) Unsubscribe(topic string) error {
 	lc.mu.Unlock()
 	if started {
 		lc.updateQueues(topic, nil)
-		wake(lc.resub)
+		lc.service.heartbeat.trigger()
 	}
 	return nil
 }
@@ -257,9 +266,10 @@ func (lc *PullConsumer) Unsubscribe(topic string) error {
 // Assign makes mqs the consumer's queues, replacing an earlier Assign. They are read in
 // full (no filter), with no rebalance and no heartbeat: the group only names the offsets.
 // Call it before Start. Errors: ErrSubscribeAndAssign after Subscribe; ErrInvalidOptions for
-// no queues; edge.ErrTopicNotExist or edge.ErrInvalidQueue (wrapped) for a queue the broker
-// does not have.
-func (lc *PullConsumer) Assign(mqs []edge.MessageQueue) error {
+// no queues; mq.ErrTopicNotExist or mq.ErrInvalidQueue (wrapped) for a queue the topic's
+// route does not have. A queue may leave its BrokerName empty when its topic has one
+// broker.
+func (lc *PullConsumer) Assign(queues []mq.MessageQueue) error {
 	lc.mu.Lock()
 	defer lc.mu.Unlock()
 	if err := lc.checkCreatedLocked(); err != nil {
@@ -268,22 +278,35 @@ func (lc *PullConsumer) Assign(mqs []edge.MessageQueue) error {
 	if len(lc.subs) > 0 {
 		return ErrSubscribeAndAssign
 	}
-	if len(mqs) == 0 {
+	if len(queues) == 0 {
 		return fmt.Errorf("%w: no queues to assign", ErrInvalidOptions)
 	}
-	for _, mq := range mqs {
-		cfg, ok := lc.b.Topic(mq.Topic)
-		if !ok {
-			return fmt.Errorf("%w: %q", edge.ErrTopicNotExist, mq.Topic)
+	for _, queue := range queues {
+		r, err := lc.route(queue.Topic)
+		if err != nil {
+			return err
 		}
-		if mq.QueueID < 0 || mq.QueueID >= cfg.ReadQueues {
-			return fmt.Errorf("%w: queue %d of topic %q, which has %d read queues", edge.ErrInvalidQueue, mq.QueueID, mq.Topic, cfg.ReadQueues)
+		if !routeHasQueue(&r, queue) {
+			return fmt.Errorf("%w: %v is not a read queue of the topic's route", mq.ErrInvalidQueue, queue)
 		}
 	}
-	q := slices.Clone(mqs)
-	slices.SortFunc(q, compareQueues)
+	q := slices.Clone(queues)
+	slices.SortFunc(q, mq.CompareQueues)
 	lc.assign = slices.Compact(q)
 	return nil
+}
+
+// routeHasQueue reports whether queue is a read queue of route r; an empty broker name
+// stands for the route's only broker.
+func routeHasQueue(r *mq.TopicRoute, queue mq.MessageQueue) bool {
+	all := r.ReadQueues()
+	if queue.BrokerName == "" {
+		if len(r.Queues) != 1 {
+			return false
+		}
+		queue.BrokerName = r.Queues[0].BrokerName
+	}
+	return slices.Contains(all, queue)
 }
 
 func (lc *PullConsumer) checkCreatedLocked() error {
@@ -310,7 +333,7 @@ func (lc *PullConsumer) Start() error {
 		return fmt.Errorf("%w: no subscription and no assigned queue", ErrInvalidOptions)
 	}
 	o := &lc.opts
-	if o.Model == edge.Clustering {
+	if o.Model == mq.Clustering {
 		lc.offsets = newRemoteOffsetStore(lc.b, o.Group)
 	} else {
 		s, err := newLocalOffsetStore(o.OffsetDir, o.Group, o.ClientID)
@@ -324,24 +347,28 @@ func (lc *PullConsumer) Start() error {
 		return err
 	}
 	starts := make([]int64, len(lc.assign))
-	for i, mq := range lc.assign {
-		off, err := startOffset(lc.b, lc.offsets, o, mq)
+	for i, queue := range lc.assign {
+		off, err := startOffset(lc.ctx, lc.b, lc.offsets, o, queue)
 		if err != nil {
-			return fmt.Errorf("consumer: start offset of %s queue %d: %w", mq.Topic, mq.QueueID, err)
+			return fmt.Errorf("consumer: start offset of %s queue %d: %w", queue.Topic, queue.QueueID, err)
 		}
 		starts[i] = off
 	}
+	lc.service = lc.newService() // before the heartbeat, whose OnChange triggers its rebalance
 	if len(lc.subs) > 0 {
 		if err := lc.heartbeat(lc.subs); err != nil {
 			return err
 		}
 	}
 	lc.state = stateStarted
-	for i, mq := range lc.assign {
-		lc.startQueueLocked(mq, "*", starts[i], false)
+	for i, queue := range lc.assign {
+		lc.startQueueLocked(queue, "*", starts[i], false)
 	}
 	lc.wg.Add(1)
-	go lc.serviceLoop()
+	go func() {
+		defer lc.wg.Done()
+		lc.service.run(lc.done)
+	}()
 	return nil
 }
 
@@ -361,10 +388,10 @@ func (lc *PullConsumer) Poll(ctx context.Context) ([]*Message, error) {
 			lc.buf[0] = nil
 			lc.buf = lc.buf[1:]
 			lc.unbufferLocked(bt)
-			if lc.queues[bt.q.mq] != bt.q { // removed or sought meanwhile (never kept in buf)
+			if lc.queues[bt.q.queue] != bt.q { // removed or sought meanwhile (never kept in buf)
 				continue
 			}
-			lc.polled[bt.q.mq] = bt.next
+			lc.polled[bt.q.queue] = bt.next
 			if len(lc.buf) > 0 {
 				wake(lc.ready) // for another Poll: each wakes the next
 			}
@@ -395,83 +422,81 @@ func (lc *PullConsumer) unbufferLocked(bt *liteBatch) {
 	}
 }
 
-// wake sends on a capacity-1 signal channel without blocking.
-func wake(ch chan struct{}) {
-	select {
-	case ch <- struct{}{}:
-	default:
-	}
-}
-
-// Seek makes mq's next polled message the one at offset, which must lie in the queue's
-// [min, max] offsets (max: the next message to arrive). Batches of mq already pulled are
-// dropped, and mq's position becomes offset, to be committed by the next commit. A paused
+// Seek makes queue's next polled message the one at offset, which must lie in the queue's
+// [min, max] offsets (max: the next message to arrive). Batches of queue already pulled are
+// dropped, and queue's position becomes offset, to be committed by the next commit. A paused
 // queue stays paused, to start at offset on Resume. Errors: ErrNotStarted, ErrShutdown,
 // ErrNotAssigned, ErrSeekOffset, and the broker's.
-func (lc *PullConsumer) Seek(mq edge.MessageQueue, offset int64) error {
-	if err := lc.checkAssigned(mq); err != nil {
+func (lc *PullConsumer) Seek(queue mq.MessageQueue, offset int64) error {
+	if err := lc.checkAssigned(queue); err != nil {
 		return err
 	}
-	lo, err := lc.b.MinOffset(mq.Topic, mq.QueueID)
+	ctx, cancel := lc.opts.callCtx(lc.ctx)
+	defer cancel()
+	lo, err := lc.b.MinOffset(ctx, queue)
 	if err != nil {
 		return err
 	}
-	hi, err := lc.b.MaxOffset(mq.Topic, mq.QueueID)
+	hi, err := lc.b.MaxOffset(ctx, queue)
 	if err != nil {
 		return err
 	}
 	if offset < lo || offset > hi {
-		return fmt.Errorf("%w: offset %d of %s queue %d not in [%d, %d]", ErrSeekOffset, offset, mq.Topic, mq.QueueID, lo, hi)
+		return fmt.Errorf("%w: offset %d of %s queue %d not in [%d, %d]", ErrSeekOffset, offset, queue.Topic, queue.QueueID, lo, hi)
 	}
 	lc.mu.Lock()
 	defer lc.mu.Unlock()
-	if err := lc.checkAssignedLocked(mq); err != nil {
+	if err := lc.checkAssignedLocked(queue); err != nil {
 		return err
 	}
-	q := lc.queues[mq]
-	lc.polled[mq] = offset
+	q := lc.queues[queue]
+	lc.polled[queue] = offset
 	lc.restartLocked(q, offset, q.paused)
 	return nil
 }
 
-// SeekToBegin seeks mq to its first stored message.
-func (lc *PullConsumer) SeekToBegin(mq edge.MessageQueue) error {
-	if err := lc.checkAssigned(mq); err != nil {
+// SeekToBegin seeks queue to its first stored message.
+func (lc *PullConsumer) SeekToBegin(queue mq.MessageQueue) error {
+	if err := lc.checkAssigned(queue); err != nil {
 		return err
 	}
-	off, err := lc.b.MinOffset(mq.Topic, mq.QueueID)
+	ctx, cancel := lc.opts.callCtx(lc.ctx)
+	defer cancel()
+	off, err := lc.b.MinOffset(ctx, queue)
 	if err != nil {
 		return err
 	}
-	return lc.Seek(mq, off)
+	return lc.Seek(queue, off)
 }
 
-// SeekToEnd seeks mq past its last message: only messages sent from now on are polled.
-func (lc *PullConsumer) SeekToEnd(mq edge.MessageQueue) error {
-	if err := lc.checkAssigned(mq); err != nil {
+// SeekToEnd seeks queue past its last message: only messages sent from now on are polled.
+func (lc *PullConsumer) SeekToEnd(queue mq.MessageQueue) error {
+	if err := lc.checkAssigned(queue); err != nil {
 		return err
 	}
-	off, err := lc.b.MaxOffset(mq.Topic, mq.QueueID)
+	ctx, cancel := lc.opts.callCtx(lc.ctx)
+	defer cancel()
+	off, err := lc.b.MaxOffset(ctx, queue)
 	if err != nil {
 		return err
 	}
-	return lc.Seek(mq, off)
+	return lc.Seek(queue, off)
 }
 
-func (lc *PullConsumer) checkAssigned(mq edge.MessageQueue) error {
+func (lc *PullConsumer) checkAssigned(queue mq.MessageQueue) error {
 	lc.mu.Lock()
 	defer lc.mu.Unlock()
-	return lc.checkAssignedLocked(mq)
+	return lc.checkAssignedLocked(queue)
 }
 
 // checkAssignedLocked returns ErrNotStarted, ErrShutdown or ErrNotAssigned unless the
-// consumer is started and mq assigned to it.
-func (lc *PullConsumer) checkAssignedLocked(mq edge.MessageQueue) error {
+// consumer is started and queue assigned to it.
+func (lc *PullConsumer) checkAssignedLocked(queue mq.MessageQueue) error {
 	if err := lc.checkStartedLocked(); err != nil {
 		return err
 	}
-	if _, ok := lc.queues[mq]; !ok {
-		return fmt.Errorf("%w: %s queue %d", ErrNotAssigned, mq.Topic, mq.QueueID)
+	if _, ok := lc.queues[queue]; !ok {
+		return fmt.Errorf("%w: %s queue %d", ErrNotAssigned, queue.Topic, queue.QueueID)
 	}
 	return nil
 }
@@ -507,32 +532,32 @@ func (lc *PullConsumer) checkStartedLocked() error {
 // stop immediately until the messages of the requested message queues drain"); here the
 // batches are pulled again on Resume, which costs a re-read but makes Pause take effect at
 // once and keeps a paused queue's batches from holding the shared buffer full.
-func (lc *PullConsumer) Pause(mqs []edge.MessageQueue) error {
+func (lc *PullConsumer) Pause(mqs []mq.MessageQueue) error {
 	return lc.setPaused(mqs, true)
 }
 
 // Resume starts pulling mqs again from their positions (the offset after the last message
 // polled, or the one Seek set). Resuming a queue not paused does nothing. Errors as for
 // Pause.
-func (lc *PullConsumer) Resume(mqs []edge.MessageQueue) error {
+func (lc *PullConsumer) Resume(mqs []mq.MessageQueue) error {
 	return lc.setPaused(mqs, false)
 }
 
-func (lc *PullConsumer) setPaused(mqs []edge.MessageQueue, paused bool) error {
+func (lc *PullConsumer) setPaused(mqs []mq.MessageQueue, paused bool) error {
 	lc.mu.Lock()
 	if err := lc.checkStartedLocked(); err != nil {
 		lc.mu.Unlock()
 		return err
 	}
-	for _, mq := range mqs {
-		if err := lc.checkAssignedLocked(mq); err != nil {
+	for _, queue := range mqs {
+		if err := lc.checkAssignedLocked(queue); err != nil {
 			lc.mu.Unlock()
 			return err
 		}
 	}
 	var stopped []chan struct{}
-	for _, mq := range mqs {
-		if q := lc.queues[mq]; q.paused != paused {
+	for _, queue := range mqs {
+		if q := lc.queues[queue]; q.paused != paused {
 			stopped = append(stopped, q.exited)
 			lc.restartLocked(q, lc.positionLocked(q), paused)
 		}
@@ -547,20 +572,19 @@ func (lc *PullConsumer) setPaused(mqs []edge.MessageQueue, paused bool) error {
 }
 
 // Assignment returns the queues assigned now, sorted.
-func (lc *PullConsumer) Assignment() []edge.MessageQueue {
+func (lc *PullConsumer) Assignment() []mq.MessageQueue {
 	lc.mu.Lock()
 	defer lc.mu.Unlock()
 	if lc.state == stateShutdown {
 		return nil
 	}
-	return slices.SortedFunc(maps.Keys(lc.queues), compareQueues)
+	return slices.SortedFunc(maps.Keys(lc.queues), mq.CompareQueues)
 }
 
 // CommitSync commits, for every assigned queue, the offset after the last message Poll
 // returned from it (or the position Seek set), and returns when the offset store has them:
-// the broker in clustering, the local file in broadcasting. ctx is checked before the
-// commits (Broker.CommitOffset takes none). Errors: ErrNotStarted, ErrShutdown, ctx.Err(),
-// the offset store's.
+// the broker in clustering, the local file in broadcasting. ctx bounds the calls to the
+// broker. Errors: ErrNotStarted, ErrShutdown, ctx.Err(), the offset store's.
 func (lc *PullConsumer) CommitSync(ctx context.Context) error {
 	if err := lc.checkStarted(); err != nil {
 		return err
@@ -568,55 +592,61 @@ func (lc *PullConsumer) CommitSync(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return lc.commit()
+	return lc.commit(ctx)
 }
 
-// Committed returns mq's committed offset, or -1 if there is none (RocketMQ's committed,
-// which reads memory first): the offset this consumer last committed for mq, else the one
+// Committed returns queue's committed offset, or -1 if there is none (RocketMQ's committed,
+// which reads memory first): the offset this consumer last committed for queue, else the one
 // the broker (clustering) or the local file (broadcasting) holds. A commit whose sending
 // failed counts, as it is retried by the next commit. Like RocketMQ's, the broker answers
-// 0 for a queue never committed that still holds its first message. mq need not be
+// 0 for a queue never committed that still holds its first message. queue need not be
 // assigned. Errors: ErrNotStarted, ErrShutdown, the offset store's.
-func (lc *PullConsumer) Committed(mq edge.MessageQueue) (int64, error) {
+func (lc *PullConsumer) Committed(queue mq.MessageQueue) (int64, error) {
 	if err := lc.checkStarted(); err != nil {
 		return -1, err
 	}
-	return lc.offsets.Read(mq, ReadMemoryThenStore)
+	ctx, cancel := lc.opts.callCtx(lc.ctx)
+	defer cancel()
+	return lc.offsets.Read(ctx, queue, readMemoryThenStore)
 }
 
-// OffsetForTimestamp returns the offset of mq's first message stored at or after t, or mq's
-// max offset when none was (RocketMQ's offsetForTimestamp): Seek to it to poll from t on. mq
+// OffsetForTimestamp returns the offset of queue's first message stored at or after t, or queue's
+// max offset when none was (RocketMQ's offsetForTimestamp): Seek to it to poll from t on. queue
 // need not be assigned. Errors: ErrNotStarted, ErrShutdown, and the broker's
-// (edge.ErrTopicNotExist, edge.ErrInvalidQueue).
-func (lc *PullConsumer) OffsetForTimestamp(mq edge.MessageQueue, t time.Time) (int64, error) {
+// (mq.ErrTopicNotExist, mq.ErrInvalidQueue).
+func (lc *PullConsumer) OffsetForTimestamp(queue mq.MessageQueue, t time.Time) (int64, error) {
 	if err := lc.checkStarted(); err != nil {
 		return -1, err
 	}
-	return lc.b.SearchOffset(mq.Topic, mq.QueueID, t)
+	ctx, cancel := lc.opts.callCtx(lc.ctx)
+	defer cancel()
+	return lc.b.SearchOffset(ctx, queue, t)
 }
 
-// commit copies the polled positions into the offset store and persists them.
-func (lc *PullConsumer) commit() error {
+// commit copies the polled positions into the offset store and persists them; ctx bounds
+// the calls to the broker.
+func (lc *PullConsumer) commit(ctx context.Context) error {
 	lc.cmu.Lock()
 	defer lc.cmu.Unlock()
 	lc.mu.Lock()
-	mqs := make([]edge.MessageQueue, 0, len(lc.polled))
-	for mq, off := range lc.polled {
-		lc.offsets.Update(mq, off, false) // Seek may move a position back
-		mqs = append(mqs, mq)
+	queues := make([]mq.MessageQueue, 0, len(lc.polled))
+	for queue, off := range lc.polled {
+		lc.offsets.Update(queue, off, false) // Seek may move a position back
+		queues = append(queues, queue)
 	}
 	lc.mu.Unlock()
-	slices.SortFunc(mqs, compareQueues)
-	return lc.offsets.Persist(mqs)
+	slices.SortFunc(queues, mq.CompareQueues)
+	return lc.offsets.Persist(ctx, queues)
 }
 
 // Shutdown stops every pull and waits for every goroutine, commits the polled positions
 // (with auto-commit; with ManualCommit it only retries commits that failed) and leaves the
 // group (when subscribed). Batches pulled but not polled are dropped. Polls waiting return
 // ErrShutdown. A consumer never started just becomes shut down; a second Shutdown returns
-// ErrShutdown. ctx is not used: nothing Shutdown waits for can hang, since a pull ends when
-// its context is cancelled (a Broker must honour it); it keeps the PushConsumer's signature.
-func (lc *PullConsumer) Shutdown(_ context.Context) error {
+// ErrShutdown. Nothing Shutdown waits for can hang, since a pull ends when its context is
+// cancelled (a Broker must honour it); ctx bounds the calls to the broker it makes
+// afterwards, each of which Options.CallTimeout bounds too.
+func (lc *PullConsumer) Shutdown(ctx context.Context) error {
 	lc.mu.Lock()
 	st := lc.state
 	lc.state = stateShutdown
@@ -631,27 +661,29 @@ func (lc *PullConsumer) Shutdown(_ context.Context) error {
 	close(lc.done)
 	lc.wg.Wait()
 
+	ctx, cancel := lc.opts.callCtx(ctx)
+	defer cancel()
 	var errs []error
 	if !lc.popts.ManualCommit {
-		errs = append(errs, lc.commit())
+		errs = append(errs, lc.commit(ctx))
 	} else {
 		lc.mu.Lock()
-		mqs := slices.SortedFunc(maps.Keys(lc.queues), compareQueues)
+		queues := slices.SortedFunc(maps.Keys(lc.queues), mq.CompareQueues)
 		lc.mu.Unlock()
-		errs = append(errs, lc.offsets.Persist(mqs))
+		errs = append(errs, lc.offsets.Persist(ctx, queues))
 	}
 	if lc.assign == nil { // subscribed, maybe to nothing now, but still a member
-		errs = append(errs, lc.b.Unregister(lc.opts.ClientID, lc.opts.Group))
+		errs = append(errs, lc.b.Unregister(ctx, lc.opts.ClientID, lc.opts.Group))
 	}
 	return errors.Join(errs...)
 }
 
-// startQueueLocked adds mq, to be pulled from offset, and starts its pull goroutine unless
+// startQueueLocked adds queue, to be pulled from offset, and starts its pull goroutine unless
 // paused. The caller holds mu and has checked that the consumer is started.
-func (lc *PullConsumer) startQueueLocked(mq edge.MessageQueue, expr string, offset int64, paused bool) {
+func (lc *PullConsumer) startQueueLocked(queue mq.MessageQueue, expr string, offset int64, paused bool) {
 	ctx, cancel := context.WithCancel(lc.ctx)
-	q := &liteQueue{mq: mq, expr: expr, from: offset, paused: paused, ctx: ctx, cancel: cancel, next: offset, exited: make(chan struct{})}
-	lc.queues[mq] = q
+	q := &liteQueue{queue: queue, expr: expr, from: offset, paused: paused, ctx: ctx, cancel: cancel, next: offset, exited: make(chan struct{})}
+	lc.queues[queue] = q
 	if paused {
 		close(q.exited)
 		return
@@ -665,13 +697,13 @@ func (lc *PullConsumer) startQueueLocked(mq edge.MessageQueue, expr string, offs
 // checked that the consumer is started and q still assigned.
 func (lc *PullConsumer) restartLocked(q *liteQueue, offset int64, paused bool) {
 	lc.dropLocked(q)
-	lc.startQueueLocked(q.mq, q.expr, offset, paused)
+	lc.startQueueLocked(q.queue, q.expr, offset, paused)
 }
 
 // positionLocked returns q's position: the offset after the last message polled from it
 // (or the one Seek set), else the offset q started at.
 func (lc *PullConsumer) positionLocked(q *liteQueue) int64 {
-	if off, ok := lc.polled[q.mq]; ok {
+	if off, ok := lc.polled[q.queue]; ok {
 		return off
 	}
 	return q.from
@@ -680,8 +712,8 @@ func (lc *PullConsumer) positionLocked(q *liteQueue) int64 {
 // dropLocked stops q's pull goroutine and drops its batches; the caller holds mu.
 func (lc *PullConsumer) dropLocked(q *liteQueue) {
 	q.cancel()
-	if lc.queues[q.mq] == q {
-		delete(lc.queues, q.mq)
+	if lc.queues[q.queue] == q {
+		delete(lc.queues, q.queue)
 	}
 	kept := lc.buf[:0]
 	for _, bt := range lc.buf {
@@ -706,9 +738,9 @@ func (lc *PullConsumer) pullLoop(q *liteQueue) {
 	}
 }
 
-// sleep waits d on the consumer's clock; false if stop comes first.
+// sleep waits d; false if stop comes first.
 func (lc *PullConsumer) sleep(d time.Duration, stop <-chan struct{}) bool {
-	return clockSleep(lc.opts.Clock, d, stop, nil)
+	return sleep(d, stop, nil)
 }
 
 // waitSpace waits until the buffer has room for q's next batch (flow control), then marks
@@ -718,7 +750,7 @@ func (lc *PullConsumer) waitSpace(q *liteQueue) bool {
 	for {
 		lc.mu.Lock()
 		if lc.bufMsgs <= lc.popts.PullThresholdForAll && q.msgs <= o.PullThresholdForQueue && q.bytes <= o.PullThresholdSizeForQueue {
-			q.pullStart = o.Clock.Now()
+			q.pullStart = time.Now()
 			lc.mu.Unlock()
 			return true
 		}
@@ -736,8 +768,8 @@ func (lc *PullConsumer) waitSpace(q *liteQueue) bool {
 // pullOnce pulls q once, long polling, and returns the delay before the next pull.
 func (lc *PullConsumer) pullOnce(q *liteQueue) time.Duration {
 	o := &lc.opts
-	res, err := lc.b.Pull(q.ctx, edge.PullRequest{
-		Group: o.Group, Topic: q.mq.Topic, QueueID: q.mq.QueueID, Offset: q.next,
+	res, err := lc.b.Pull(q.ctx, mq.PullRequest{
+		Group: o.Group, Queue: q.queue, Offset: q.next,
 		MaxMsgs: o.PullBatchSize, Filter: q.expr, Suspend: true, MaxWait: o.BrokerSuspend,
 	})
 	lc.mu.Lock()
@@ -747,20 +779,12 @@ func (lc *PullConsumer) pullOnce(q *liteQueue) time.Duration {
 		if q.ctx.Err() != nil {
 			return 0 // q ended: no delay, the loop ends at once
 		}
-		o.Logger.Warn("consumer: pull", "queue", q.mq, "offset", q.next, "err", err)
+		o.Logger.Warn("consumer: pull", "queue", q.queue, "offset", q.next, "err", err)
 		return o.PullErrorDelay
 	}
-	if res.Status == edge.PullFound && len(res.Messages) > 0 {
-		bt := &liteBatch{q: q, msgs: make([]*Message, len(res.Messages)), next: res.NextBeginOffset}
-		retry := edge.RetryTopic(o.Group)
-		for i := range res.Messages {
-			m := &res.Messages[i]
-			if m.Topic == retry {
-				if t := m.Properties[edge.PropertyRetryTopic]; t != "" {
-					m.Topic = t // as the PushConsumer does (RocketMQ's resetRetryAndNamespace)
-				}
-			}
-			bt.msgs[i] = m
+	if res.Status == mq.PullFound && len(res.Messages) > 0 {
+		bt := &liteBatch{q: q, msgs: delivered(res.Messages, o.Group), next: res.NextBeginOffset}
+		for _, m := range bt.msgs {
 			bt.bytes += bodySize(m)
 		}
 		lc.mu.Lock()
@@ -775,8 +799,8 @@ func (lc *PullConsumer) pullOnce(q *liteQueue) time.Duration {
 		q.next = res.NextBeginOffset
 		return o.PullInterval
 	}
-	if res.Status == edge.PullOffsetIllegal {
-		o.Logger.Warn("consumer: offset illegal", "queue", q.mq, "offset", q.next, "next", res.NextBeginOffset)
+	if res.Status == mq.PullOffsetIllegal {
+		o.Logger.Warn("consumer: offset illegal", "queue", q.queue, "offset", q.next, "next", res.NextBeginOffset)
 	}
 	// Nothing new, nothing matching, or an illegal offset: go on from NextBeginOffset. With
 	// nothing of q waiting for Poll, that is also its position, so that a filter that skips
@@ -785,7 +809,7 @@ func (lc *PullConsumer) pullOnce(q *liteQueue) time.Duration {
 	q.next = res.NextBeginOffset
 	lc.mu.Lock()
 	if q.ctx.Err() == nil && q.msgs == 0 {
-		lc.polled[q.mq] = q.next
+		lc.polled[q.queue] = q.next
 	}
 	lc.mu.Unlock()
 	return 0
@@ -794,7 +818,9 @@ func (lc *PullConsumer) pullOnce(q *liteQueue) time.Duration {
 // heartbeat registers the consumer with subs, its subscriptions, with the broker. After
 // Start only the service loop calls it, so that heartbeats cannot overtake one another.
 func (lc *PullConsumer) heartbeat(subs map[string]string) error {
-	return lc.b.Heartbeat(heartbeatOf(&lc.opts, subs, edge.ConsumeActively, func(string) { wake(lc.kick) }))
+	ctx, cancel := lc.opts.callCtx(lc.ctx)
+	defer cancel()
+	return lc.b.Heartbeat(ctx, heartbeatOf(&lc.opts, subs, mq.ConsumeActively, func(string) { lc.service.rebalance.trigger() }))
 }
 
 // subscriptions returns a copy of the subscriptions.
@@ -804,67 +830,41 @@ func (lc *PullConsumer) subscriptions() map[string]string {
 	return maps.Clone(lc.subs)
 }
 
-// serviceLoop runs the periodic tasks.
-func (lc *PullConsumer) serviceLoop() {
-	defer lc.wg.Done()
-	o := &lc.opts
-	now := o.Clock.Now()
-	due := serviceTimes{hb: now.Add(o.HeartbeatInterval), rb: now, commit: now.Add(o.PersistInterval), expiry: now.Add(o.PullExpiry)}
-	for {
-		next := lc.runDue(&due)
-		t := edge.NewTimerAt(o.Clock, next)
-		select {
-		case <-t.C():
-		case <-lc.kick:
-			due.rb = o.Clock.Now()
-		case <-lc.resub:
-			due.hb = o.Clock.Now()
-		case <-lc.done:
-		}
-		t.Stop()
-		select {
-		case <-lc.done:
-			return
-		default:
-		}
-	}
+// liteService is the PullConsumer's service loop and the tasks others trigger.
+type liteService struct {
+	*serviceLoop
+	heartbeat, rebalance *task
 }
 
-// serviceTimes are when the service loop's tasks are due next.
-type serviceTimes struct{ hb, rb, commit, expiry time.Time }
-
-// runDue runs the tasks that are due and returns when the next one is: heartbeat and
-// rebalance when subscribed, auto-commit, and the PullExpiry check.
-func (lc *PullConsumer) runDue(due *serviceTimes) time.Time {
+// newService builds the service loop: when subscribed, heartbeat every HeartbeatInterval
+// (and at once after Unsubscribe) and rebalance at once, then every RebalanceInterval and
+// on membership changes; with auto-commit, commit every PersistInterval; and the PullExpiry
+// check when a pull may expire.
+func (lc *PullConsumer) newService() liteService {
 	o := &lc.opts
-	now := o.Clock.Now()
-	var next []time.Time
+	now := time.Now()
+	l := newServiceLoop()
+	var svc liteService
 	if lc.assign == nil {
-		if !now.Before(due.hb) {
-			if err := lc.heartbeat(lc.subscriptions()); err != nil {
+		svc.heartbeat = l.every(now.Add(o.HeartbeatInterval), o.HeartbeatInterval, func() {
+			if err := lc.heartbeat(lc.subscriptions()); err != nil && !quiet(lc.ctx, err) {
 				o.Logger.Warn("consumer: heartbeat", "group", o.Group, "err", err)
 			}
-			due.hb = now.Add(o.HeartbeatInterval)
-		}
-		if !now.Before(due.rb) {
-			lc.rebalance()
-			due.rb = now.Add(o.RebalanceInterval)
-		}
-		next = append(next, due.hb, due.rb)
+		})
+		svc.rebalance = l.every(now, o.RebalanceInterval, lc.rebalance)
 	}
 	if !lc.popts.ManualCommit {
-		if !now.Before(due.commit) {
-			if err := lc.commit(); err != nil {
+		l.every(now.Add(o.PersistInterval), o.PersistInterval, func() {
+			ctx, cancel := o.callCtx(lc.ctx)
+			defer cancel()
+			if err := lc.commit(ctx); err != nil && !quiet(lc.ctx, err) {
 				o.Logger.Warn("consumer: commit offsets", "group", o.Group, "err", err)
 			}
-			due.commit = now.Add(o.PersistInterval)
-		}
-		next = append(next, due.commit)
+		})
 	}
-	if !now.Before(due.expiry) {
-		due.expiry = lc.restartExpired()
-	}
-	return slices.MinFunc(append(next, due.expiry), time.Time.Compare)
+	l.add(now.Add(o.PullExpiry), lc.restartExpired)
+	svc.serviceLoop = l
+	return svc
 }
 
 // restartExpired restarts from its position, as Seek would, every queue whose pull has been
@@ -872,7 +872,7 @@ func (lc *PullConsumer) runDue(due *serviceTimes) time.Time {
 // such a queue at its next rebalance). It returns when the next pull in flight may expire.
 func (lc *PullConsumer) restartExpired() time.Time {
 	o := &lc.opts
-	now := o.Clock.Now()
+	now := time.Now()
 	next := now.Add(o.PullExpiry)
 	lc.mu.Lock()
 	defer lc.mu.Unlock()
@@ -889,7 +889,7 @@ func (lc *PullConsumer) restartExpired() time.Time {
 			}
 			continue
 		}
-		o.Logger.Warn("consumer: pull in flight too long: restarting the queue", "queue", q.mq, "expiry", o.PullExpiry)
+		o.Logger.Warn("consumer: pull in flight too long: restarting the queue", "queue", q.queue, "expiry", o.PullExpiry)
 		lc.restartLocked(q, lc.positionLocked(q), false)
 	}
 	return next
@@ -897,45 +897,23 @@ func (lc *PullConsumer) restartExpired() time.Time {
 
 // rebalance reassigns the queues of every subscribed topic, as the PushConsumer does.
 func (lc *PullConsumer) rebalance() {
-	o := &lc.opts
-	for _, topic := range slices.Sorted(maps.Keys(lc.subscriptions())) {
-		cfg, ok := lc.b.Topic(topic)
-		if !ok {
-			continue
-		}
-		mine := make([]edge.MessageQueue, 0, cfg.ReadQueues)
-		for q := int32(0); q < cfg.ReadQueues; q++ {
-			mine = append(mine, edge.MessageQueue{Topic: topic, QueueID: q})
-		}
-		if o.Model == edge.Clustering {
-			cids, err := lc.b.ConsumerIDs(o.Group)
-			if err != nil || len(cids) == 0 || len(mine) == 0 {
-				if err != nil {
-					o.Logger.Warn("consumer: rebalance: consumer ids", "group", o.Group, "err", err)
-				}
-				continue
-			}
-			if mine, err = o.Strategy.Allocate(o.Group, o.ClientID, mine, cids); err != nil {
-				o.Logger.Warn("consumer: rebalance: allocate", "group", o.Group, "topic", topic, "err", err)
-				continue
-			}
-		}
+	rebalance(lc.ctx, lc.b, &lc.opts, lc.subscriptions(), func(topic, _ string, mine []mq.MessageQueue) {
 		lc.updateQueues(topic, mine)
-	}
+	})
 }
 
 // updateQueues makes mine the assigned queues of topic. A removed queue has its position
 // committed (with auto-commit) and its batches dropped; a new one starts from its committed
 // offset, else from Options.FromWhere, unless topic is no longer subscribed by then.
-func (lc *PullConsumer) updateQueues(topic string, mine []edge.MessageQueue) {
-	want := map[edge.MessageQueue]bool{}
-	for _, mq := range mine {
-		want[mq] = true
+func (lc *PullConsumer) updateQueues(topic string, mine []mq.MessageQueue) {
+	want := map[mq.MessageQueue]bool{}
+	for _, queue := range mine {
+		want[queue] = true
 	}
 	lc.mu.Lock()
 	var gone []*liteQueue
-	for mq, q := range lc.queues {
-		if mq.Topic == topic && !want[mq] {
+	for queue, q := range lc.queues {
+		if queue.Topic == topic && !want[queue] {
 			gone = append(gone, q)
 		}
 	}
@@ -943,25 +921,27 @@ func (lc *PullConsumer) updateQueues(topic string, mine []edge.MessageQueue) {
 	for _, q := range gone {
 		lc.removeQueue(q)
 	}
-	for _, mq := range mine {
+	for _, queue := range mine {
 		lc.mu.Lock()
-		_, ok := lc.queues[mq]
+		_, ok := lc.queues[queue]
 		lc.mu.Unlock()
 		if ok {
 			continue
 		}
-		if lc.opts.Model == edge.Clustering {
-			lc.offsets.Remove(mq) // a stale memory offset of an earlier assignment
+		if lc.opts.Model == mq.Clustering {
+			lc.offsets.Remove(queue) // a stale memory offset of an earlier assignment
 		}
-		off, err := startOffset(lc.b, lc.offsets, &lc.opts, mq)
+		off, err := startOffset(lc.ctx, lc.b, lc.offsets, &lc.opts, queue)
 		if err != nil {
-			lc.opts.Logger.Warn("consumer: rebalance: start offset", "queue", mq, "err", err)
+			if !quiet(lc.ctx, err) {
+				lc.opts.Logger.Warn("consumer: rebalance: start offset", "queue", queue, "err", err)
+			}
 			continue
 		}
 		lc.mu.Lock()
 		// Checked under mu, as Unsubscribe deletes topic under mu before removing its queues.
-		if expr, ok := lc.subs[topic]; ok && lc.state == stateStarted && lc.queues[mq] == nil {
-			lc.startQueueLocked(mq, expr, off, false)
+		if expr, ok := lc.subs[topic]; ok && lc.state == stateStarted && lc.queues[queue] == nil {
+			lc.startQueueLocked(queue, expr, off, false)
 		}
 		lc.mu.Unlock()
 	}
@@ -975,22 +955,24 @@ func (lc *PullConsumer) removeQueue(q *liteQueue) {
 	lc.cmu.Lock()
 	defer lc.cmu.Unlock()
 	lc.mu.Lock()
-	cur := lc.queues[q.mq]
+	cur := lc.queues[q.queue]
 	if cur == nil {
 		lc.mu.Unlock()
 		return
 	}
 	lc.dropLocked(cur)
-	pos, ok := lc.polled[q.mq]
-	delete(lc.polled, q.mq)
+	pos, ok := lc.polled[q.queue]
+	delete(lc.polled, q.queue)
 	lc.mu.Unlock()
 	if ok && !lc.popts.ManualCommit {
-		lc.offsets.Update(q.mq, pos, false)
+		lc.offsets.Update(q.queue, pos, false)
 	}
-	if err := lc.offsets.Persist([]edge.MessageQueue{q.mq}); err != nil {
-		lc.opts.Logger.Warn("consumer: persist offset", "queue", q.mq, "err", err)
+	ctx, cancel := lc.opts.callCtx(lc.ctx)
+	defer cancel()
+	if err := lc.offsets.Persist(ctx, []mq.MessageQueue{q.queue}); err != nil && !quiet(lc.ctx, err) {
+		lc.opts.Logger.Warn("consumer: persist offset", "queue", q.queue, "err", err)
 	}
-	if lc.opts.Model == edge.Clustering {
-		lc.offsets.Remove(q.mq)
+	if lc.opts.Model == mq.Clustering {
+		lc.offsets.Remove(q.queue)
 	}
 }

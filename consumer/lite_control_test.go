@@ -3,9 +3,11 @@ package consumer
 import (
 	"context"
 	"errors"
+	"github.com/edgemq/edgemq/edge/mq"
 	"slices"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/edgemq/edgemq/edge"
@@ -17,8 +19,8 @@ type queuePulls struct {
 	n [4]atomic.Int64
 }
 
-func (p *queuePulls) Pull(ctx context.Context, req edge.PullRequest) (edge.PullResult, error) {
-	p.n[req.QueueID].Add(1)
+func (p *queuePulls) Pull(ctx context.Context, req mq.PullRequest) (mq.PullResult, error) {
+	p.n[req.Queue.QueueID].Add(1)
 	return p.Broker.Pull(ctx, req)
 }
 
@@ -30,21 +32,21 @@ type hangPulls struct {
 	hangs    atomic.Int64 // pulls hung so far
 }
 
-func (h *hangPulls) Pull(ctx context.Context, req edge.PullRequest) (edge.PullResult, error) {
+func (h *hangPulls) Pull(ctx context.Context, req mq.PullRequest) (mq.PullResult, error) {
 	if req.Offset >= h.hangFrom.Load() {
 		h.hangs.Add(1)
 		<-ctx.Done()
-		return edge.PullResult{}, ctx.Err()
+		return mq.PullResult{}, ctx.Err()
 	}
 	return h.Broker.Pull(ctx, req)
 }
 
-// liteQueueOf returns mq's liteQueue (nil if not assigned) and the messages it has in the
+// liteQueueOf returns queue's liteQueue (nil if not assigned) and the messages it has in the
 // buffer.
-func liteQueueOf(lc *PullConsumer, mq edge.MessageQueue) (*liteQueue, int) {
+func liteQueueOf(lc *PullConsumer, queue mq.MessageQueue) (*liteQueue, int) {
 	lc.mu.Lock()
 	defer lc.mu.Unlock()
-	q := lc.queues[mq]
+	q := lc.queues[queue]
 	if q == nil {
 		return nil, 0
 	}
@@ -54,20 +56,20 @@ func liteQueueOf(lc *PullConsumer, mq edge.MessageQueue) (*liteQueue, int) {
 // sendTo sends n messages to topic's queue q and waits until they can be pulled.
 func sendTo(t testing.TB, b *edge.Broker, topic, prefix string, n int, q int32) {
 	t.Helper()
-	before, err := b.MaxOffset(topic, q)
+	before, err := b.MaxOffset(context.Background(), mq.MessageQueue{Topic: topic, QueueID: q})
 	if err != nil {
 		t.Fatalf("MaxOffset: %v", err)
 	}
-	sendN(t, b, topic, prefix, n, edge.QueueID(q))
+	sendN(t, b, topic, prefix, n, mq.QueueIndex(int(q)))
 	dispatched(t, b, topic, q, before+int64(n))
 }
 
-// checkOffsets fails unless msgs are the messages of mq from offset from on, in order.
-func checkOffsets(t testing.TB, msgs []*Message, mq edge.MessageQueue, from int64) {
+// checkOffsets fails unless msgs are the messages of queue from offset from on, in order.
+func checkOffsets(t testing.TB, msgs []*Message, queue mq.MessageQueue, from int64) {
 	t.Helper()
 	for i, m := range msgs {
-		if m.Topic != mq.Topic || m.QueueID != mq.QueueID || m.QueueOffset != from+int64(i) {
-			t.Fatalf("message %d is %s/%d at %d, want %s/%d at %d", i, m.Topic, m.QueueID, m.QueueOffset, mq.Topic, mq.QueueID, from+int64(i))
+		if m.Topic != queue.Topic || m.QueueID != queue.QueueID || m.QueueOffset != from+int64(i) {
+			t.Fatalf("message %d is %s/%d at %d, want %s/%d at %d", i, m.Topic, m.QueueID, m.QueueOffset, queue.Topic, queue.QueueID, from+int64(i))
 		}
 	}
 }
@@ -78,17 +80,17 @@ func checkOffsets(t testing.TB, msgs []*Message, mq edge.MessageQueue, from int6
 func TestPullPauseResume(t *testing.T) {
 	b := testBroker(t, nil)
 	createTopic(t, b, "T", 3)
-	q0, q1, q2 := edge.MessageQueue{Topic: "T"}, edge.MessageQueue{Topic: "T", QueueID: 1}, edge.MessageQueue{Topic: "T", QueueID: 2}
+	q0, q1, q2 := mq.MessageQueue{Topic: "T"}, mq.MessageQueue{Topic: "T", QueueID: 1}, mq.MessageQueue{Topic: "T", QueueID: 2}
 	sendTo(t, b, "T", "a", 20, 0)
 	sendTo(t, b, "T", "b", 20, 1)
 	qp := &queuePulls{Broker: b}
 	o := fastOptions(t, "g")
 	o.PullBatchSize = 4
 	lc := newLite(t, qp, o, &PullOptions{ManualCommit: true})
-	if err := lc.Assign([]edge.MessageQueue{q0, q1}); err != nil {
+	if err := lc.Assign([]mq.MessageQueue{q0, q1}); err != nil {
 		t.Fatal(err)
 	}
-	if err := lc.Pause([]edge.MessageQueue{q0}); !errors.Is(err, ErrNotStarted) {
+	if err := lc.Pause([]mq.MessageQueue{q0}); !errors.Is(err, ErrNotStarted) {
 		t.Fatalf("Pause before Start = %v, want %v", err, ErrNotStarted)
 	}
 	if err := lc.Start(); err != nil {
@@ -101,14 +103,14 @@ func TestPullPauseResume(t *testing.T) {
 	}
 	waitFor(t, 5*time.Second, "queue 0 pulled ahead", func() bool { _, n := liteQueueOf(lc, q0); return n > 0 })
 
-	if err := lc.Pause([]edge.MessageQueue{q0, q0}); err != nil {
+	if err := lc.Pause([]mq.MessageQueue{q0, q0}); err != nil {
 		t.Fatalf("Pause: %v", err)
 	}
 	if q, n := liteQueueOf(lc, q0); !q.paused || n != 0 {
 		t.Fatalf("after Pause: paused %v with %d messages buffered, want paused with none", q.paused, n)
 	}
 	pulls := qp.n[0].Load()
-	sendN(t, b, "T", "late", 5, edge.QueueID(0))
+	sendN(t, b, "T", "late", 5, mq.QueueIndex(0))
 	got[1] = append(got[1], pollN(t, lc, 20-len(got[1]))...)
 	checkOffsets(t, got[1], q1, 0)
 	expectNothing(t, lc, 3*o.BrokerSuspend/2)
@@ -118,16 +120,16 @@ func TestPullPauseResume(t *testing.T) {
 
 	// Pausing again, resuming a queue not paused, and an all-or-nothing refusal change nothing.
 	before, _ := liteQueueOf(lc, q1)
-	if err := lc.Pause([]edge.MessageQueue{q0}); err != nil {
+	if err := lc.Pause([]mq.MessageQueue{q0}); err != nil {
 		t.Fatalf("second Pause: %v", err)
 	}
-	if err := lc.Resume([]edge.MessageQueue{q1}); err != nil {
+	if err := lc.Resume([]mq.MessageQueue{q1}); err != nil {
 		t.Fatalf("Resume of a queue not paused: %v", err)
 	}
-	if err := lc.Pause([]edge.MessageQueue{q1, q2}); !errors.Is(err, ErrNotAssigned) {
+	if err := lc.Pause([]mq.MessageQueue{q1, q2}); !errors.Is(err, ErrNotAssigned) {
 		t.Fatalf("Pause of an unassigned queue = %v, want %v", err, ErrNotAssigned)
 	}
-	if err := lc.Resume([]edge.MessageQueue{q2}); !errors.Is(err, ErrNotAssigned) {
+	if err := lc.Resume([]mq.MessageQueue{q2}); !errors.Is(err, ErrNotAssigned) {
 		t.Fatalf("Resume of an unassigned queue = %v, want %v", err, ErrNotAssigned)
 	}
 	if after, _ := liteQueueOf(lc, q1); after != before || after.paused {
@@ -141,12 +143,12 @@ func TestPullPauseResume(t *testing.T) {
 	if off := queryOffset(t, b, "g", q0); off != pos {
 		t.Fatalf("committed offset of the paused queue %d, want its position %d", off, pos)
 	}
-	if err := lc.Resume([]edge.MessageQueue{q0}); err != nil {
+	if err := lc.Resume([]mq.MessageQueue{q0}); err != nil {
 		t.Fatalf("Resume: %v", err)
 	}
 	checkOffsets(t, pollN(t, lc, int(25-pos)), q0, pos)
 
-	if err := lc.Pause([]edge.MessageQueue{q0}); err != nil {
+	if err := lc.Pause([]mq.MessageQueue{q0}); err != nil {
 		t.Fatal(err)
 	}
 	if err := lc.Seek(q0, 2); err != nil {
@@ -156,7 +158,7 @@ func TestPullPauseResume(t *testing.T) {
 		t.Fatal("Seek resumed a paused queue")
 	}
 	expectNothing(t, lc, 50*time.Millisecond)
-	if err := lc.Resume([]edge.MessageQueue{q0}); err != nil {
+	if err := lc.Resume([]mq.MessageQueue{q0}); err != nil {
 		t.Fatal(err)
 	}
 	checkOffsets(t, pollN(t, lc, 23), q0, 2)
@@ -164,8 +166,8 @@ func TestPullPauseResume(t *testing.T) {
 	if err := lc.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	for _, call := range []func([]edge.MessageQueue) error{lc.Pause, lc.Resume} {
-		if err := call([]edge.MessageQueue{q0}); !errors.Is(err, ErrShutdown) {
+	for _, call := range []func([]mq.MessageQueue) error{lc.Pause, lc.Resume} {
+		if err := call([]mq.MessageQueue{q0}); !errors.Is(err, ErrShutdown) {
 			t.Fatalf("after Shutdown: %v, want %v", err, ErrShutdown)
 		}
 	}
@@ -187,19 +189,19 @@ func TestPullPauseSurvivesRebalance(t *testing.T) {
 		return len(a.Assignment()) == 2 && len(c.Assignment()) == 2
 	})
 	kept := a.Assignment()
-	for _, mq := range kept {
-		if q, _ := liteQueueOf(a, mq); q == nil || !q.paused {
-			t.Fatalf("queue %d lost its pause in the rebalance", mq.QueueID)
+	for _, queue := range kept {
+		if q, _ := liteQueueOf(a, queue); q == nil || !q.paused {
+			t.Fatalf("queue %d lost its pause in the rebalance", queue.QueueID)
 		}
 	}
 	// round sends 10 messages to every queue and polls 20 from lc, none of a kept queue.
 	round := func(lc *PullConsumer, prefix string) {
 		t.Helper()
 		for q := range int32(4) {
-			sendN(t, b, "T", prefix, 10, edge.QueueID(q))
+			sendN(t, b, "T", prefix, 10, mq.QueueIndex(int(q)))
 		}
 		for _, m := range pollN(t, lc, 20) {
-			if slices.Contains(kept, edge.MessageQueue{Topic: "T", QueueID: m.QueueID}) {
+			if slices.Contains(kept, m.Queue()) {
 				t.Fatalf("polled queue %d, which a keeps paused", m.QueueID)
 			}
 		}
@@ -226,7 +228,7 @@ func TestPullUnsubscribe(t *testing.T) {
 	createTopic(t, b, "A", 2)
 	createTopic(t, b, "B", 2)
 	sendTo(t, b, "A", "a", 10, 0)
-	a0 := edge.MessageQueue{Topic: "A"}
+	a0 := mq.MessageQueue{Topic: "A"}
 	o := fastOptions(t, "g")
 	o.PullBatchSize = 4
 	o.HeartbeatInterval = time.Hour // only Unsubscribe's heartbeat can tell the broker
@@ -259,9 +261,9 @@ func TestPullUnsubscribe(t *testing.T) {
 		ms, err := b.Members("g")
 		return err == nil && len(ms) == 1 && len(ms[0].Subscriptions) == 1 && ms[0].Subscriptions[0].Topic == "B"
 	})
-	sendN(t, b, "A", "late", 5, edge.QueueID(0))
-	sendN(t, b, "B", "b", 5, edge.QueueID(1))
-	checkOffsets(t, pollN(t, lc, 5), edge.MessageQueue{Topic: "B", QueueID: 1}, 0)
+	sendN(t, b, "A", "late", 5, mq.QueueIndex(0))
+	sendN(t, b, "B", "b", 5, mq.QueueIndex(1))
+	checkOffsets(t, pollN(t, lc, 5), mq.MessageQueue{Topic: "B", QueueID: 1}, 0)
 	expectNothing(t, lc, 3*o.RebalanceInterval)
 	if n := len(lc.Assignment()); n != 2 {
 		t.Fatalf("%d queues after rebalances, want B's 2", n)
@@ -288,7 +290,7 @@ func TestPullUnsubscribe(t *testing.T) {
 	}
 
 	asg := newLite(t, b, fastOptions(t, "g2"), nil)
-	if err := asg.Assign([]edge.MessageQueue{a0}); err != nil {
+	if err := asg.Assign([]mq.MessageQueue{a0}); err != nil {
 		t.Fatal(err)
 	}
 	if err := asg.Unsubscribe("A"); !errors.Is(err, ErrNotSubscribed) {
@@ -306,83 +308,80 @@ func TestPullUnsubscribe(t *testing.T) {
 	}
 }
 
-// expiryConsumer starts a consumer of queue T/0, which holds n messages, on a ManualClock;
-// its pulls go through a hangPulls that hangs those from offset hangFrom on.
-func expiryConsumer(t *testing.T, n int, hangFrom int64, p *PullOptions) (*PullConsumer, *hangPulls, *edge.ManualClock) {
+// expiryConsumer starts a consumer of queue T/0, which holds n messages; its pulls go
+// through a hangPulls that hangs those from offset hangFrom on. Tests of expiry run in a
+// synctest bubble, so that minutes pass in a moment.
+func expiryConsumer(t *testing.T, n int, hangFrom int64, p *PullOptions) (*PullConsumer, *hangPulls) {
 	t.Helper()
 	b := testBroker(t, nil)
 	createTopic(t, b, "T", 1)
 	sendTo(t, b, "T", "m", n, 0)
 	h := &hangPulls{Broker: b}
 	h.hangFrom.Store(hangFrom)
-	clk := edge.NewManualClock(time.Unix(1e9, 0))
 	o := fastOptions(t, "g")
 	o.PullBatchSize = 4
-	o.Clock = clk
-	return assignedLite(t, h, o, p, edge.MessageQueue{Topic: "T"}), h, clk
-}
-
-// advance moves clk on by d once the service loop waits on its timer: a timer armed while
-// the clock moves could be set from the time before the move, and never fire.
-func advance(t *testing.T, clk *edge.ManualClock, d time.Duration) {
-	t.Helper()
-	waitFor(t, 5*time.Second, "the service loop to wait", func() bool { return clk.Timers() > 0 })
-	clk.Advance(d)
+	return assignedLite(t, h, o, p, mq.MessageQueue{Topic: "T"}), h
 }
 
 // TestPullExpiryRestartsStuckPull: a pull in flight for PullExpiry is abandoned and the
 // queue starts again from its position: the batches pulled but not polled are pulled
 // again, and nothing is polled twice or skipped.
-func TestPullExpiryRestartsStuckPull(t *testing.T) {
-	lc, h, clk := expiryConsumer(t, 10, 10, nil)
-	mq := edge.MessageQueue{Topic: "T"}
-	checkOffsets(t, pollN(t, lc, 4), mq, 0)
+func TestPullExpiryRestartsStuckPull(t *testing.T) { synctest.Test(t, testPullExpiryRestartsStuckPull) }
+
+func testPullExpiryRestartsStuckPull(t *testing.T) {
+	lc, h := expiryConsumer(t, 10, 10, nil)
+	queue := mq.MessageQueue{Topic: "T"}
+	checkOffsets(t, pollN(t, lc, 4), queue, 0)
 	waitFor(t, 5*time.Second, "the pull at offset 10 to hang", func() bool { return h.hangs.Load() == 1 })
-	stuck, n := liteQueueOf(lc, mq)
+	stuck, n := liteQueueOf(lc, queue)
 	if n != 6 {
 		t.Fatalf("%d messages buffered, want 6", n)
 	}
 
-	advance(t, clk, DefaultOptions.PullExpiry-time.Second)
+	synctest.Wait()
+	hung := time.Now()
+	time.Sleep(DefaultOptions.PullExpiry - time.Second)
 	lc.restartExpired()
-	if q, _ := liteQueueOf(lc, mq); q != stuck {
+	if q, _ := liteQueueOf(lc, queue); q != stuck {
 		t.Fatal("queue restarted before PullExpiry")
 	}
-	advance(t, clk, time.Second)
+	time.Sleep(time.Until(hung.Add(DefaultOptions.PullExpiry)))
 	waitFor(t, 5*time.Second, "the restarted queue's pull to hang", func() bool { return h.hangs.Load() == 2 })
-	checkOffsets(t, pollN(t, lc, 6), mq, 4)
+	checkOffsets(t, pollN(t, lc, 6), queue, 4)
 
 	h.hangFrom.Store(1 << 62)
 	sendN(t, h.Broker, "T", "n", 1, nil)
-	advance(t, clk, DefaultOptions.PullExpiry)
-	checkOffsets(t, pollN(t, lc, 1), mq, 10)
+	time.Sleep(DefaultOptions.PullExpiry)
+	checkOffsets(t, pollN(t, lc, 1), queue, 10)
 }
 
 // TestPullExpiryNotWhileWaiting: a queue waiting for Poll to make room, or paused, has no
 // pull in flight, however long it waits.
-func TestPullExpiryNotWhileWaiting(t *testing.T) {
-	lc, _, clk := expiryConsumer(t, 20, 1<<62, &PullOptions{PullThresholdForAll: 4})
-	mq := edge.MessageQueue{Topic: "T"}
+func TestPullExpiryNotWhileWaiting(t *testing.T) { synctest.Test(t, testPullExpiryNotWhileWaiting) }
+
+func testPullExpiryNotWhileWaiting(t *testing.T) {
+	lc, _ := expiryConsumer(t, 20, 1<<62, &PullOptions{PullThresholdForAll: 4})
+	queue := mq.MessageQueue{Topic: "T"}
 	waitFor(t, 5*time.Second, "the buffer full and the pull waiting", func() bool {
 		lc.mu.Lock()
 		defer lc.mu.Unlock()
 		return lc.spaceWait && lc.bufMsgs == 8
 	})
-	waiting, _ := liteQueueOf(lc, mq)
-	clk.Advance(2 * DefaultOptions.PullExpiry)
+	waiting, _ := liteQueueOf(lc, queue)
+	time.Sleep(2 * DefaultOptions.PullExpiry)
 	lc.restartExpired()
-	if q, n := liteQueueOf(lc, mq); q != waiting || n != 8 {
+	if q, n := liteQueueOf(lc, queue); q != waiting || n != 8 {
 		t.Fatal("a queue waiting for room was restarted as if its pull were stuck")
 	}
-	checkOffsets(t, pollN(t, lc, 20), mq, 0)
+	checkOffsets(t, pollN(t, lc, 20), queue, 0)
 
-	if err := lc.Pause([]edge.MessageQueue{mq}); err != nil {
+	if err := lc.Pause([]mq.MessageQueue{queue}); err != nil {
 		t.Fatal(err)
 	}
-	paused, _ := liteQueueOf(lc, mq)
-	clk.Advance(2 * DefaultOptions.PullExpiry)
+	paused, _ := liteQueueOf(lc, queue)
+	time.Sleep(2 * DefaultOptions.PullExpiry)
 	lc.restartExpired()
-	if q, _ := liteQueueOf(lc, mq); q != paused {
+	if q, _ := liteQueueOf(lc, queue); q != paused {
 		t.Fatal("a paused queue was restarted")
 	}
 }
@@ -392,7 +391,7 @@ func TestPullExpiryNotWhileWaiting(t *testing.T) {
 func TestPullCommittedAndOffsetForTimestamp(t *testing.T) {
 	b := testBroker(t, nil)
 	createTopic(t, b, "T", 2)
-	mq, other := edge.MessageQueue{Topic: "T"}, edge.MessageQueue{Topic: "T", QueueID: 1}
+	queue, other := mq.MessageQueue{Topic: "T"}, mq.MessageQueue{Topic: "T", QueueID: 1}
 	sendTo(t, b, "T", "m", 5, 0)
 	time.Sleep(5 * time.Millisecond) // store times are in milliseconds
 	at := time.Now()
@@ -402,21 +401,21 @@ func TestPullCommittedAndOffsetForTimestamp(t *testing.T) {
 	o := fastOptions(t, "g")
 	o.PullBatchSize = 4
 	lc := newLite(t, b, o, &PullOptions{ManualCommit: true})
-	if _, err := lc.Committed(mq); !errors.Is(err, ErrNotStarted) {
+	if _, err := lc.Committed(queue); !errors.Is(err, ErrNotStarted) {
 		t.Fatalf("Committed before Start = %v, want %v", err, ErrNotStarted)
 	}
-	if _, err := lc.OffsetForTimestamp(mq, at); !errors.Is(err, ErrNotStarted) {
+	if _, err := lc.OffsetForTimestamp(queue, at); !errors.Is(err, ErrNotStarted) {
 		t.Fatalf("OffsetForTimestamp before Start = %v, want %v", err, ErrNotStarted)
 	}
-	if err := lc.Assign([]edge.MessageQueue{mq}); err != nil {
+	if err := lc.Assign([]mq.MessageQueue{queue}); err != nil {
 		t.Fatal(err)
 	}
 	if err := lc.Start(); err != nil {
 		t.Fatal(err)
 	}
-	committed := func(mq edge.MessageQueue) int64 {
+	committed := func(queue mq.MessageQueue) int64 {
 		t.Helper()
-		off, err := lc.Committed(mq)
+		off, err := lc.Committed(queue)
 		if err != nil {
 			t.Fatalf("Committed: %v", err)
 		}
@@ -426,20 +425,20 @@ func TestPullCommittedAndOffsetForTimestamp(t *testing.T) {
 		t.Fatalf("Committed of an empty queue never committed = %d, want -1", off)
 	}
 	// The broker answers 0 for a queue never committed that still holds its first message.
-	if off := committed(mq); off != 0 {
+	if off := committed(queue); off != 0 {
 		t.Fatalf("Committed with nothing committed = %d, want 0", off)
 	}
 	pollN(t, lc, 4)
-	if off := committed(mq); off != 0 {
+	if off := committed(queue); off != 0 {
 		t.Fatalf("Committed after a poll, before CommitSync = %d, want 0", off)
 	}
 	if err := lc.CommitSync(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if off := committed(mq); off != 4 {
+	if off := committed(queue); off != 4 {
 		t.Fatalf("Committed = %d, want 4", off)
 	}
-	if err := b.CommitOffset("g", "T", 1, 7); err != nil {
+	if err := b.CommitOffset(context.Background(), "g", mq.MessageQueue{Topic: "T", QueueID: 1}, 7); err != nil {
 		t.Fatal(err)
 	}
 	if off := committed(other); off != 7 {
@@ -455,26 +454,26 @@ func TestPullCommittedAndOffsetForTimestamp(t *testing.T) {
 		{"before every message", at.Add(-time.Hour), 0},
 		{"after every message", at.Add(time.Hour), 10},
 	} {
-		if off, err := lc.OffsetForTimestamp(mq, c.at); err != nil || off != c.want {
+		if off, err := lc.OffsetForTimestamp(queue, c.at); err != nil || off != c.want {
 			t.Fatalf("%s: OffsetForTimestamp = %d, %v; want %d", c.name, off, err, c.want)
 		}
 	}
-	if _, err := lc.OffsetForTimestamp(edge.MessageQueue{Topic: "Nope"}, at); !errors.Is(err, edge.ErrTopicNotExist) {
-		t.Fatalf("OffsetForTimestamp of an unknown topic: %v, want %v", err, edge.ErrTopicNotExist)
+	if _, err := lc.OffsetForTimestamp(mq.MessageQueue{Topic: "Nope"}, at); !errors.Is(err, mq.ErrTopicNotExist) {
+		t.Fatalf("OffsetForTimestamp of an unknown topic: %v, want %v", err, mq.ErrTopicNotExist)
 	}
-	off, _ := lc.OffsetForTimestamp(mq, at)
-	if err := lc.Seek(mq, off); err != nil {
+	off, _ := lc.OffsetForTimestamp(queue, at)
+	if err := lc.Seek(queue, off); err != nil {
 		t.Fatal(err)
 	}
-	checkOffsets(t, pollN(t, lc, 5), mq, 5)
+	checkOffsets(t, pollN(t, lc, 5), queue, 5)
 
 	if err := lc.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := lc.Committed(mq); !errors.Is(err, ErrShutdown) {
+	if _, err := lc.Committed(queue); !errors.Is(err, ErrShutdown) {
 		t.Fatalf("Committed after Shutdown = %v, want %v", err, ErrShutdown)
 	}
-	if _, err := lc.OffsetForTimestamp(mq, at); !errors.Is(err, ErrShutdown) {
+	if _, err := lc.OffsetForTimestamp(queue, at); !errors.Is(err, ErrShutdown) {
 		t.Fatalf("OffsetForTimestamp after Shutdown = %v, want %v", err, ErrShutdown)
 	}
 }

@@ -3,6 +3,7 @@ package consumer
 import (
 	"context"
 	"errors"
+	"github.com/edgemq/edgemq/edge/mq"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -27,7 +28,7 @@ func newLite(t testing.TB, b Broker, o *Options, p *PullOptions) *PullConsumer {
 }
 
 // assignedLite starts a pull consumer assigned mqs.
-func assignedLite(t testing.TB, b Broker, o *Options, p *PullOptions, mqs ...edge.MessageQueue) *PullConsumer {
+func assignedLite(t testing.TB, b Broker, o *Options, p *PullOptions, mqs ...mq.MessageQueue) *PullConsumer {
 	t.Helper()
 	lc := newLite(t, b, o, p)
 	if err := lc.Assign(mqs); err != nil {
@@ -69,7 +70,7 @@ func pollBatch(t testing.TB, lc *PullConsumer, d time.Duration) []*Message {
 func dispatched(t testing.TB, b *edge.Broker, topic string, q int32, n int64) {
 	t.Helper()
 	waitFor(t, 5*time.Second, "messages dispatched", func() bool {
-		off, err := b.MaxOffset(topic, q)
+		off, err := b.MaxOffset(context.Background(), mq.MessageQueue{Topic: topic, QueueID: q})
 		return err == nil && off >= n
 	})
 }
@@ -98,9 +99,9 @@ func expectNothing(t testing.TB, lc *PullConsumer, d time.Duration) {
 	}
 }
 
-func queryOffset(t testing.TB, b *edge.Broker, group string, mq edge.MessageQueue) int64 {
+func queryOffset(t testing.TB, b *edge.Broker, group string, queue mq.MessageQueue) int64 {
 	t.Helper()
-	off, err := b.QueryOffset(group, mq.Topic, mq.QueueID)
+	off, err := b.QueryOffset(context.Background(), group, mq.MessageQueue{Topic: queue.Topic, QueueID: queue.QueueID})
 	if err != nil {
 		t.Fatalf("QueryOffset: %v", err)
 	}
@@ -113,15 +114,15 @@ type countPulls struct {
 	n atomic.Int64
 }
 
-func (c *countPulls) Pull(ctx context.Context, req edge.PullRequest) (edge.PullResult, error) {
+func (c *countPulls) Pull(ctx context.Context, req mq.PullRequest) (mq.PullResult, error) {
 	c.n.Add(1)
 	return c.Broker.Pull(ctx, req)
 }
 
-func allQueues(topic string, n int32) []edge.MessageQueue {
-	out := make([]edge.MessageQueue, n)
+func allQueues(topic string, n int32) []mq.MessageQueue {
+	out := make([]mq.MessageQueue, n)
 	for i := range out {
-		out[i] = edge.MessageQueue{Topic: topic, QueueID: int32(i)}
+		out[i] = brokerQueue(topic, int32(i))
 	}
 	return out
 }
@@ -170,7 +171,7 @@ func TestPullLongPolling(t *testing.T) {
 	cb := &countPulls{Broker: b}
 	o := fastOptions(t, "g")
 	o.BrokerSuspend = 10 * time.Second
-	lc := assignedLite(t, cb, o, nil, edge.MessageQueue{Topic: "T"})
+	lc := assignedLite(t, cb, o, nil, mq.MessageQueue{Topic: "T"})
 
 	type result struct {
 		msgs []*Message
@@ -216,7 +217,7 @@ func TestPullPollContext(t *testing.T) {
 	if _, err := lc.Poll(context.Background()); !errors.Is(err, ErrNotStarted) {
 		t.Fatalf("Poll before Start = %v, want %v", err, ErrNotStarted)
 	}
-	if err := lc.Assign([]edge.MessageQueue{{Topic: "T"}}); err != nil {
+	if err := lc.Assign([]mq.MessageQueue{{Topic: "T"}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := lc.Start(); err != nil {
@@ -276,7 +277,7 @@ func TestPullPollContext(t *testing.T) {
 func TestPullSubscribeAssignExclusive(t *testing.T) {
 	b := testBroker(t, nil)
 	createTopic(t, b, "T", 2)
-	mqs := []edge.MessageQueue{{Topic: "T"}}
+	mqs := []mq.MessageQueue{{Topic: "T"}}
 
 	sub := newLite(t, b, fastOptions(t, "gs"), nil)
 	if err := sub.Subscribe("T", "*"); err != nil {
@@ -312,14 +313,14 @@ func TestPullSubscribeAssignExclusive(t *testing.T) {
 		}
 	}
 	members, err := b.Members("gs")
-	if err != nil || len(members) != 1 || members[0].ConsumeType != edge.ConsumeActively {
+	if err != nil || len(members) != 1 || members[0].ConsumeType != mq.ConsumeActively {
 		t.Fatalf("members of gs = %+v, %v; want one CONSUME_ACTIVELY member", members, err)
 	}
 	if got := asg.Assignment(); len(got) != 1 || got[0] != mqs[0] {
 		t.Fatalf("assigned consumer's queues = %v, want %v", got, mqs)
 	}
-	if _, err := b.Members("ga"); !errors.Is(err, edge.ErrGroupNotExist) {
-		t.Fatalf("members of ga: %v, want %v (Assign needs no membership)", err, edge.ErrGroupNotExist)
+	if _, err := b.Members("ga"); !errors.Is(err, mq.ErrGroupNotExist) {
+		t.Fatalf("members of ga: %v, want %v (Assign needs no membership)", err, mq.ErrGroupNotExist)
 	}
 	waitFor(t, 5*time.Second, "subscribed consumer owns both queues", func() bool { return len(sub.Assignment()) == 2 })
 }
@@ -338,9 +339,9 @@ func TestPullRebalanceSplit(t *testing.T) {
 		if len(a) != 2 || len(c) != 2 {
 			return false
 		}
-		for _, mq := range a {
+		for _, queue := range a {
 			for _, mq2 := range c {
-				if mq == mq2 {
+				if queue == mq2 {
 					return false
 				}
 			}
@@ -349,8 +350,8 @@ func TestPullRebalanceSplit(t *testing.T) {
 	})
 	owned := [2]map[int32]bool{{}, {}}
 	for i, lc := range lcs {
-		for _, mq := range lc.Assignment() {
-			owned[i][mq.QueueID] = true
+		for _, queue := range lc.Assignment() {
+			owned[i][queue.QueueID] = true
 		}
 	}
 	sendN(t, b, "T", "m", 80, nil)
@@ -408,16 +409,16 @@ func TestPullCommitSyncResume(t *testing.T) {
 	createTopic(t, b, "T", 1)
 	sendN(t, b, "T", "m", 20, nil)
 	dispatched(t, b, "T", 0, 20)
-	mq := edge.MessageQueue{Topic: "T"}
+	queue := mq.MessageQueue{Topic: "T"}
 	o := fastOptions(t, "g")
 	o.PullBatchSize = 4
 	manual := &PullOptions{ManualCommit: true}
-	a := assignedLite(t, b, o, manual, mq)
+	a := assignedLite(t, b, o, manual, queue)
 	pollN(t, a, 8)
 	if err := a.CommitSync(context.Background()); err != nil {
 		t.Fatalf("CommitSync: %v", err)
 	}
-	if got := queryOffset(t, b, "g", mq); got != 8 {
+	if got := queryOffset(t, b, "g", queue); got != 8 {
 		t.Fatalf("committed offset %d, want 8", got)
 	}
 	pollN(t, a, 4) // polled, never committed
@@ -425,7 +426,7 @@ func TestPullCommitSyncResume(t *testing.T) {
 	if err := a.Shutdown(context.Background()); err != nil {
 		t.Fatalf("Shutdown: %v", err)
 	}
-	if got := queryOffset(t, b, "g", mq); got != 8 {
+	if got := queryOffset(t, b, "g", queue); got != 8 {
 		t.Fatalf("offset after a manual-commit Shutdown %d, want 8", got)
 	}
 
@@ -448,7 +449,7 @@ func TestPullCommitSyncResume(t *testing.T) {
 // TestPullAutoCommit: with auto-commit the position after the last polled message (not
 // the last pulled one) is committed at Shutdown, and every PersistInterval.
 func TestPullAutoCommit(t *testing.T) {
-	mq := edge.MessageQueue{Topic: "T"}
+	queue := mq.MessageQueue{Topic: "T"}
 	t.Run("shutdown", func(t *testing.T) {
 		b := testBroker(t, nil)
 		createTopic(t, b, "T", 1)
@@ -457,20 +458,20 @@ func TestPullAutoCommit(t *testing.T) {
 		o := fastOptions(t, "g")
 		o.PullBatchSize = 4
 		o.PersistInterval = time.Hour
-		lc := assignedLite(t, b, o, nil, mq)
+		lc := assignedLite(t, b, o, nil, queue)
 		pollN(t, lc, 8)
 		waitFor(t, 5*time.Second, "the rest pulled", func() bool {
 			lc.mu.Lock()
 			defer lc.mu.Unlock()
 			return lc.bufMsgs == 12
 		})
-		if got := queryOffset(t, b, "g", mq); got == 8 {
+		if got := queryOffset(t, b, "g", queue); got == 8 {
 			t.Fatalf("offset 8 committed before Shutdown with an hour's PersistInterval")
 		}
 		if err := lc.Shutdown(context.Background()); err != nil {
 			t.Fatalf("Shutdown: %v", err)
 		}
-		if got := queryOffset(t, b, "g", mq); got != 8 {
+		if got := queryOffset(t, b, "g", queue); got != 8 {
 			t.Fatalf("offset after Shutdown %d, want 8", got)
 		}
 	})
@@ -481,11 +482,11 @@ func TestPullAutoCommit(t *testing.T) {
 		dispatched(t, b, "T", 0, 20)
 		o := fastOptions(t, "g")
 		o.PullBatchSize = 4
-		lc := assignedLite(t, b, o, nil, mq)
+		lc := assignedLite(t, b, o, nil, queue)
 		pollN(t, lc, 8)
-		waitFor(t, 5*time.Second, "offset 8 committed", func() bool { return queryOffset(t, b, "g", mq) == 8 })
+		waitFor(t, 5*time.Second, "offset 8 committed", func() bool { return queryOffset(t, b, "g", queue) == 8 })
 		pollN(t, lc, 12)
-		waitFor(t, 5*time.Second, "offset 20 committed", func() bool { return queryOffset(t, b, "g", mq) == 20 })
+		waitFor(t, 5*time.Second, "offset 20 committed", func() bool { return queryOffset(t, b, "g", queue) == 20 })
 	})
 }
 
@@ -495,16 +496,16 @@ func TestPullAutoCommit(t *testing.T) {
 func TestPullSeek(t *testing.T) {
 	b := testBroker(t, nil)
 	createTopic(t, b, "T", 2)
-	sendN(t, b, "T", "m", 20, edge.QueueID(0))
+	sendN(t, b, "T", "m", 20, mq.QueueIndex(0))
 	dispatched(t, b, "T", 0, 20)
-	mq := edge.MessageQueue{Topic: "T"}
+	queue := mq.MessageQueue{Topic: "T"}
 	o := fastOptions(t, "g")
 	o.PullBatchSize = 4
 	lc := newLite(t, b, o, &PullOptions{ManualCommit: true})
-	if err := lc.Assign([]edge.MessageQueue{mq}); err != nil {
+	if err := lc.Assign([]mq.MessageQueue{queue}); err != nil {
 		t.Fatal(err)
 	}
-	if err := lc.Seek(mq, 0); !errors.Is(err, ErrNotStarted) {
+	if err := lc.Seek(queue, 0); !errors.Is(err, ErrNotStarted) {
 		t.Fatalf("Seek before Start = %v, want %v", err, ErrNotStarted)
 	}
 	if err := lc.Start(); err != nil {
@@ -522,43 +523,43 @@ func TestPullSeek(t *testing.T) {
 		defer lc.mu.Unlock()
 		return lc.bufMsgs >= 8
 	})
-	if err := lc.Seek(mq, 10); err != nil {
+	if err := lc.Seek(queue, 10); err != nil {
 		t.Fatalf("Seek: %v", err)
 	}
 	if got := first(); got != 10 {
 		t.Fatalf("offset after Seek(10) %d, want 10", got)
 	}
-	if err := lc.SeekToBegin(mq); err != nil {
+	if err := lc.SeekToBegin(queue); err != nil {
 		t.Fatalf("SeekToBegin: %v", err)
 	}
 	if got := first(); got != 0 {
 		t.Fatalf("offset after SeekToBegin %d, want 0", got)
 	}
-	if err := lc.SeekToEnd(mq); err != nil {
+	if err := lc.SeekToEnd(queue); err != nil {
 		t.Fatalf("SeekToEnd: %v", err)
 	}
 	expectNothing(t, lc, 150*time.Millisecond)
-	sendN(t, b, "T", "n", 1, edge.QueueID(0))
+	sendN(t, b, "T", "n", 1, mq.QueueIndex(0))
 	if got := first(); got != 20 {
 		t.Fatalf("offset after SeekToEnd and a send %d, want 20", got)
 	}
 
-	if err := lc.Seek(mq, 5); err != nil {
+	if err := lc.Seek(queue, 5); err != nil {
 		t.Fatalf("Seek: %v", err)
 	}
 	if err := lc.CommitSync(context.Background()); err != nil {
 		t.Fatalf("CommitSync: %v", err)
 	}
-	if got := queryOffset(t, b, "g", mq); got != 5 {
+	if got := queryOffset(t, b, "g", queue); got != 5 {
 		t.Fatalf("committed offset after Seek(5) %d, want 5", got)
 	}
 
 	for _, off := range []int64{-1, 22} {
-		if err := lc.Seek(mq, off); !errors.Is(err, ErrSeekOffset) {
+		if err := lc.Seek(queue, off); !errors.Is(err, ErrSeekOffset) {
 			t.Fatalf("Seek(%d) = %v, want %v", off, err, ErrSeekOffset)
 		}
 	}
-	other := edge.MessageQueue{Topic: "T", QueueID: 1}
+	other := mq.MessageQueue{Topic: "T", QueueID: 1}
 	if err := lc.Seek(other, 0); !errors.Is(err, ErrNotAssigned) {
 		t.Fatalf("Seek of an unassigned queue = %v, want %v", err, ErrNotAssigned)
 	}
@@ -576,7 +577,7 @@ func TestPullFlowControl(t *testing.T) {
 	dispatched(t, b, "T", 0, 100)
 	o := fastOptions(t, "g")
 	o.PullBatchSize = 4
-	lc := assignedLite(t, b, o, &PullOptions{PullThresholdForAll: 8}, edge.MessageQueue{Topic: "T"})
+	lc := assignedLite(t, b, o, &PullOptions{PullThresholdForAll: 8}, mq.MessageQueue{Topic: "T"})
 	buffered := func() int {
 		lc.mu.Lock()
 		defer lc.mu.Unlock()
@@ -602,16 +603,16 @@ func TestPullRetryTopicRestored(t *testing.T) {
 	createTopic(t, b, "T", 1)
 	sendN(t, b, "T", "m", 1, nil)
 	dispatched(t, b, "T", 0, 1)
-	res, err := b.Pull(context.Background(), edge.PullRequest{Group: "g", Topic: "T", Filter: "*"})
+	res, err := b.Pull(context.Background(), mq.PullRequest{Group: "g", Queue: mq.MessageQueue{Topic: "T"}, Filter: "*"})
 	if err != nil || len(res.Messages) != 1 {
 		t.Fatalf("Pull: %d messages, %v", len(res.Messages), err)
 	}
-	if _, err := b.SendBack(context.Background(), edge.SendBackRequest{Pos: res.Messages[0].Pos, Group: "g", DelayLevel: 1}); err != nil {
+	if err := b.SendBack(context.Background(), mq.SendBackRequest{CommitLogOffset: res.Messages[0].CommitLogOffset, Group: "g", DelayLevel: 1}); err != nil {
 		t.Fatalf("SendBack: %v", err)
 	}
-	retry := edge.MessageQueue{Topic: edge.RetryTopic("g")}
+	retry := mq.MessageQueue{Topic: mq.RetryTopic("g")}
 	waitFor(t, 5*time.Second, "the retry message", func() bool {
-		n, err := b.MaxOffset(retry.Topic, 0)
+		n, err := b.MaxOffset(context.Background(), mq.MessageQueue{Topic: retry.Topic, QueueID: 0})
 		return err == nil && n == 1
 	})
 	lc := assignedLite(t, b, fastOptions(t, "g"), nil, retry)
@@ -629,7 +630,7 @@ func TestPullBroadcasting(t *testing.T) {
 	var lcs [2]*PullConsumer
 	for i := range lcs {
 		o := fastOptions(t, "g")
-		o.Model = edge.Broadcasting
+		o.Model = mq.Broadcasting
 		o.ClientID = "c" + string(rune('0'+i))
 		lcs[i] = subscribedLite(t, b, o, nil, "T")
 		waitFor(t, 5*time.Second, "both queues", func() bool { return len(lcs[i].Assignment()) == 2 })
@@ -646,7 +647,7 @@ func TestPullBroadcasting(t *testing.T) {
 		if err := lc.CommitSync(context.Background()); err != nil {
 			t.Fatalf("CommitSync: %v", err)
 		}
-		off, err := lc.offsets.Read(edge.MessageQueue{Topic: "T"}, ReadFromStore)
+		off, err := lc.offsets.Read(context.Background(), brokerQueue("T", 0), readFromStore)
 		if err != nil || off != 10 {
 			t.Fatalf("local offset of queue 0 = %d, %v; want 10", off, err)
 		}
@@ -676,11 +677,11 @@ func TestPullBadInput(t *testing.T) {
 		want error
 	}{
 		{"empty topic", func(lc *PullConsumer) error { return lc.Subscribe("", "*") }, ErrInvalidOptions},
-		{"unknown topic", func(lc *PullConsumer) error { return lc.Subscribe("Nope", "*") }, edge.ErrTopicNotExist},
+		{"unknown topic", func(lc *PullConsumer) error { return lc.Subscribe("Nope", "*") }, mq.ErrTopicNotExist},
 		{"bad expression", func(lc *PullConsumer) error { return lc.Subscribe("T", "a || || b") }, ErrInvalidOptions},
 		{"no queues", func(lc *PullConsumer) error { return lc.Assign(nil) }, ErrInvalidOptions},
-		{"unknown topic assigned", func(lc *PullConsumer) error { return lc.Assign([]edge.MessageQueue{{Topic: "Nope"}}) }, edge.ErrTopicNotExist},
-		{"queue out of range", func(lc *PullConsumer) error { return lc.Assign([]edge.MessageQueue{{Topic: "T", QueueID: 2}}) }, edge.ErrInvalidQueue},
+		{"unknown topic assigned", func(lc *PullConsumer) error { return lc.Assign([]mq.MessageQueue{{Topic: "Nope"}}) }, mq.ErrTopicNotExist},
+		{"queue out of range", func(lc *PullConsumer) error { return lc.Assign([]mq.MessageQueue{{Topic: "T", QueueID: 2}}) }, mq.ErrInvalidQueue},
 		{"commit before Start", func(lc *PullConsumer) error { return lc.CommitSync(context.Background()) }, ErrNotStarted},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -700,8 +701,8 @@ func TestPullBadInput(t *testing.T) {
 func TestPullConcurrentPollers(t *testing.T) {
 	b := testBroker(t, nil)
 	createTopic(t, b, "T", 1)
-	mq := edge.MessageQueue{Topic: "T"}
-	lc := assignedLite(t, b, fastOptions(t, "g"), nil, mq)
+	queue := mq.MessageQueue{Topic: "T"}
+	lc := assignedLite(t, b, fastOptions(t, "g"), nil, queue)
 	const pollers = 3
 	errc := make(chan error, pollers)
 	for range pollers {
@@ -718,9 +719,9 @@ func TestPullConcurrentPollers(t *testing.T) {
 	time.Sleep(100 * time.Millisecond) // let every Poll wait
 	// Three batches appended at once, with the one token a burst of appends leaves.
 	lc.mu.Lock()
-	q := lc.queues[mq]
+	q := lc.queues[queue]
 	for i := range pollers {
-		m := &Message{Topic: "T", QueueOffset: int64(i), Body: []byte("x")}
+		m := &Message{Message: mq.Message{Topic: "T", Body: []byte("x")}, QueueOffset: int64(i)}
 		lc.buf = append(lc.buf, &liteBatch{q: q, msgs: []*Message{m}, bytes: 1, next: int64(i + 1)})
 		q.msgs++
 		q.bytes++

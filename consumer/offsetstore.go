@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,55 +14,55 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/edgemq/edgemq/edge"
+	"github.com/edgemq/edgemq/edge/mq"
 )
 
-// ReadType says where OffsetStore.Read looks.
-type ReadType int
+// readType says where offsetStore.Read looks.
+type readType int
 
 const (
-	// ReadFromMemory reads the in-memory table only.
-	ReadFromMemory ReadType = iota
-	// ReadFromStore reads the broker (clustering) or the file (broadcasting).
-	ReadFromStore
-	// ReadMemoryThenStore tries memory, then the store.
-	ReadMemoryThenStore
+	// readFromMemory reads the in-memory table only.
+	readFromMemory readType = iota
+	// readFromStore reads the broker (clustering) or the file (broadcasting).
+	readFromStore
+	// readMemoryThenStore tries memory, then the store.
+	readMemoryThenStore
 )
 
-// OffsetStore keeps a consumer's offsets: in memory, persisted to the broker (clustering) or
-// a local file (broadcasting).
-type OffsetStore interface {
+// offsetStore keeps a consumer's offsets: in memory, persisted to the broker (clustering) or
+// a local file (broadcasting). ctx bounds the broker calls of the clustering store.
+type offsetStore interface {
 	// Load reads persisted offsets into memory (broadcasting; a no-op for clustering).
 	Load() error
-	// Update sets mq's offset in memory; with increaseOnly it never moves it back.
-	Update(mq edge.MessageQueue, offset int64, increaseOnly bool)
-	// Read returns mq's offset, or -1 when none is known.
-	Read(mq edge.MessageQueue, rt ReadType) (int64, error)
-	// Persist writes the in-memory offsets of mqs.
-	Persist(mqs []edge.MessageQueue) error
-	// Remove forgets mq.
-	Remove(mq edge.MessageQueue)
+	// Update sets queue's offset in memory; with increaseOnly it never moves it back.
+	Update(queue mq.MessageQueue, offset int64, increaseOnly bool)
+	// Read returns queue's offset, or -1 when none is known.
+	Read(ctx context.Context, queue mq.MessageQueue, rt readType) (int64, error)
+	// Persist writes the in-memory offsets of queues.
+	Persist(ctx context.Context, queues []mq.MessageQueue) error
+	// Remove forgets queue.
+	Remove(queue mq.MessageQueue)
 }
 
 // ErrCorruptOffsets is returned (wrapped, naming the file) by localOffsetStore's Load and
-// Read(ReadFromStore) when the offsets file cannot be decoded and no good backup copy
+// Read(readFromStore) when the offsets file cannot be decoded and no good backup copy
 // (offsets.json.bak) is there to fall back on.
 var ErrCorruptOffsets = errors.New("consumer: corrupt offsets file")
 
 var (
-	_ OffsetStore = (*remoteOffsetStore)(nil)
-	_ OffsetStore = (*localOffsetStore)(nil)
+	_ offsetStore = (*remoteOffsetStore)(nil)
+	_ offsetStore = (*localOffsetStore)(nil)
 )
 
 // offsetTable is the in-memory part both stores share: offsets by queue, and which of them
 // changed since they were last persisted. Its owner guards it.
 type offsetTable struct {
-	m     map[edge.MessageQueue]int64
-	dirty map[edge.MessageQueue]struct{}
+	m     map[mq.MessageQueue]int64
+	dirty map[mq.MessageQueue]struct{}
 }
 
 func newOffsetTable() offsetTable {
-	return offsetTable{m: map[edge.MessageQueue]int64{}, dirty: map[edge.MessageQueue]struct{}{}}
+	return offsetTable{m: map[mq.MessageQueue]int64{}, dirty: map[mq.MessageQueue]struct{}{}}
 }
 
 // memOffsets is the in-memory part both offset stores share: the table and its lock.
@@ -70,60 +71,60 @@ type memOffsets struct {
 	t  offsetTable
 }
 
-// Update sets mq's offset in memory; with increaseOnly it never moves it back. Negative
+// Update sets queue's offset in memory; with increaseOnly it never moves it back. Negative
 // offsets are ignored.
-func (s *memOffsets) Update(mq edge.MessageQueue, offset int64, increaseOnly bool) {
+func (s *memOffsets) Update(queue mq.MessageQueue, offset int64, increaseOnly bool) {
 	s.mu.Lock()
-	s.t.update(mq, offset, increaseOnly)
+	s.t.update(queue, offset, increaseOnly)
 	s.mu.Unlock()
 }
 
-// readMemory is the in-memory part of Read: it returns mq's offset and true when rt is
-// answered from memory (ReadFromMemory, or ReadMemoryThenStore with an offset known), false
+// readMemory is the in-memory part of Read: it returns queue's offset and true when rt is
+// answered from memory (readFromMemory, or readMemoryThenStore with an offset known), false
 // when the store must be asked, or errReadType.
-func (s *memOffsets) readMemory(mq edge.MessageQueue, rt ReadType) (int64, bool, error) {
+func (s *memOffsets) readMemory(queue mq.MessageQueue, rt readType) (int64, bool, error) {
 	switch rt {
-	case ReadFromMemory, ReadMemoryThenStore:
+	case readFromMemory, readMemoryThenStore:
 		s.mu.Lock()
-		off := s.t.read(mq)
+		off := s.t.read(queue)
 		s.mu.Unlock()
-		if off >= 0 || rt == ReadFromMemory {
+		if off >= 0 || rt == readFromMemory {
 			return off, true, nil
 		}
 		return -1, false, nil
-	case ReadFromStore:
+	case readFromStore:
 		return -1, false, nil
 	}
 	return -1, true, errReadType(rt)
 }
 
-// update sets mq's offset and marks it dirty if it changed. A negative offset is ignored:
+// update sets queue's offset and marks it dirty if it changed. A negative offset is ignored:
 // -1 is Read's "none known", and the broker refuses negative offsets.
-func (t *offsetTable) update(mq edge.MessageQueue, offset int64, increaseOnly bool) {
+func (t *offsetTable) update(queue mq.MessageQueue, offset int64, increaseOnly bool) {
 	if offset < 0 {
 		return
 	}
-	old, ok := t.m[mq]
+	old, ok := t.m[queue]
 	if ok && (old == offset || increaseOnly && offset < old) {
 		return
 	}
-	t.m[mq] = offset
-	t.dirty[mq] = struct{}{}
+	t.m[queue] = offset
+	t.dirty[queue] = struct{}{}
 }
 
-func (t *offsetTable) read(mq edge.MessageQueue) int64 {
-	if off, ok := t.m[mq]; ok {
+func (t *offsetTable) read(queue mq.MessageQueue) int64 {
+	if off, ok := t.m[queue]; ok {
 		return off
 	}
 	return -1
 }
 
-func (t *offsetTable) remove(mq edge.MessageQueue) {
-	delete(t.m, mq)
-	delete(t.dirty, mq)
+func (t *offsetTable) remove(queue mq.MessageQueue) {
+	delete(t.m, queue)
+	delete(t.dirty, queue)
 }
 
-func errReadType(rt ReadType) error {
+func errReadType(rt readType) error {
 	return fmt.Errorf("consumer: unknown offset read type %d", rt)
 }
 
@@ -149,52 +150,52 @@ func newRemoteOffsetStore(b Broker, group string) *remoteOffsetStore {
 // Load does nothing: clustering offsets are read from the broker queue by queue.
 func (s *remoteOffsetStore) Load() error { return nil }
 
-// Read returns mq's offset, or -1 when none is known. ReadFromStore asks the broker; the
+// Read returns queue's offset, or -1 when none is known. readFromStore asks the broker; the
 // answer replaces the in-memory offset (it is what the broker holds, so it is not dirty),
 // while "no offset stored" returns -1 and leaves memory alone.
-func (s *remoteOffsetStore) Read(mq edge.MessageQueue, rt ReadType) (int64, error) {
-	if off, done, err := s.readMemory(mq, rt); done {
+func (s *remoteOffsetStore) Read(ctx context.Context, queue mq.MessageQueue, rt readType) (int64, error) {
+	if off, done, err := s.readMemory(queue, rt); done {
 		return off, err
 	}
-	off, err := s.b.QueryOffset(s.group, mq.Topic, mq.QueueID)
-	if errors.Is(err, edge.ErrOffsetNotFound) {
+	off, err := s.b.QueryOffset(ctx, s.group, queue)
+	if errors.Is(err, mq.ErrOffsetNotFound) {
 		return -1, nil
 	}
 	if err != nil {
-		return -1, fmt.Errorf("consumer: query offset of %s queue %d: %w", mq.Topic, mq.QueueID, err)
+		return -1, fmt.Errorf("consumer: query offset of %s queue %d: %w", queue.Topic, queue.QueueID, err)
 	}
 	s.mu.Lock()
-	s.t.m[mq] = off
-	delete(s.t.dirty, mq)
+	s.t.m[queue] = off
+	delete(s.t.dirty, queue)
 	s.mu.Unlock()
 	return off, nil
 }
 
-// Persist commits to the broker the offsets of mqs that changed since their last commit.
+// Persist commits to the broker the offsets of queues that changed since their last commit.
 // A failed commit is retried by the next Persist; the errors are joined.
-func (s *remoteOffsetStore) Persist(mqs []edge.MessageQueue) error {
+func (s *remoteOffsetStore) Persist(ctx context.Context, queues []mq.MessageQueue) error {
 	s.pmu.Lock()
 	defer s.pmu.Unlock()
 	type commit struct {
-		mq  edge.MessageQueue
-		off int64
+		queue mq.MessageQueue
+		off   int64
 	}
 	var todo []commit
 	s.mu.Lock()
-	for _, mq := range mqs {
-		if _, ok := s.t.dirty[mq]; ok {
-			todo = append(todo, commit{mq, s.t.m[mq]})
-			delete(s.t.dirty, mq)
+	for _, queue := range queues {
+		if _, ok := s.t.dirty[queue]; ok {
+			todo = append(todo, commit{queue, s.t.m[queue]})
+			delete(s.t.dirty, queue)
 		}
 	}
 	s.mu.Unlock()
 	var errs []error
 	for _, c := range todo {
-		if err := s.b.CommitOffset(s.group, c.mq.Topic, c.mq.QueueID, c.off); err != nil {
-			errs = append(errs, fmt.Errorf("consumer: commit offset %d of %s queue %d: %w", c.off, c.mq.Topic, c.mq.QueueID, err))
+		if err := s.b.CommitOffset(ctx, s.group, c.queue, c.off); err != nil {
+			errs = append(errs, fmt.Errorf("consumer: commit offset %d of %s queue %d: %w", c.off, c.queue.Topic, c.queue.QueueID, err))
 			s.mu.Lock()
-			if _, ok := s.t.m[c.mq]; ok { // not removed meanwhile: retry next time
-				s.t.dirty[c.mq] = struct{}{}
+			if _, ok := s.t.m[c.queue]; ok { // not removed meanwhile: retry next time
+				s.t.dirty[c.queue] = struct{}{}
 			}
 			s.mu.Unlock()
 		}
@@ -202,10 +203,10 @@ func (s *remoteOffsetStore) Persist(mqs []edge.MessageQueue) error {
 	return errors.Join(errs...)
 }
 
-// Remove forgets mq's offset without committing it.
-func (s *remoteOffsetStore) Remove(mq edge.MessageQueue) {
+// Remove forgets queue's offset without committing it.
+func (s *remoteOffsetStore) Remove(queue mq.MessageQueue) {
 	s.mu.Lock()
-	s.t.remove(mq)
+	s.t.remove(queue)
 	s.mu.Unlock()
 }
 
@@ -219,10 +220,12 @@ const (
 
 // offsetsDoc is the offsets file, JSON:
 //
-//	{"version": 1, "group": "g", "clientId": "host@pid#n",
-//	 "offsets": [{"topic": "T", "queueId": 0, "offset": 42}, ...]}
+//	{"version": 1, "group": "g", "clientId": "host@DEFAULT",
+//	 "offsets": [{"topic": "T", "brokerName": "edgemq", "queueId": 0, "offset": 42}, ...]}
 //
-// Offsets are sorted by topic then queue, so equal tables give equal files.
+// Offsets are sorted by topic, broker name, then queue id, so equal tables give equal
+// files. A file written before queues named their broker has no brokerName: its offsets
+// are read as those of queues with an empty broker name.
 type offsetsDoc struct {
 	Version  int           `json:"version"`
 	Group    string        `json:"group"`
@@ -231,9 +234,10 @@ type offsetsDoc struct {
 }
 
 type queueOffset struct {
-	Topic   string `json:"topic"`
-	QueueID int32  `json:"queueId"`
-	Offset  int64  `json:"offset"`
+	Topic      string `json:"topic"`
+	BrokerName string `json:"brokerName,omitempty"`
+	QueueID    int32  `json:"queueId"`
+	Offset     int64  `json:"offset"`
 }
 
 // localOffsetStore keeps a broadcasting consumer's offsets in memory and in the file
@@ -245,7 +249,7 @@ type queueOffset struct {
 // renames, only offsets.json.bak; Load falls back to the backup when offsets.json is
 // missing or corrupt. A leftover temp file is never read, and the next write truncates it.
 //
-// Persist writes every in-memory offset, whatever its mqs (the file is the whole table, as
+// Persist writes every in-memory offset, whatever its queues (the file is the whole table, as
 // RocketMQ's Go client writes it), and only when an offset changed since the last write,
 // to spare flash. Call Load before Update and Persist (the consumer does so when it starts),
 // or the first write replaces the offsets of queues not yet updated. Safe for concurrent use.
@@ -308,8 +312,8 @@ func (s *localOffsetStore) Load() error {
 	s.mainGood = mainGood
 	s.mu.Lock()
 	s.t = newOffsetTable()
-	for mq, off := range m {
-		s.t.m[mq] = off
+	for queue, off := range m {
+		s.t.m[queue] = off
 	}
 	s.mu.Unlock()
 	return nil
@@ -317,7 +321,7 @@ func (s *localOffsetStore) Load() error {
 
 // readLocked reads the offsets file, falling back to the backup. mainGood reports that
 // offsets.json itself was read. The caller holds wmu.
-func (s *localOffsetStore) readLocked() (m map[edge.MessageQueue]int64, mainGood bool, err error) {
+func (s *localOffsetStore) readLocked() (m map[mq.MessageQueue]int64, mainGood bool, err error) {
 	main := filepath.Join(s.dir, offsetsFile)
 	m, err = readOffsetsFile(main)
 	if err == nil {
@@ -337,7 +341,7 @@ func (s *localOffsetStore) readLocked() (m map[edge.MessageQueue]int64, mainGood
 		}
 		return bak, false, nil
 	case missing && errors.Is(berr, fs.ErrNotExist):
-		return map[edge.MessageQueue]int64{}, false, nil
+		return map[mq.MessageQueue]int64{}, false, nil
 	case missing:
 		return nil, false, berr
 	case errors.Is(berr, fs.ErrNotExist):
@@ -349,7 +353,7 @@ func (s *localOffsetStore) readLocked() (m map[edge.MessageQueue]int64, mainGood
 
 // readOffsetsFile decodes one offsets file. A missing file returns an error matching
 // fs.ErrNotExist; one that does not decode, or holds impossible values, ErrCorruptOffsets.
-func readOffsetsFile(path string) (map[edge.MessageQueue]int64, error) {
+func readOffsetsFile(path string) (map[mq.MessageQueue]int64, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("consumer: read offsets: %w", err)
@@ -364,21 +368,21 @@ func readOffsetsFile(path string) (map[edge.MessageQueue]int64, error) {
 	if doc.Version != offsetsVersion {
 		return nil, corrupt("version %d, want %d", doc.Version, offsetsVersion)
 	}
-	m := make(map[edge.MessageQueue]int64, len(doc.Offsets))
+	m := make(map[mq.MessageQueue]int64, len(doc.Offsets))
 	for _, o := range doc.Offsets {
-		mq := edge.MessageQueue{Topic: o.Topic, QueueID: o.QueueID}
-		if _, dup := m[mq]; dup || o.Topic == "" || o.QueueID < 0 || o.Offset < 0 {
+		queue := mq.MessageQueue{Topic: o.Topic, BrokerName: o.BrokerName, QueueID: o.QueueID}
+		if _, dup := m[queue]; dup || o.Topic == "" || o.QueueID < 0 || o.Offset < 0 {
 			return nil, corrupt("bad entry %+v", o)
 		}
-		m[mq] = o.Offset
+		m[queue] = o.Offset
 	}
 	return m, nil
 }
 
-// Read returns mq's offset, or -1 when none is known. ReadFromStore reads the file (with
-// Load's fallback to the backup) and, when it holds mq, sets the in-memory offset to it.
-func (s *localOffsetStore) Read(mq edge.MessageQueue, rt ReadType) (int64, error) {
-	if off, done, err := s.readMemory(mq, rt); done {
+// Read returns queue's offset, or -1 when none is known. readFromStore reads the file (with
+// Load's fallback to the backup) and, when it holds queue, sets the in-memory offset to it.
+func (s *localOffsetStore) Read(_ context.Context, queue mq.MessageQueue, rt readType) (int64, error) {
+	if off, done, err := s.readMemory(queue, rt); done {
 		return off, err
 	}
 	s.wmu.Lock()
@@ -387,19 +391,19 @@ func (s *localOffsetStore) Read(mq edge.MessageQueue, rt ReadType) (int64, error
 	if err != nil {
 		return -1, err
 	}
-	off, ok := m[mq]
+	off, ok := m[queue]
 	if !ok {
 		return -1, nil
 	}
 	s.mu.Lock()
-	s.t.update(mq, off, false)
+	s.t.update(queue, off, false)
 	s.mu.Unlock()
 	return off, nil
 }
 
 // Persist writes all in-memory offsets to the file when any changed since the last write.
-// mqs is not used: the file always holds the whole table.
-func (s *localOffsetStore) Persist(mqs []edge.MessageQueue) error {
+// queues is not used: the file always holds the whole table.
+func (s *localOffsetStore) Persist(_ context.Context, _ []mq.MessageQueue) error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	s.mu.Lock()
@@ -409,23 +413,23 @@ func (s *localOffsetStore) Persist(mqs []edge.MessageQueue) error {
 	}
 	doc := offsetsDoc{Version: offsetsVersion, Group: s.group, ClientID: s.clientID,
 		Offsets: make([]queueOffset, 0, len(s.t.m))}
-	for mq, off := range s.t.m {
-		doc.Offsets = append(doc.Offsets, queueOffset{mq.Topic, mq.QueueID, off})
+	for queue, off := range s.t.m {
+		doc.Offsets = append(doc.Offsets, queueOffset{queue.Topic, queue.BrokerName, queue.QueueID, off})
 	}
 	dirty := s.t.dirty
-	s.t.dirty = map[edge.MessageQueue]struct{}{}
+	s.t.dirty = map[mq.MessageQueue]struct{}{}
 	s.mu.Unlock()
 	slices.SortFunc(doc.Offsets, func(a, b queueOffset) int {
-		return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.QueueID, b.QueueID))
+		return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.BrokerName, b.BrokerName), cmp.Compare(a.QueueID, b.QueueID))
 	})
-	data, err := json.MarshalIndent(doc, "", "\t")
-	if err != nil {
-		panic(err) // plain strings and numbers always marshal
+	data, err := json.MarshalIndent(doc, "", "\t") // plain strings and numbers: no error
+	if err == nil {
+		err = s.writeLocked(append(data, '\n'))
 	}
-	if err := s.writeLocked(append(data, '\n')); err != nil {
+	if err != nil {
 		s.mu.Lock()
-		for mq := range dirty { // the file is still behind: write next time
-			s.t.dirty[mq] = struct{}{}
+		for queue := range dirty { // the file is still behind: write next time
+			s.t.dirty[queue] = struct{}{}
 		}
 		s.mu.Unlock()
 		return err
@@ -487,12 +491,12 @@ func syncDir(dir string) error {
 	return err
 }
 
-// Remove forgets mq's offset; the next Persist drops it from the file.
-func (s *localOffsetStore) Remove(mq edge.MessageQueue) {
+// Remove forgets queue's offset; the next Persist drops it from the file.
+func (s *localOffsetStore) Remove(queue mq.MessageQueue) {
 	s.mu.Lock()
-	if _, ok := s.t.m[mq]; ok {
-		s.t.remove(mq)
-		s.t.dirty[mq] = struct{}{} // the file changes even though mq is gone
+	if _, ok := s.t.m[queue]; ok {
+		s.t.remove(queue)
+		s.t.dirty[queue] = struct{}{} // the file changes even though queue is gone
 	}
 	s.mu.Unlock()
 }

@@ -1,8 +1,10 @@
 package consumer
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"github.com/edgemq/edgemq/edge/mq"
 	"os"
 	"path/filepath"
 	"slices"
@@ -43,7 +45,7 @@ type countingBroker struct {
 	fail    error
 }
 
-func (c *countingBroker) CommitOffset(group, topic string, queueID int32, offset int64) error {
+func (c *countingBroker) CommitOffset(ctx context.Context, group string, queue mq.MessageQueue, offset int64) error {
 	c.mu.Lock()
 	c.commits++
 	fail := c.fail
@@ -51,7 +53,7 @@ func (c *countingBroker) CommitOffset(group, topic string, queueID int32, offset
 	if fail != nil {
 		return fail
 	}
-	return c.Broker.CommitOffset(group, topic, queueID, offset)
+	return c.Broker.CommitOffset(ctx, group, queue, offset)
 }
 
 func (c *countingBroker) count() int {
@@ -60,23 +62,23 @@ func (c *countingBroker) count() int {
 	return c.commits
 }
 
-func mustRead(t *testing.T, s OffsetStore, mq edge.MessageQueue, rt ReadType) int64 {
+func mustRead(t *testing.T, s offsetStore, queue mq.MessageQueue, rt readType) int64 {
 	t.Helper()
-	off, err := s.Read(mq, rt)
+	off, err := s.Read(context.Background(), queue, rt)
 	if err != nil {
-		t.Fatalf("Read(%v, %d): %v", mq, rt, err)
+		t.Fatalf("Read(%v, %d): %v", queue, rt, err)
 	}
 	return off
 }
 
 var (
-	mq0 = edge.MessageQueue{Topic: "T", QueueID: 0}
-	mq1 = edge.MessageQueue{Topic: "T", QueueID: 1}
-	mq2 = edge.MessageQueue{Topic: "T", QueueID: 2}
+	mq0 = mq.MessageQueue{Topic: "T", QueueID: 0}
+	mq1 = mq.MessageQueue{Topic: "T", QueueID: 1}
+	mq2 = mq.MessageQueue{Topic: "T", QueueID: 2}
 )
 
-// testOffsetStoreMemory checks Update and ReadFromMemory, which both stores share.
-func testOffsetStoreMemory(t *testing.T, s OffsetStore) {
+// testOffsetStoreMemory checks Update and readFromMemory, which both stores share.
+func testOffsetStoreMemory(t *testing.T, s offsetStore) {
 	t.Helper()
 	steps := []struct {
 		name         string
@@ -90,19 +92,19 @@ func testOffsetStoreMemory(t *testing.T, s OffsetStore) {
 		{"plain update moves back", 3, false, 3},
 		{"negative is ignored", -1, false, 3},
 	}
-	if got := mustRead(t, s, mq0, ReadFromMemory); got != -1 {
+	if got := mustRead(t, s, mq0, readFromMemory); got != -1 {
 		t.Fatalf("unknown queue: got %d, want -1", got)
 	}
 	for _, st := range steps {
 		s.Update(mq0, st.offset, st.increaseOnly)
-		if got := mustRead(t, s, mq0, ReadFromMemory); got != st.want {
+		if got := mustRead(t, s, mq0, readFromMemory); got != st.want {
 			t.Fatalf("%s: got %d, want %d", st.name, got, st.want)
 		}
 	}
-	if got := mustRead(t, s, mq1, ReadFromMemory); got != -1 {
+	if got := mustRead(t, s, mq1, readFromMemory); got != -1 {
 		t.Fatalf("other queue: got %d, want -1", got)
 	}
-	if _, err := s.Read(mq0, ReadType(42)); err == nil {
+	if _, err := s.Read(context.Background(), mq0, readType(42)); err == nil {
 		t.Fatal("unknown read type: no error")
 	}
 }
@@ -116,51 +118,51 @@ func TestRemoteOffsetStorePersistThenFreshStoreReads(t *testing.T) {
 	s := newRemoteOffsetStore(b, "G")
 	s.Update(mq0, 7, true)
 	s.Update(mq1, 11, true)
-	if err := s.Persist([]edge.MessageQueue{mq0, mq2}); err != nil {
+	if err := s.Persist(context.Background(), []mq.MessageQueue{mq0, mq2}); err != nil {
 		t.Fatal(err)
 	}
-	if off, err := b.QueryOffset("G", "T", 0); err != nil || off != 7 {
+	if off, err := b.QueryOffset(context.Background(), "G", mq.MessageQueue{Topic: "T", QueueID: 0}); err != nil || off != 7 {
 		t.Fatalf("broker queue 0: got %d, %v, want 7", off, err)
 	}
-	if _, err := b.QueryOffset("G", "T", 1); !errors.Is(err, edge.ErrOffsetNotFound) {
+	if _, err := b.QueryOffset(context.Background(), "G", mq.MessageQueue{Topic: "T", QueueID: 1}); !errors.Is(err, mq.ErrOffsetNotFound) {
 		t.Fatalf("queue 1 not in mqs was committed: %v", err)
 	}
 
 	fresh := newRemoteOffsetStore(b, "G")
-	if got := mustRead(t, fresh, mq0, ReadFromMemory); got != -1 {
+	if got := mustRead(t, fresh, mq0, readFromMemory); got != -1 {
 		t.Fatalf("fresh store memory: got %d, want -1", got)
 	}
-	if got := mustRead(t, fresh, mq0, ReadFromStore); got != 7 {
-		t.Fatalf("ReadFromStore: got %d, want 7", got)
+	if got := mustRead(t, fresh, mq0, readFromStore); got != 7 {
+		t.Fatalf("readFromStore: got %d, want 7", got)
 	}
-	if got := mustRead(t, fresh, mq0, ReadFromMemory); got != 7 {
-		t.Fatalf("memory after ReadFromStore: got %d, want 7", got)
+	if got := mustRead(t, fresh, mq0, readFromMemory); got != 7 {
+		t.Fatalf("memory after readFromStore: got %d, want 7", got)
 	}
-	if err := b.CommitOffset("G", "T", 2, 13); err != nil {
+	if err := b.CommitOffset(context.Background(), "G", mq.MessageQueue{Topic: "T", QueueID: 2}, 13); err != nil {
 		t.Fatal(err)
 	}
-	if got := mustRead(t, fresh, mq2, ReadMemoryThenStore); got != 13 {
-		t.Fatalf("ReadMemoryThenStore: got %d, want 13", got)
+	if got := mustRead(t, fresh, mq2, readMemoryThenStore); got != 13 {
+		t.Fatalf("readMemoryThenStore: got %d, want 13", got)
 	}
-	// What a ReadFromStore put in memory is the broker's already: no commit needed.
+	// What a readFromStore put in memory is the broker's already: no commit needed.
 	cb := &countingBroker{Broker: b}
 	s2 := newRemoteOffsetStore(cb, "G")
-	mustRead(t, s2, mq0, ReadFromStore)
-	if err := s2.Persist([]edge.MessageQueue{mq0}); err != nil || cb.count() != 0 {
-		t.Fatalf("persist after ReadFromStore: %d commits, %v", cb.count(), err)
+	mustRead(t, s2, mq0, readFromStore)
+	if err := s2.Persist(context.Background(), []mq.MessageQueue{mq0}); err != nil || cb.count() != 0 {
+		t.Fatalf("persist after readFromStore: %d commits, %v", cb.count(), err)
 	}
 }
 
 func TestRemoteOffsetStoreNotFoundAndErrors(t *testing.T) {
 	b := openOffsetStoreBroker(t)
 	s := newRemoteOffsetStore(b, "G")
-	for _, rt := range []ReadType{ReadFromStore, ReadMemoryThenStore} {
+	for _, rt := range []readType{readFromStore, readMemoryThenStore} {
 		if got := mustRead(t, s, mq1, rt); got != -1 {
 			t.Fatalf("read type %d, no offset: got %d, want -1", rt, got)
 		}
 	}
-	_, err := s.Read(edge.MessageQueue{Topic: "Missing", QueueID: 0}, ReadFromStore)
-	if !errors.Is(err, edge.ErrTopicNotExist) {
+	_, err := s.Read(context.Background(), mq.MessageQueue{Topic: "Missing", QueueID: 0}, readFromStore)
+	if !errors.Is(err, mq.ErrTopicNotExist) {
 		t.Fatalf("unknown topic: got %v, want ErrTopicNotExist", err)
 	}
 }
@@ -168,18 +170,18 @@ func TestRemoteOffsetStoreNotFoundAndErrors(t *testing.T) {
 func TestRemoteOffsetStorePersistsOnlyChanges(t *testing.T) {
 	cb := &countingBroker{Broker: openOffsetStoreBroker(t)}
 	s := newRemoteOffsetStore(cb, "G")
-	all := []edge.MessageQueue{mq0, mq1, mq2}
+	all := []mq.MessageQueue{mq0, mq1, mq2}
 	s.Update(mq0, 1, true)
 	s.Update(mq1, 2, true)
-	if err := s.Persist(all); err != nil || cb.count() != 2 {
+	if err := s.Persist(context.Background(), all); err != nil || cb.count() != 2 {
 		t.Fatalf("first persist: %d commits, %v; want 2", cb.count(), err)
 	}
-	if err := s.Persist(all); err != nil || cb.count() != 2 {
+	if err := s.Persist(context.Background(), all); err != nil || cb.count() != 2 {
 		t.Fatalf("unchanged persist: %d commits, %v; want still 2", cb.count(), err)
 	}
 	s.Update(mq1, 2, true) // same value: no change
 	s.Update(mq0, 3, true)
-	if err := s.Persist(all); err != nil || cb.count() != 3 {
+	if err := s.Persist(context.Background(), all); err != nil || cb.count() != 3 {
 		t.Fatalf("one change: %d commits, %v; want 3", cb.count(), err)
 	}
 
@@ -189,16 +191,16 @@ func TestRemoteOffsetStorePersistsOnlyChanges(t *testing.T) {
 	cb.fail = boom
 	cb.mu.Unlock()
 	s.Update(mq2, 8, true)
-	if err := s.Persist(all); !errors.Is(err, boom) {
+	if err := s.Persist(context.Background(), all); !errors.Is(err, boom) {
 		t.Fatalf("failed commit: got %v, want boom", err)
 	}
 	cb.mu.Lock()
 	cb.fail = nil
 	cb.mu.Unlock()
-	if err := s.Persist(all); err != nil {
+	if err := s.Persist(context.Background(), all); err != nil {
 		t.Fatal(err)
 	}
-	if off, err := cb.QueryOffset("G", "T", 2); err != nil || off != 8 {
+	if off, err := cb.QueryOffset(context.Background(), "G", mq.MessageQueue{Topic: "T", QueueID: 2}); err != nil || off != 8 {
 		t.Fatalf("retried commit: got %d, %v, want 8", off, err)
 	}
 }
@@ -208,10 +210,10 @@ func TestRemoteOffsetStoreRemove(t *testing.T) {
 	s := newRemoteOffsetStore(cb, "G")
 	s.Update(mq0, 4, true)
 	s.Remove(mq0)
-	if got := mustRead(t, s, mq0, ReadFromMemory); got != -1 {
+	if got := mustRead(t, s, mq0, readFromMemory); got != -1 {
 		t.Fatalf("after Remove: got %d, want -1", got)
 	}
-	if err := s.Persist([]edge.MessageQueue{mq0}); err != nil || cb.count() != 0 {
+	if err := s.Persist(context.Background(), []mq.MessageQueue{mq0}); err != nil || cb.count() != 0 {
 		t.Fatalf("persist of a removed queue: %d commits, %v", cb.count(), err)
 	}
 }
@@ -219,19 +221,19 @@ func TestRemoteOffsetStoreRemove(t *testing.T) {
 func TestRemoteOffsetStoreConcurrent(t *testing.T) {
 	b := openOffsetStoreBroker(t)
 	s := newRemoteOffsetStore(b, "G")
-	mqs := []edge.MessageQueue{mq0, mq1, mq2}
+	mqs := []mq.MessageQueue{mq0, mq1, mq2}
 	const workers, n = 8, 200
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Go(func() {
 			for i := range n {
-				mq := mqs[(w+i)%len(mqs)]
-				s.Update(mq, int64(i), true)
-				if _, err := s.Read(mq, ReadMemoryThenStore); err != nil {
+				queue := mqs[(w+i)%len(mqs)]
+				s.Update(queue, int64(i), true)
+				if _, err := s.Read(context.Background(), queue, readMemoryThenStore); err != nil {
 					t.Error(err)
 				}
 				if i%20 == 0 {
-					if err := s.Persist(mqs); err != nil {
+					if err := s.Persist(context.Background(), mqs); err != nil {
 						t.Error(err)
 					}
 				}
@@ -239,12 +241,12 @@ func TestRemoteOffsetStoreConcurrent(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if err := s.Persist(mqs); err != nil {
+	if err := s.Persist(context.Background(), mqs); err != nil {
 		t.Fatal(err)
 	}
-	for _, mq := range mqs {
-		if off, err := b.QueryOffset("G", mq.Topic, mq.QueueID); err != nil || off != n-1 {
-			t.Fatalf("%v: got %d, %v, want %d", mq, off, err, n-1)
+	for _, queue := range mqs {
+		if off, err := b.QueryOffset(context.Background(), "G", mq.MessageQueue{Topic: queue.Topic, QueueID: queue.QueueID}); err != nil || off != n-1 {
+			t.Fatalf("%v: got %d, %v, want %d", queue, off, err, n-1)
 		}
 	}
 }
@@ -267,7 +269,7 @@ func mustLoad(t *testing.T, s *localOffsetStore) {
 
 func mustPersist(t *testing.T, s *localOffsetStore) {
 	t.Helper()
-	if err := s.Persist(nil); err != nil {
+	if err := s.Persist(context.Background(), nil); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -282,28 +284,28 @@ func TestLocalOffsetStoreRoundTrip(t *testing.T) {
 	mustLoad(t, s) // no file yet: empty
 	s.Update(mq0, 10, true)
 	s.Update(mq1, 20, true)
-	s.Update(edge.MessageQueue{Topic: "U", QueueID: 3}, 30, true)
+	s.Update(mq.MessageQueue{Topic: "U", QueueID: 3}, 30, true)
 	mustPersist(t, s)
 	if _, err := os.Stat(filepath.Join(dir, "host@42#0", "G", "offsets.json")); err != nil {
 		t.Fatalf("offsets file: %v", err)
 	}
 
 	n := newTestLocalStore(t, dir)
-	// ReadFromStore reads the file even before Load.
-	if got := mustRead(t, n, mq1, ReadFromStore); got != 20 {
-		t.Fatalf("ReadFromStore: got %d, want 20", got)
+	// readFromStore reads the file even before Load.
+	if got := mustRead(t, n, mq1, readFromStore); got != 20 {
+		t.Fatalf("readFromStore: got %d, want 20", got)
 	}
-	if got := mustRead(t, n, mq1, ReadFromMemory); got != 20 {
-		t.Fatalf("memory after ReadFromStore: got %d, want 20", got)
+	if got := mustRead(t, n, mq1, readFromMemory); got != 20 {
+		t.Fatalf("memory after readFromStore: got %d, want 20", got)
 	}
-	if got := mustRead(t, n, mq2, ReadMemoryThenStore); got != -1 {
+	if got := mustRead(t, n, mq2, readMemoryThenStore); got != -1 {
 		t.Fatalf("queue not in file: got %d, want -1", got)
 	}
 	mustLoad(t, n)
-	want := map[edge.MessageQueue]int64{mq0: 10, mq1: 20, {Topic: "U", QueueID: 3}: 30, mq2: -1}
-	for mq, w := range want {
-		if got := mustRead(t, n, mq, ReadFromMemory); got != w {
-			t.Fatalf("%v after Load: got %d, want %d", mq, got, w)
+	want := map[mq.MessageQueue]int64{mq0: 10, mq1: 20, {Topic: "U", QueueID: 3}: 30, mq2: -1}
+	for queue, w := range want {
+		if got := mustRead(t, n, queue, readFromMemory); got != w {
+			t.Fatalf("%v after Load: got %d, want %d", queue, got, w)
 		}
 	}
 
@@ -312,7 +314,7 @@ func TestLocalOffsetStoreRoundTrip(t *testing.T) {
 	mustPersist(t, n)
 	m := newTestLocalStore(t, dir)
 	mustLoad(t, m)
-	if got := mustRead(t, m, mq0, ReadFromMemory); got != -1 {
+	if got := mustRead(t, m, mq0, readFromMemory); got != -1 {
 		t.Fatalf("removed queue: got %d, want -1", got)
 	}
 }
@@ -359,11 +361,11 @@ func TestLocalOffsetStoreCrashBeforeRename(t *testing.T) {
 		}
 		n := newTestLocalStore(t, dir)
 		mustLoad(t, n)
-		if got := mustRead(t, n, mq0, ReadFromMemory); got != 5 {
+		if got := mustRead(t, n, mq0, readFromMemory); got != 5 {
 			t.Fatalf("with a %s leftover temp file: got %d, want 5", name, got)
 		}
-		if got := mustRead(t, n, mq0, ReadFromStore); got != 5 {
-			t.Fatalf("ReadFromStore with a %s leftover temp file: got %d, want 5", name, got)
+		if got := mustRead(t, n, mq0, readFromStore); got != 5 {
+			t.Fatalf("readFromStore with a %s leftover temp file: got %d, want 5", name, got)
 		}
 	}
 	n := newTestLocalStore(t, dir)
@@ -373,7 +375,7 @@ func TestLocalOffsetStoreCrashBeforeRename(t *testing.T) {
 	mustPersist(t, n)
 	m := newTestLocalStore(t, dir)
 	mustLoad(t, m)
-	if got := mustRead(t, m, mq0, ReadFromMemory); got != 6 {
+	if got := mustRead(t, m, mq0, readFromMemory); got != 6 {
 		t.Fatalf("after rewrite: got %d, want 6", got)
 	}
 	if _, err := os.Stat(tmp); !errors.Is(err, os.ErrNotExist) {
@@ -393,7 +395,7 @@ func TestLocalOffsetStoreCrashBetweenRenames(t *testing.T) {
 	}
 	n := newTestLocalStore(t, dir)
 	mustLoad(t, n)
-	if got := mustRead(t, n, mq0, ReadFromMemory); got != 5 {
+	if got := mustRead(t, n, mq0, readFromMemory); got != 5 {
 		t.Fatalf("main missing: got %d, want 5 from the backup", got)
 	}
 }
@@ -417,8 +419,8 @@ func TestLocalOffsetStoreCorruptFile(t *testing.T) {
 	if err := newTestLocalStore(t, dir).Load(); !errors.Is(err, ErrCorruptOffsets) {
 		t.Fatalf("corrupt, no backup: got %v, want ErrCorruptOffsets", err)
 	}
-	if _, err := newTestLocalStore(t, dir).Read(mq0, ReadFromStore); !errors.Is(err, ErrCorruptOffsets) {
-		t.Fatalf("ReadFromStore of a corrupt file: got %v, want ErrCorruptOffsets", err)
+	if _, err := newTestLocalStore(t, dir).Read(context.Background(), mq0, readFromStore); !errors.Is(err, ErrCorruptOffsets) {
+		t.Fatalf("readFromStore of a corrupt file: got %v, want ErrCorruptOffsets", err)
 	}
 	if err := os.WriteFile(main, good, 0o644); err != nil {
 		t.Fatal(err)
@@ -443,7 +445,7 @@ func TestLocalOffsetStoreCorruptFile(t *testing.T) {
 		if err := n.Load(); err != nil {
 			t.Fatalf("%s, good backup: %v", name, err)
 		}
-		if got := mustRead(t, n, mq0, ReadFromMemory); got != 1 {
+		if got := mustRead(t, n, mq0, readFromMemory); got != 1 {
 			t.Fatalf("%s: got %d, want 1 from the backup", name, got)
 		}
 	}
@@ -518,24 +520,24 @@ func TestLocalOffsetStoreConcurrent(t *testing.T) {
 	dir := t.TempDir()
 	s := newTestLocalStore(t, dir)
 	mustLoad(t, s)
-	mqs := []edge.MessageQueue{mq0, mq1, mq2}
+	mqs := []mq.MessageQueue{mq0, mq1, mq2}
 	const workers, n = 8, 200
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Go(func() {
 			for i := range n {
-				mq := mqs[(w+i)%len(mqs)]
-				s.Update(mq, int64(i), true)
-				if _, err := s.Read(mq, ReadMemoryThenStore); err != nil {
+				queue := mqs[(w+i)%len(mqs)]
+				s.Update(queue, int64(i), true)
+				if _, err := s.Read(context.Background(), queue, readMemoryThenStore); err != nil {
 					t.Error(err)
 				}
 				switch i % 50 {
 				case 0:
-					if err := s.Persist(mqs); err != nil {
+					if err := s.Persist(context.Background(), mqs); err != nil {
 						t.Error(err)
 					}
 				case 25:
-					if _, err := s.Read(mq, ReadFromStore); err != nil {
+					if _, err := s.Read(context.Background(), queue, readFromStore); err != nil {
 						t.Error(err)
 					}
 				}
@@ -543,16 +545,16 @@ func TestLocalOffsetStoreConcurrent(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	// ReadFromStore may have set an older file value; the final updates win again.
-	for _, mq := range mqs {
-		s.Update(mq, n-1, true)
+	// readFromStore may have set an older file value; the final updates win again.
+	for _, queue := range mqs {
+		s.Update(queue, n-1, true)
 	}
 	mustPersist(t, s)
 	r := newTestLocalStore(t, dir)
 	mustLoad(t, r)
-	for _, mq := range mqs {
-		if got := mustRead(t, r, mq, ReadFromMemory); got != n-1 {
-			t.Fatalf("%v: got %d, want %d", mq, got, n-1)
+	for _, queue := range mqs {
+		if got := mustRead(t, r, queue, readFromMemory); got != n-1 {
+			t.Fatalf("%v: got %d, want %d", queue, got, n-1)
 		}
 	}
 }

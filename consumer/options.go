@@ -8,9 +8,10 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync/atomic"
 	"time"
 
-	"github.com/edgemq/edgemq/edge"
+	"github.com/edgemq/edgemq/edge/mq"
 )
 
 // ConsumeFromWhere says where a queue starts when the group has no stored offset for it.
@@ -32,7 +33,7 @@ type Hook func(ctx context.Context, hc *HookContext)
 // HookContext describes one consume of a batch.
 type HookContext struct {
 	Group    string
-	Queue    edge.MessageQueue
+	Queue    mq.MessageQueue
 	Messages []*Message
 	Success  bool          // after the consume: the listener's verdict was a success
 	Status   string        // after the consume: the verdict's name
@@ -44,10 +45,14 @@ type HookContext struct {
 type Options struct {
 	// Group is the consumer group. Required.
 	Group string
-	// ClientID identifies this consumer instance in the group. Default host@pid#n.
+	// ClientID identifies this consumer instance in the group. Default, clustering:
+	// host@pid#n, unique to the consumer. Default, broadcasting: host@DEFAULT, the same in
+	// every run, since it names the directory of the group's local offsets (OffsetDir), as
+	// RocketMQ's broadcasting clients do; give two broadcasting consumers of one group in one
+	// process ids of their own.
 	ClientID string
 	// Model is clustering (each message to one member, default) or broadcasting.
-	Model edge.MessageModel
+	Model mq.MessageModel
 	// FromWhere and ConsumeTimestamp place a queue without a stored offset.
 	FromWhere ConsumeFromWhere
 	// ConsumeTimestamp for ConsumeFromTimestamp. Default 30 minutes before Start.
@@ -105,8 +110,10 @@ type Options struct {
 	// MaxExpiredPerQueue bounds the expired messages sent back per queue per check. Default 16.
 	MaxExpiredPerQueue int
 	// MaxReconsumeTimes sends a message to the DLQ after this many reconsumes, in both
-	// concurrent and orderly consumption. Default 16. (RocketMQ's orderly default is
-	// unlimited, which lets one poison message block its queue forever.)
+	// concurrent and orderly consumption: a message that always fails is delivered
+	// MaxReconsumeTimes+1 times. Default 16; -1 also means 16 (RocketMQ's Go client's
+	// default). (RocketMQ's orderly default is unlimited, which lets one poison message block
+	// its queue forever.)
 	MaxReconsumeTimes int32
 
 	// LockInterval is how often an orderly consumer locks its queues at the broker. Default 20 s.
@@ -127,14 +134,16 @@ type Options struct {
 	// PersistInterval is how often offsets are sent to the broker (clustering) or written to
 	// disk (broadcasting). Default 5 s.
 	PersistInterval time.Duration
+	// CallTimeout bounds each call the consumer makes to the broker on its own (heartbeats,
+	// rebalance queries, offset commits, locks, send-backs); pulls are bounded by
+	// BrokerSuspend at the broker, and by PullExpiry. Default 3 s.
+	CallTimeout time.Duration
 	// OffsetDir holds broadcasting offsets. Default $HOME/.edgemq/offsets.
 	OffsetDir string
 
 	// BeforeConsume and AfterConsume hooks run around each listener call.
 	BeforeConsume []Hook
 	AfterConsume  []Hook
-	// Clock is the source of time. Default edge.SystemClock.
-	Clock edge.Clock
 	// Logger receives the consumer's reports. Default: discard.
 	Logger *slog.Logger
 }
@@ -167,20 +176,23 @@ var DefaultOptions = Options{
 	RebalanceInterval:          20 * time.Second,
 	HeartbeatInterval:          30 * time.Second,
 	PersistInterval:            5 * time.Second,
+	CallTimeout:                3 * time.Second,
 }
 
-var clientSeq = make(chan int, 1)
+// clientSeq numbers the default client ids of the process's clustering consumers.
+var clientSeq atomic.Int64
 
-func init() { clientSeq <- 0 }
-
-func nextClientID() string {
-	n := <-clientSeq
-	clientSeq <- n + 1
+// defaultClientID returns the client id of a consumer that was given none: unique to it in
+// clustering, stable across runs in broadcasting (see Options.ClientID).
+func defaultClientID(model mq.MessageModel) string {
 	host, _ := os.Hostname()
 	if host == "" {
 		host = "localhost"
 	}
-	return fmt.Sprintf("%s@%d#%d", host, os.Getpid(), n)
+	if model == mq.Broadcasting {
+		return host + "@DEFAULT"
+	}
+	return fmt.Sprintf("%s@%d#%d", host, os.Getpid(), clientSeq.Add(1)-1)
 }
 
 func (o *Options) withDefaults() (Options, error) {
@@ -202,8 +214,11 @@ func (o *Options) withDefaults() (Options, error) {
 	if r.Group == "" {
 		return r, fmt.Errorf("%w: Group is required", ErrInvalidOptions)
 	}
+	if err := mq.ValidateGroup(r.Group); err != nil {
+		return r, fmt.Errorf("%w: Group: %v", ErrInvalidOptions, err)
+	}
 	if r.ClientID == "" {
-		r.ClientID = nextClientID()
+		r.ClientID = defaultClientID(r.Model)
 	}
 	defInt(&r.PullBatchSize, d.PullBatchSize)
 	defInt(&r.PullThresholdForQueue, d.PullThresholdForQueue)
@@ -227,7 +242,7 @@ func (o *Options) withDefaults() (Options, error) {
 	def(&r.ConsumeTimeout, d.ConsumeTimeout)
 	def(&r.ExpiredCheckInterval, d.ExpiredCheckInterval)
 	defInt(&r.MaxExpiredPerQueue, d.MaxExpiredPerQueue)
-	if r.MaxReconsumeTimes == 0 {
+	if r.MaxReconsumeTimes == 0 || r.MaxReconsumeTimes == -1 {
 		r.MaxReconsumeTimes = d.MaxReconsumeTimes
 	}
 	def(&r.LockInterval, d.LockInterval)
@@ -237,11 +252,9 @@ func (o *Options) withDefaults() (Options, error) {
 	def(&r.RebalanceInterval, d.RebalanceInterval)
 	def(&r.HeartbeatInterval, d.HeartbeatInterval)
 	def(&r.PersistInterval, d.PersistInterval)
+	def(&r.CallTimeout, d.CallTimeout)
 	if r.Strategy == nil {
 		r.Strategy = AllocateAveragely{}
-	}
-	if r.Clock == nil {
-		r.Clock = edge.SystemClock
 	}
 	if r.Logger == nil {
 		r.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -254,7 +267,7 @@ func (o *Options) withDefaults() (Options, error) {
 		r.OffsetDir = filepath.Join(home, ".edgemq", "offsets")
 	}
 	if r.ConsumeTimestamp.IsZero() {
-		r.ConsumeTimestamp = r.Clock.Now().Add(-30 * time.Minute)
+		r.ConsumeTimestamp = time.Now().Add(-30 * time.Minute)
 	}
 	switch {
 	case r.PullBatchSize < 1 || r.PullBatchSize > 1024:
@@ -270,12 +283,12 @@ func (o *Options) withDefaults() (Options, error) {
 	case slices.ContainsFunc([]time.Duration{r.FlowControlDelay, r.SuspendedDelay, r.PullErrorDelay, r.BrokerSuspend,
 		r.OffsetIllegalDelay, r.SubmitRetryDelay, r.SendBackRetryDelay, r.ConsumeTimeout, r.ExpiredCheckInterval,
 		r.LockInterval, r.LockExpiry, r.MaxTimeConsumeContinuously, r.SuspendCurrentQueueTime, r.RebalanceInterval,
-		r.HeartbeatInterval, r.PersistInterval}, func(d time.Duration) bool { return d < 0 }):
+		r.HeartbeatInterval, r.PersistInterval, r.CallTimeout}, func(d time.Duration) bool { return d < 0 }):
 		return r, fmt.Errorf("%w: negative delay or interval", ErrInvalidOptions)
 	case r.PullExpiry <= r.BrokerSuspend:
 		// Else every idle long poll would count as a lost pull.
 		return r, fmt.Errorf("%w: PullExpiry %v must exceed BrokerSuspend %v", ErrInvalidOptions, r.PullExpiry, r.BrokerSuspend)
-	case r.Model != edge.Clustering && r.Model != edge.Broadcasting:
+	case r.Model != mq.Clustering && r.Model != mq.Broadcasting:
 		return r, fmt.Errorf("%w: Model %d", ErrInvalidOptions, r.Model)
 	case r.FromWhere < ConsumeFromLastOffset || r.FromWhere > ConsumeFromTimestamp:
 		return r, fmt.Errorf("%w: FromWhere %d", ErrInvalidOptions, r.FromWhere)

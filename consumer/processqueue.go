@@ -6,8 +6,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/edgemq/edgemq/edge"
 )
 
 // propertyMaxOffset is the broker's max queue offset at pull time, which RocketMQ brokers
@@ -23,8 +21,6 @@ const propertyMaxOffset = "MAX_OFFSET"
 // MakeMessagesToConsumeAgain to settle them. Count and Size cover both the cache and the
 // consuming set.
 type ProcessQueue struct {
-	clock edge.Clock
-
 	mu sync.Mutex // guards msgs, dead, taken, offsetMax and consuming
 	// msgs is the cache, sorted by queue offset, without duplicates. Concurrent consumption
 	// removes messages out of order: a message removed from the middle leaves a tombstone
@@ -69,18 +65,12 @@ type pqEntry struct {
 	start int64
 }
 
-// NewProcessQueue returns an empty ProcessQueue on the system clock.
-func NewProcessQueue() *ProcessQueue { return NewProcessQueueWithClock(edge.SystemClock) }
-
-// NewProcessQueueWithClock returns an empty ProcessQueue on clock c (nil: the system
-// clock). Its pull, consume and lock times start at c.Now(), as RocketMQ's do.
-func NewProcessQueueWithClock(c edge.Clock) *ProcessQueue {
-	if c == nil {
-		c = edge.SystemClock
-	}
-	pq := &ProcessQueue{clock: c, drain: make(chan struct{}, 1)}
+// NewProcessQueue returns an empty ProcessQueue. Its pull, consume and lock times start
+// now, as RocketMQ's do.
+func NewProcessQueue() *ProcessQueue {
+	pq := &ProcessQueue{drain: make(chan struct{}, 1)}
 	pq.drainCount.Store(-1)
-	now := c.Now().UnixNano()
+	now := time.Now().UnixNano()
 	pq.lastPull.Store(now)
 	pq.lastConsume.Store(now)
 	pq.lastLock.Store(now)
@@ -219,7 +209,7 @@ func (pq *ProcessQueue) PutMessages(msgs []*Message) bool {
 // offset, or the highest offset seen + 1 once the cache is empty; -1 if nothing was cached.
 // Messages not in the cache are ignored. It stamps the last consume time.
 func (pq *ProcessQueue) RemoveMessages(msgs []*Message) int64 {
-	return pq.removeMessagesAt(msgs, pq.clock.Now().UnixNano())
+	return pq.removeMessagesAt(msgs, time.Now().UnixNano())
 }
 
 // removeMessagesAt is RemoveMessages with the last consume time now (unix ns).
@@ -255,7 +245,7 @@ func (pq *ProcessQueue) removeLocked(off int64) {
 // n < 1 counts as 1. When the cache is empty it returns nothing and clears the consuming
 // flag, so that the next PutMessages dispatches a new run. It stamps the last consume time.
 func (pq *ProcessQueue) TakeMessages(n int) []*Message {
-	return pq.takeMessagesAt(n, pq.clock.Now().UnixNano())
+	return pq.takeMessagesAt(n, time.Now().UnixNano())
 }
 
 // takeMessagesAt is TakeMessages with the last consume time now (unix ns).
@@ -341,7 +331,7 @@ func (pq *ProcessQueue) MakeMessagesToConsumeAgain(msgs []*Message) {
 // consume service calls it just before a batch goes to the listener. Messages not in the
 // cache are ignored.
 func (pq *ProcessQueue) MarkConsumeStart(msgs []*Message) {
-	pq.markConsumeStart(msgs, pq.clock.Now().UnixNano())
+	pq.markConsumeStart(msgs, time.Now().UnixNano())
 }
 
 // markConsumeStart is MarkConsumeStart at now (unix ns).
@@ -369,7 +359,7 @@ func (pq *ProcessQueue) CleanExpired(timeout time.Duration, limit int, sendBack 
 	removed := 0
 	for range loop {
 		var m *Message
-		now := pq.clock.Now().UnixNano()
+		now := time.Now().UnixNano()
 		pq.mu.Lock()
 		if len(pq.msgs) > 0 {
 			if e := pq.msgs[0]; e.start != 0 && now-e.start > int64(timeout) {
@@ -495,7 +485,7 @@ func (pq *ProcessQueue) Locked() bool { return pq.locked.Load() }
 // the last lock time with the clock's now, as every RocketMQ lock success does.
 func (pq *ProcessQueue) SetLocked(v bool) {
 	if v {
-		pq.lastLock.Store(pq.clock.Now().UnixNano())
+		pq.lastLock.Store(time.Now().UnixNano())
 	}
 	pq.locked.Store(v)
 }
@@ -518,13 +508,13 @@ func (pq *ProcessQueue) SetLastLockTime(t time.Time) { pq.lastLock.Store(t.UnixN
 // IsPullExpired reports whether the queue has not been pulled for more than expiry
 // (Options.PullExpiry).
 func (pq *ProcessQueue) IsPullExpired(expiry time.Duration) bool {
-	return pq.clock.Now().UnixNano()-pq.lastPull.Load() > int64(expiry)
+	return time.Now().UnixNano()-pq.lastPull.Load() > int64(expiry)
 }
 
 // IsLockExpired reports whether the queue's broker lock is older than expiry
 // (Options.LockExpiry).
 func (pq *ProcessQueue) IsLockExpired(expiry time.Duration) bool {
-	return pq.isLockExpiredAt(expiry, pq.clock.Now())
+	return pq.isLockExpiredAt(expiry, time.Now())
 }
 
 // isLockExpiredAt is IsLockExpired at now.

@@ -5,18 +5,17 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
-	"github.com/edgemq/edgemq/edge"
+	"github.com/edgemq/edgemq/edge/mq"
 )
-
-var pqEpoch = time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // pqMsgs returns messages at the given offsets, each with a body of offset+1 bytes.
 func pqMsgs(offs ...int64) []*Message {
 	out := make([]*Message, len(offs))
 	for i, o := range offs {
-		out[i] = &Message{Topic: "t", QueueOffset: o, Body: make([]byte, o+1)}
+		out[i] = &Message{Message: mq.Message{Topic: "t", Body: make([]byte, o+1)}, QueueOffset: o}
 	}
 	return out
 }
@@ -29,15 +28,15 @@ func offsetsOf(ms []*Message) []int64 {
 	return out
 }
 
-// newPQ returns a ProcessQueue on a manual clock, holding messages at offs.
-func newPQ(t *testing.T, offs ...int64) (*ProcessQueue, *edge.ManualClock) {
+// newPQ returns a ProcessQueue holding messages at offs. Tests that move time run in a
+// synctest bubble, where time.Sleep moves the fake clock at once.
+func newPQ(t *testing.T, offs ...int64) *ProcessQueue {
 	t.Helper()
-	c := edge.NewManualClock(pqEpoch)
-	pq := NewProcessQueueWithClock(c)
+	pq := NewProcessQueue()
 	if len(offs) > 0 {
 		pq.PutMessages(pqMsgs(offs...))
 	}
-	return pq, c
+	return pq
 }
 
 // checkStats fails unless Count and Size are as given.
@@ -52,7 +51,7 @@ func checkStats(t *testing.T, pq *ProcessQueue, count, size int64) {
 }
 
 func TestProcessQueuePutMessages(t *testing.T) {
-	pq, _ := newPQ(t)
+	pq := newPQ(t)
 	if !pq.PutMessages(pqMsgs(3, 1, 2)) {
 		t.Error("first put: dispatch = false, want true")
 	}
@@ -76,7 +75,7 @@ func TestProcessQueuePutMessages(t *testing.T) {
 }
 
 func TestProcessQueuePutDispatchAfterIdle(t *testing.T) {
-	pq, _ := newPQ(t)
+	pq := newPQ(t)
 	if pq.PutMessages(nil) {
 		t.Error("empty put on empty queue: dispatch = true")
 	}
@@ -100,7 +99,7 @@ func TestProcessQueuePutDispatchAfterIdle(t *testing.T) {
 }
 
 func TestProcessQueuePutIgnoresTaken(t *testing.T) {
-	pq, _ := newPQ(t, 0, 1)
+	pq := newPQ(t, 0, 1)
 	pq.TakeMessages(1)
 	pq.PutMessages(pqMsgs(0, 2))
 	checkStats(t, pq, 3, 1+2+3)
@@ -110,7 +109,7 @@ func TestProcessQueuePutIgnoresTaken(t *testing.T) {
 }
 
 func TestProcessQueueMsgAccCount(t *testing.T) {
-	pq, _ := newPQ(t)
+	pq := newPQ(t)
 	ms := pqMsgs(4, 5)
 	ms[1].Properties = map[string]string{"MAX_OFFSET": "12"}
 	pq.PutMessages(ms)
@@ -140,51 +139,57 @@ func TestProcessQueueRemoveMessages(t *testing.T) {
 		{"twice", []int64{1, 2}, []int64{1, 1}, 2, 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			pq, clk := newPQ(t, c.cached...)
-			clk.Advance(time.Minute)
-			if got := pq.RemoveMessages(pqMsgs(c.remove...)); got != c.want {
-				t.Errorf("RemoveMessages = %d, want %d", got, c.want)
-			}
-			var size int64
-			for _, o := range c.cached {
-				if !slices.Contains(c.remove, o) {
-					size += o + 1
+			synctest.Test(t, func(t *testing.T) {
+				start := time.Now()
+				pq := newPQ(t, c.cached...)
+				time.Sleep(time.Minute)
+				if got := pq.RemoveMessages(pqMsgs(c.remove...)); got != c.want {
+					t.Errorf("RemoveMessages = %d, want %d", got, c.want)
 				}
-			}
-			checkStats(t, pq, c.count, size)
-			if got := pq.LastConsumeTime(); !got.Equal(pqEpoch.Add(time.Minute)) {
-				t.Errorf("LastConsumeTime = %v, want %v", got, pqEpoch.Add(time.Minute))
-			}
+				var size int64
+				for _, o := range c.cached {
+					if !slices.Contains(c.remove, o) {
+						size += o + 1
+					}
+				}
+				checkStats(t, pq, c.count, size)
+				if got := pq.LastConsumeTime(); !got.Equal(start.Add(time.Minute)) {
+					t.Errorf("LastConsumeTime = %v, want %v", got, start.Add(time.Minute))
+				}
+			})
 		})
 	}
 }
 
 func TestProcessQueueTakeMessages(t *testing.T) {
-	pq, clk := newPQ(t, 4, 2, 3, 1, 5)
-	clk.Advance(time.Second)
-	if got := offsetsOf(pq.TakeMessages(2)); !slices.Equal(got, []int64{1, 2}) {
-		t.Errorf("took %v, want [1 2]", got)
-	}
-	checkStats(t, pq, 5, 2+3+4+5+6) // taken messages still count
-	if got := pq.MaxSpan(); got != 2 {
-		t.Errorf("MaxSpan of the rest = %d, want 2", got)
-	}
-	if got := offsetsOf(pq.TakeMessages(0)); !slices.Equal(got, []int64{3}) {
-		t.Errorf("TakeMessages(0) took %v, want [3]", got)
-	}
-	if got := offsetsOf(pq.TakeMessages(10)); !slices.Equal(got, []int64{4, 5}) {
-		t.Errorf("took %v, want [4 5]", got)
-	}
-	if pq.HasCached() {
-		t.Error("HasCached after taking everything")
-	}
-	if got := pq.LastConsumeTime(); !got.Equal(pqEpoch.Add(time.Second)) {
-		t.Errorf("LastConsumeTime = %v", got)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		pq := newPQ(t, 4, 2, 3, 1, 5)
+		time.Sleep(time.Second)
+		if got := offsetsOf(pq.TakeMessages(2)); !slices.Equal(got, []int64{1, 2}) {
+			t.Errorf("took %v, want [1 2]", got)
+		}
+		checkStats(t, pq, 5, 2+3+4+5+6) // taken messages still count
+		if got := pq.MaxSpan(); got != 2 {
+			t.Errorf("MaxSpan of the rest = %d, want 2", got)
+		}
+		if got := offsetsOf(pq.TakeMessages(0)); !slices.Equal(got, []int64{3}) {
+			t.Errorf("TakeMessages(0) took %v, want [3]", got)
+		}
+		if got := offsetsOf(pq.TakeMessages(10)); !slices.Equal(got, []int64{4, 5}) {
+			t.Errorf("took %v, want [4 5]", got)
+		}
+		if pq.HasCached() {
+			t.Error("HasCached after taking everything")
+		}
+		if got := pq.LastConsumeTime(); !got.Equal(start.Add(time.Second)) {
+			t.Errorf("LastConsumeTime = %v", got)
+		}
+	})
 }
 
 func TestProcessQueueCommit(t *testing.T) {
-	pq, _ := newPQ(t, 1, 2, 3, 4)
+	pq := newPQ(t, 1, 2, 3, 4)
 	if got := pq.Commit(); got != -1 {
 		t.Errorf("Commit with nothing taken = %d, want -1", got)
 	}
@@ -202,7 +207,7 @@ func TestProcessQueueCommit(t *testing.T) {
 }
 
 func TestProcessQueueRollback(t *testing.T) {
-	pq, _ := newPQ(t, 1, 2, 3)
+	pq := newPQ(t, 1, 2, 3)
 	pq.TakeMessages(2)
 	pq.Rollback()
 	checkStats(t, pq, 3, 2+3+4)
@@ -215,7 +220,7 @@ func TestProcessQueueRollback(t *testing.T) {
 }
 
 func TestProcessQueueMakeMessagesToConsumeAgain(t *testing.T) {
-	pq, _ := newPQ(t, 1, 2, 3, 4)
+	pq := newPQ(t, 1, 2, 3, 4)
 	taken := pq.TakeMessages(3)
 	pq.MakeMessagesToConsumeAgain(append(taken[2:3], pqMsgs(9)...)) // 3, and 9 never taken
 	checkStats(t, pq, 4, 2+3+4+5)
@@ -245,102 +250,109 @@ func TestProcessQueueCleanExpired(t *testing.T) {
 		{"send back fails", []int64{0, 1, 2}, nil, 16, 1, []int64{0}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			pq, clk := newPQ(t, 0, 1, 2, 3, 4)
-			pq.MarkConsumeStart(pqMsgs(c.started...))
-			clk.Advance(10 * time.Minute)
-			pq.MarkConsumeStart(pqMsgs(c.late...))
-			clk.Advance(10 * time.Minute)
-			var sent []int64
-			calls := 0
-			n := pq.CleanExpired(timeout, c.limit, func(m *Message) error {
-				calls++
-				if m.QueueOffset == c.failAt {
-					return errSend
+			synctest.Test(t, func(t *testing.T) {
+				pq := newPQ(t, 0, 1, 2, 3, 4)
+				pq.MarkConsumeStart(pqMsgs(c.started...))
+				time.Sleep(10 * time.Minute)
+				pq.MarkConsumeStart(pqMsgs(c.late...))
+				time.Sleep(10 * time.Minute)
+				var sent []int64
+				calls := 0
+				n := pq.CleanExpired(timeout, c.limit, func(m *Message) error {
+					calls++
+					if m.QueueOffset == c.failAt {
+						return errSend
+					}
+					sent = append(sent, m.QueueOffset)
+					return nil
+				})
+				if !slices.Equal(sent, c.want) {
+					t.Errorf("sent back %v, want %v", sent, c.want)
 				}
-				sent = append(sent, m.QueueOffset)
-				return nil
+				wantCalls := len(c.want)
+				if c.failAt >= 0 {
+					wantCalls++ // it stops at the first failure
+				}
+				if calls != wantCalls {
+					t.Errorf("sendBack called %d times, want %d", calls, wantCalls)
+				}
+				if n != len(c.want) {
+					t.Errorf("CleanExpired = %d, want %d", n, len(c.want))
+				}
+				if got := pq.Count(); got != 5-int64(len(c.want)) {
+					t.Errorf("Count = %d, want %d", got, 5-len(c.want))
+				}
+				// The committed offset moves past the removed messages.
+				if got, want := pq.RemoveMessages(nil), int64(len(c.want)); got != want {
+					t.Errorf("commit offset = %d, want %d", got, want)
+				}
 			})
-			if !slices.Equal(sent, c.want) {
-				t.Errorf("sent back %v, want %v", sent, c.want)
-			}
-			wantCalls := len(c.want)
-			if c.failAt >= 0 {
-				wantCalls++ // it stops at the first failure
-			}
-			if calls != wantCalls {
-				t.Errorf("sendBack called %d times, want %d", calls, wantCalls)
-			}
-			if n != len(c.want) {
-				t.Errorf("CleanExpired = %d, want %d", n, len(c.want))
-			}
-			if got := pq.Count(); got != 5-int64(len(c.want)) {
-				t.Errorf("Count = %d, want %d", got, 5-len(c.want))
-			}
-			// The committed offset moves past the removed messages.
-			if got, want := pq.RemoveMessages(nil), int64(len(c.want)); got != want {
-				t.Errorf("commit offset = %d, want %d", got, want)
-			}
 		})
 	}
 }
 
 func TestProcessQueueCleanExpiredNotYet(t *testing.T) {
-	pq, clk := newPQ(t, 0)
-	pq.MarkConsumeStart(pqMsgs(0))
-	clk.Advance(15 * time.Minute) // exactly the timeout: not older than it
-	if n := pq.CleanExpired(15*time.Minute, 16, func(*Message) error { return nil }); n != 0 {
-		t.Errorf("CleanExpired at the timeout = %d, want 0", n)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		pq := newPQ(t, 0)
+		pq.MarkConsumeStart(pqMsgs(0))
+		time.Sleep(15 * time.Minute) // exactly the timeout: not older than it
+		if n := pq.CleanExpired(15*time.Minute, 16, func(*Message) error { return nil }); n != 0 {
+			t.Errorf("CleanExpired at the timeout = %d, want 0", n)
+		}
+	})
 }
 
 func TestProcessQueueFlagsAndTimes(t *testing.T) {
-	pq, clk := newPQ(t)
-	if pq.Dropped() || pq.Locked() {
-		t.Fatal("new queue dropped or locked")
-	}
-	pq.SetDropped(true)
-	if !pq.Dropped() {
-		t.Error("Dropped = false after SetDropped(true)")
-	}
-	if got := pq.LastPullTime(); !got.Equal(pqEpoch) {
-		t.Errorf("LastPullTime = %v, want the clock's start", got)
-	}
-	clk.Advance(2 * time.Minute)
-	if !pq.IsPullExpired(time.Minute) || pq.IsPullExpired(3*time.Minute) {
-		t.Error("IsPullExpired wrong 2 min after the last pull")
-	}
-	pq.SetLastPullTime(clk.Now())
-	if pq.IsPullExpired(time.Minute) {
-		t.Error("IsPullExpired right after SetLastPullTime")
-	}
-	if !pq.IsLockExpired(time.Minute) {
-		t.Error("IsLockExpired = false 2 min after the last lock")
-	}
-	pq.SetLocked(true)
-	if !pq.Locked() || pq.IsLockExpired(time.Minute) {
-		t.Error("SetLocked(true) did not lock and stamp the lock time")
-	}
-	clk.Advance(31 * time.Second)
-	if !pq.IsLockExpired(30 * time.Second) {
-		t.Error("IsLockExpired = false 31 s after locking, expiry 30 s")
-	}
-	pq.SetLastLockTime(clk.Now())
-	if pq.IsLockExpired(30*time.Second) || !pq.LastLockTime().Equal(clk.Now()) {
-		t.Error("SetLastLockTime not applied")
-	}
-	pq.SetLocked(false)
-	if pq.Locked() {
-		t.Error("Locked after SetLocked(false)")
-	}
-	pq.IncTryUnlockTimes()
-	pq.IncTryUnlockTimes()
-	if got := pq.TryUnlockTimes(); got != 2 {
-		t.Errorf("TryUnlockTimes = %d, want 2", got)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		pq := newPQ(t)
+		if pq.Dropped() || pq.Locked() {
+			t.Fatal("new queue dropped or locked")
+		}
+		pq.SetDropped(true)
+		if !pq.Dropped() {
+			t.Error("Dropped = false after SetDropped(true)")
+		}
+		if got := pq.LastPullTime(); !got.Equal(start) {
+			t.Errorf("LastPullTime = %v, want the clock's start", got)
+		}
+		time.Sleep(2 * time.Minute)
+		if !pq.IsPullExpired(time.Minute) || pq.IsPullExpired(3*time.Minute) {
+			t.Error("IsPullExpired wrong 2 min after the last pull")
+		}
+		pq.SetLastPullTime(time.Now())
+		if pq.IsPullExpired(time.Minute) {
+			t.Error("IsPullExpired right after SetLastPullTime")
+		}
+		if !pq.IsLockExpired(time.Minute) {
+			t.Error("IsLockExpired = false 2 min after the last lock")
+		}
+		pq.SetLocked(true)
+		if !pq.Locked() || pq.IsLockExpired(time.Minute) {
+			t.Error("SetLocked(true) did not lock and stamp the lock time")
+		}
+		time.Sleep(31 * time.Second)
+		if !pq.IsLockExpired(30 * time.Second) {
+			t.Error("IsLockExpired = false 31 s after locking, expiry 30 s")
+		}
+		pq.SetLastLockTime(time.Now())
+		if pq.IsLockExpired(30*time.Second) || !pq.LastLockTime().Equal(time.Now()) {
+			t.Error("SetLastLockTime not applied")
+		}
+		pq.SetLocked(false)
+		if pq.Locked() {
+			t.Error("Locked after SetLocked(false)")
+		}
+		pq.IncTryUnlockTimes()
+		pq.IncTryUnlockTimes()
+		if got := pq.TryUnlockTimes(); got != 2 {
+			t.Errorf("TryUnlockTimes = %d, want 2", got)
+		}
+	})
 }
 
 func TestProcessQueueClear(t *testing.T) {
-	pq, _ := newPQ(t, 1, 2, 3)
+	pq := newPQ(t, 1, 2, 3)
 	pq.TakeMessages(1)
 	pq.Clear()
 	checkStats(t, pq, 0, 0)
@@ -370,7 +382,7 @@ func TestProcessQueueConcurrent(t *testing.T) {
 			for i := 0; i < per; i += 10 {
 				ms := pqMsgs()
 				for j := range 10 {
-					ms = append(ms, &Message{QueueOffset: int64(w*per + i + j), Body: []byte("x")})
+					ms = append(ms, &Message{Message: mq.Message{Body: []byte("x")}, QueueOffset: int64(w*per + i + j)})
 				}
 				pq.PutMessages(ms)
 				pq.PutMessages(ms[:3]) // duplicates
@@ -425,7 +437,7 @@ func TestProcessQueueConcurrentOrderly(t *testing.T) {
 		for i := int64(0); i < total; i += 20 {
 			ms := pqMsgs()
 			for j := range int64(20) {
-				ms = append(ms, &Message{QueueOffset: i + j, Body: []byte("ab")})
+				ms = append(ms, &Message{Message: mq.Message{Body: []byte("ab")}, QueueOffset: i + j})
 			}
 			pq.PutMessages(ms)
 		}

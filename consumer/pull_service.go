@@ -5,7 +5,7 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/edgemq/edgemq/edge"
+	"github.com/edgemq/edgemq/edge/mq"
 )
 
 // pullLoop pulls one queue until the queue is removed or the consumer stops (the seeds'
@@ -47,12 +47,12 @@ func (pc *PushConsumer) waitDrain(qs *queueState, d time.Duration) bool {
 	}
 	ch := qs.pq.armDrain(int64(o.PullThresholdForQueue)/2, o.PullThresholdSizeForQueue/2, span)
 	defer qs.pq.disarmDrain()
-	t := o.Clock.NewTimer(d)
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ch:
 		return true
-	case <-t.C():
+	case <-t.C:
 		return true
 	case <-qs.stop:
 		return false
@@ -61,40 +61,34 @@ func (pc *PushConsumer) waitDrain(qs *queueState, d time.Duration) bool {
 	}
 }
 
-// pullOnce is DefaultMQPushConsumerImpl.pullMessage with its PullCallback: it returns the
-// delay before the next pull, or false when the queue's loop must end.
-func (pc *PushConsumer) pullOnce(qs *queueState) (time.Duration, bool) {
-	d, _, ok := pc.pull(qs)
-	return d, ok
-}
-
-// pull is pullOnce; drain reports that the delay is flow control, which may end early once
-// the cache drains (waitDrain).
+// pull is DefaultMQPushConsumerImpl.pullMessage with its PullCallback: it returns the delay
+// before the next pull, or false when the queue's loop must end; drain reports that the
+// delay is flow control, which may end early once the cache drains (waitDrain).
 func (pc *PushConsumer) pull(qs *queueState) (delay time.Duration, drain, ok bool) {
 	o := &pc.opts
 	pq := qs.pq
 	if pq.Dropped() {
 		return 0, false, false
 	}
-	pq.SetLastPullTime(o.Clock.Now())
+	pq.SetLastPullTime(time.Now())
 	if pc.paused.Load() {
 		return o.SuspendedDelay, false, true
 	}
 	if pq.Count() > int64(o.PullThresholdForQueue) || pq.Size() > o.PullThresholdSizeForQueue {
-		pc.stats.flowControl(qs.mq.Topic)
+		pc.stats.flowControl(qs.queue.Topic)
 		return o.FlowControlDelay, true, true
 	}
 	if !pc.isOrderly() {
 		if pq.MaxSpan() > o.ConsumeConcurrentlyMaxSpan {
-			pc.stats.flowControl(qs.mq.Topic)
+			pc.stats.flowControl(qs.queue.Topic)
 			return o.FlowControlDelay, true, true
 		}
-	} else if o.Model == edge.Clustering {
+	} else if o.Model == mq.Clustering {
 		if !pq.Locked() {
 			return o.PullErrorDelay, false, true
 		}
 		if !qs.lockedFirst {
-			off, err := pc.computePullFromWhere(qs.mq)
+			off, err := pc.computePullFromWhere(qs.queue)
 			if err != nil {
 				return o.PullErrorDelay, false, true
 			}
@@ -103,14 +97,14 @@ func (pc *PushConsumer) pull(qs *queueState) (delay time.Duration, drain, ok boo
 		}
 	}
 	var commit int64
-	if o.Model == edge.Clustering {
-		if c, err := pc.offsets.Read(qs.mq, ReadFromMemory); err == nil && c > 0 {
+	if o.Model == mq.Clustering {
+		if c, err := pc.offsets.Read(qs.ctx, qs.queue, readFromMemory); err == nil && c > 0 {
 			commit = c
 		}
 	}
-	begin := o.Clock.Now()
-	res, err := pc.b.Pull(qs.ctx, edge.PullRequest{
-		Group: o.Group, Topic: qs.mq.Topic, QueueID: qs.mq.QueueID, Offset: qs.next,
+	begin := time.Now()
+	res, err := pc.b.Pull(qs.ctx, mq.PullRequest{
+		Group: o.Group, Queue: qs.queue, Offset: qs.next,
 		MaxMsgs: o.PullBatchSize, Filter: qs.expr, CommitOffset: commit,
 		Suspend: true, MaxWait: o.BrokerSuspend,
 	})
@@ -118,30 +112,20 @@ func (pc *PushConsumer) pull(qs *queueState) (delay time.Duration, drain, ok boo
 		if qs.ctx.Err() != nil {
 			return 0, false, false
 		}
-		o.Logger.Warn("consumer: pull", "queue", qs.mq, "offset", qs.next, "err", err)
+		o.Logger.Warn("consumer: pull", "queue", qs.queue, "offset", qs.next, "err", err)
 		return o.PullErrorDelay, false, true
 	}
 	if pq.Dropped() {
 		return 0, false, false
 	}
 	switch res.Status {
-	case edge.PullFound:
+	case mq.PullFound:
 		qs.next = res.NextBeginOffset
-		pc.stats.pulled(qs.mq.Topic, o.Clock.Now().Sub(begin), len(res.Messages))
+		pc.stats.pulled(qs.queue.Topic, time.Now().Sub(begin), len(res.Messages))
 		if len(res.Messages) == 0 {
 			return 0, false, true
 		}
-		msgs := make([]*Message, len(res.Messages))
-		retry := edge.RetryTopic(o.Group)
-		for i := range res.Messages {
-			m := &res.Messages[i]
-			if m.Topic == retry {
-				if t := m.Properties[edge.PropertyRetryTopic]; t != "" {
-					m.Topic = t // RocketMQ's resetRetryAndNamespace
-				}
-			}
-			msgs[i] = m
-		}
+		msgs := delivered(res.Messages, o.Group)
 		dispatch := pq.PutMessages(msgs)
 		pc.submit(qs, msgs, dispatch)
 		// The worker just woken waits in this P's run queue behind this goroutine, which
@@ -150,21 +134,23 @@ func (pc *PushConsumer) pull(qs *queueState) (delay time.Duration, drain, ok boo
 		// p99 -10..-20 µs; consume of 1 M messages +15-25 %.
 		runtime.Gosched()
 		return o.PullInterval, false, true
-	case edge.PullNoNewMsg, edge.PullNoMatchedMsg:
+	case mq.PullNoNewMsg, mq.PullNoMatchedMsg:
 		qs.next = res.NextBeginOffset
 		if pq.Count() == 0 { // correctTagsOffset
-			pc.offsets.Update(qs.mq, res.NextBeginOffset, true)
+			pc.offsets.Update(qs.queue, res.NextBeginOffset, true)
 		}
 		return 0, false, true
-	case edge.PullOffsetIllegal:
-		o.Logger.Warn("consumer: offset illegal", "queue", qs.mq, "offset", qs.next, "next", res.NextBeginOffset)
+	case mq.PullOffsetIllegal:
+		o.Logger.Warn("consumer: offset illegal", "queue", qs.queue, "offset", qs.next, "next", res.NextBeginOffset)
 		qs.next = res.NextBeginOffset
 		pq.SetDropped(true)
 		next := res.NextBeginOffset
 		pc.after(o.OffsetIllegalDelay, func() {
-			pc.offsets.Update(qs.mq, next, false)
-			if err := pc.offsets.Persist([]edge.MessageQueue{qs.mq}); err != nil {
-				o.Logger.Warn("consumer: persist offset", "queue", qs.mq, "err", err)
+			pc.offsets.Update(qs.queue, next, false)
+			ctx, cancel := o.callCtx(pc.ctx)
+			defer cancel()
+			if err := pc.offsets.Persist(ctx, []mq.MessageQueue{qs.queue}); err != nil && !quiet(pc.ctx, err) {
+				o.Logger.Warn("consumer: persist offset", "queue", qs.queue, "err", err)
 			}
 			pc.removeQueue(qs)
 		})
@@ -182,4 +168,21 @@ func (pc *PushConsumer) submit(qs *queueState, msgs []*Message, dispatch bool) {
 		return
 	}
 	pc.submitChunks(qs, msgs)
+}
+
+// delivered returns pointers to pulled messages as listeners get them: a message of the
+// group's retry topic carries its original topic again (RocketMQ's resetRetryAndNamespace).
+func delivered(pulled []mq.MessageExt, group string) []*Message {
+	msgs := make([]*Message, len(pulled))
+	retry := mq.RetryTopic(group)
+	for i := range pulled {
+		m := &pulled[i]
+		if m.Topic == retry {
+			if t := m.Properties[mq.PropertyRetryTopic]; t != "" {
+				m.Topic = t
+			}
+		}
+		msgs[i] = m
+	}
+	return msgs
 }

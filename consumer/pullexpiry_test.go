@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"context"
+	"github.com/edgemq/edgemq/edge/mq"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -18,15 +19,15 @@ type hangFirstPull struct {
 	hung atomic.Bool
 }
 
-func (h *hangFirstPull) Pull(ctx context.Context, req edge.PullRequest) (edge.PullResult, error) {
+func (h *hangFirstPull) Pull(ctx context.Context, req mq.PullRequest) (mq.PullResult, error) {
 	first := false
-	if req.Topic == "Stuck" {
+	if req.Queue.Topic == "Stuck" {
 		h.once.Do(func() { first = true })
 	}
 	if first {
 		h.hung.Store(true)
 		<-ctx.Done()
-		return edge.PullResult{}, ctx.Err()
+		return mq.PullResult{}, ctx.Err()
 	}
 	return h.Broker.Pull(ctx, req)
 }
@@ -45,6 +46,6 @@ func TestPullExpiryRestartsStuckQueue(t *testing.T) {
 		return ConsumeSuccess, nil
 	}))
 	waitFor(t, 5*time.Second, "the first pull to hang", hb.hung.Load)
-	sendN(t, b, "Stuck", "m", 5, edge.QueueID(0))
+	sendN(t, b, "Stuck", "m", 5, mq.QueueIndex(0))
 	waitFor(t, 10*time.Second, "messages consumed after the stuck queue was restarted", func() bool { return got.Load() >= 5 })
 }

@@ -4,12 +4,11 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/edgemq/edgemq/edge"
+	"github.com/edgemq/edgemq/edge/mq"
 )
 
 // PushConsumer is RocketMQ's DefaultMQPushConsumer: it pulls its assigned queues and pushes
@@ -33,12 +32,12 @@ type PushConsumer struct {
 	concurrent ConcurrentListener
 	orderly    OrderlyListener
 
-	offsets OffsetStore
+	offsets offsetStore
 	stats   *statsTable
 	pool    *workerPool
 
 	qmu    sync.Mutex // guards queues
-	queues map[edge.MessageQueue]*queueState
+	queues map[mq.MessageQueue]*queueState
 	rbMu   sync.Mutex // serializes rebalances
 
 	paused atomic.Bool
@@ -48,13 +47,13 @@ type PushConsumer struct {
 	consuming int
 	stopping  bool
 
-	kick       chan struct{} // capacity 1: rebalance now
-	ctx        context.Context
-	cancel     context.CancelFunc // ends pulls and listener contexts
-	done       chan struct{}      // closed when every goroutine must end
-	wg         sync.WaitGroup
-	started    time.Time
-	unlockOnce sync.Once
+	service pushService   // the service loop, made by Start
+	idle    chan struct{} // closed when consuming drops to 0; cmu
+	ctx     context.Context
+	cancel  context.CancelFunc // ends pulls and listener contexts
+	done    chan struct{}      // closed when every goroutine must end
+	wg      sync.WaitGroup
+	started time.Time
 }
 
 const (
@@ -72,16 +71,18 @@ func NewPushConsumer(b Broker, opts *Options) (*PushConsumer, error) {
 	if err != nil {
 		return nil, err
 	}
-	pc := &PushConsumer{b: b, opts: o, subs: map[string]string{}, queues: map[edge.MessageQueue]*queueState{},
-		kick: make(chan struct{}, 1), done: make(chan struct{}), stats: newStatsTable()}
+	pc := &PushConsumer{b: b, opts: o, subs: map[string]string{}, queues: map[mq.MessageQueue]*queueState{},
+		done: make(chan struct{}), stats: newStatsTable()}
 	pc.ctx, pc.cancel = context.WithCancel(context.Background())
 	return pc, nil
 }
 
-// Subscribe adds a subscription to topic with a TAG expression ("*", "A || B"). listener is
-// a ConcurrentListener or an OrderlyListener; one consumer uses one kind for all its
-// subscriptions (ErrMixedListeners otherwise). Call it before Start.
-func (pc *PushConsumer) Subscribe(topic, expression string, listener any) error {
+// Subscribe adds a subscription to topic with a TAG expression ("*", "A || B"; "" means
+// "*"), whose messages go to l: a ConcurrentListener or an OrderlyListener. One consumer
+// uses one kind for all its subscriptions (ErrMixedListeners otherwise). Call it before
+// Start. Errors: ErrStarted, ErrShutdown; ErrInvalidOptions for an empty topic, a nil
+// listener, or an expression that does not parse.
+func (pc *PushConsumer) Subscribe(topic, expression string, l Listener) error {
 	pc.mu.Lock()
 	defer pc.mu.Unlock()
 	switch pc.state {
@@ -96,35 +97,35 @@ func (pc *PushConsumer) Subscribe(topic, expression string, listener any) error 
 	if expression == "" {
 		expression = "*"
 	}
-	switch l := listener.(type) {
+	if _, err := mq.ParseTagFilter(expression); err != nil {
+		return fmt.Errorf("%w: expression %q: %v", ErrInvalidOptions, expression, err)
+	}
+	switch l := l.(type) {
 	case ConcurrentListener:
-		if pc.orderly != nil {
-			return ErrMixedListeners
+		if l == nil {
+			return fmt.Errorf("%w: nil listener", ErrInvalidOptions)
 		}
-		pc.concurrent = l
-	case func(context.Context, []*Message, *ConcurrentlyContext) (ConsumeConcurrentlyStatus, error):
 		if pc.orderly != nil {
 			return ErrMixedListeners
 		}
 		pc.concurrent = l
 	case OrderlyListener:
+		if l == nil {
+			return fmt.Errorf("%w: nil listener", ErrInvalidOptions)
+		}
 		if pc.concurrent != nil {
 			return ErrMixedListeners
 		}
 		pc.orderly = l
-	case func(context.Context, []*Message, *OrderlyContext) (ConsumeOrderlyStatus, error):
-		if pc.concurrent != nil {
-			return ErrMixedListeners
-		}
-		pc.orderly = l
-	default:
-		return fmt.Errorf("%w: listener %T is neither a ConcurrentListener nor an OrderlyListener", ErrInvalidOptions, listener)
+	default: // nil
+		return fmt.Errorf("%w: nil listener", ErrInvalidOptions)
 	}
 	pc.subs[topic] = expression
 	return nil
 }
 
-// Start loads offsets, registers with the broker and starts consuming.
+// Start loads offsets, registers with the broker (a call bounded by Options.CallTimeout)
+// and starts consuming.
 func (pc *PushConsumer) Start() error {
 	pc.mu.Lock()
 	defer pc.mu.Unlock()
@@ -137,31 +138,40 @@ func (pc *PushConsumer) Start() error {
 	if len(pc.subs) == 0 {
 		return fmt.Errorf("%w: no subscription", ErrInvalidOptions)
 	}
-	if pc.opts.Model == edge.Clustering {
-		pc.subs[edge.RetryTopic(pc.opts.Group)] = "*"
+	if pc.opts.Model == mq.Clustering {
+		pc.subs[mq.RetryTopic(pc.opts.Group)] = "*"
 		pc.offsets = newRemoteOffsetStore(pc.b, pc.opts.Group)
 	} else {
 		s, err := newLocalOffsetStore(pc.opts.OffsetDir, pc.opts.Group, pc.opts.ClientID)
 		if err != nil {
 			return err
 		}
+		s.lg = pc.opts.Logger
 		pc.offsets = s
 	}
 	if err := pc.offsets.Load(); err != nil {
 		return err
 	}
-	if err := pc.heartbeat(); err != nil {
+	pc.service = pc.newService() // before the heartbeat, whose OnChange triggers its rebalance
+	if err := pc.heartbeat(pc.ctx); err != nil {
 		return err
 	}
-	pc.started = pc.opts.Clock.Now()
+	pc.started = time.Now()
 	pc.pool = newWorkerPool(pc.opts.ConsumeGoroutinesMin, pc.opts.ConsumeGoroutinesMax, &pc.wg, pc.done)
 	pc.state = stateStarted
 	pc.wg.Add(1)
-	go pc.serviceLoop()
+	go func() {
+		defer pc.wg.Done()
+		pc.service.run(pc.done)
+	}()
 	return nil
 }
 
 func (pc *PushConsumer) isOrderly() bool { return pc.orderly != nil }
+
+// lockQueues reports whether the consumer locks its queues at the broker: orderly in
+// clustering.
+func (pc *PushConsumer) lockQueues() bool { return pc.isOrderly() && pc.opts.Model == mq.Clustering }
 
 // subscriptions returns a copy of the subscriptions (fixed after Start).
 func (pc *PushConsumer) subscriptions() map[string]string {
@@ -178,7 +188,8 @@ func (pc *PushConsumer) Resume() { pc.paused.Store(false) }
 
 // Shutdown stops pulling, waits for listener calls in flight until ctx ends (then cancels
 // their contexts), persists offsets, unlocks orderly queues, leaves the group and waits for
-// every goroutine. It returns ctx.Err() if ctx ended before the listeners returned.
+// every goroutine. It returns ctx.Err() if ctx ended before the listeners returned; the
+// broker calls it makes after that are bounded by Options.CallTimeout each.
 func (pc *PushConsumer) Shutdown(ctx context.Context) error {
 	pc.mu.Lock()
 	if pc.state != stateStarted {
@@ -205,14 +216,16 @@ func (pc *PushConsumer) Shutdown(ctx context.Context) error {
 	close(pc.done)
 	pc.wg.Wait()
 
-	mqs := pc.assigned()
-	err := pc.offsets.Persist(mqs)
-	if pc.isOrderly() && pc.opts.Model == edge.Clustering && len(mqs) > 0 {
-		if uerr := pc.b.UnlockQueues(pc.opts.Group, pc.opts.ClientID, mqs); uerr != nil && err == nil {
+	queues := pc.assigned()
+	cctx, cancel := pc.opts.callCtx(context.Background())
+	defer cancel()
+	err := pc.offsets.Persist(cctx, queues)
+	if pc.lockQueues() && len(queues) > 0 {
+		if uerr := pc.b.UnlockQueues(cctx, pc.opts.Group, pc.opts.ClientID, queues); uerr != nil && err == nil {
 			err = uerr
 		}
 	}
-	if uerr := pc.b.Unregister(pc.opts.ClientID, pc.opts.Group); uerr != nil && err == nil {
+	if uerr := pc.b.Unregister(cctx, pc.opts.ClientID, pc.opts.Group); uerr != nil && err == nil {
 		err = uerr
 	}
 	if waitErr != nil {
@@ -241,20 +254,21 @@ func (pc *PushConsumer) crash() {
 
 // waitConsumes waits until no listener call is in flight, or ctx ends.
 func (pc *PushConsumer) waitConsumes(ctx context.Context) error {
-	for {
-		pc.cmu.Lock()
-		n := pc.consuming
+	pc.cmu.Lock()
+	if pc.consuming == 0 {
 		pc.cmu.Unlock()
-		if n == 0 {
-			return nil
-		}
-		t := time.NewTimer(2 * time.Millisecond)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
-		}
+		return nil
+	}
+	if pc.idle == nil {
+		pc.idle = make(chan struct{})
+	}
+	idle := pc.idle
+	pc.cmu.Unlock()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
@@ -272,36 +286,16 @@ func (pc *PushConsumer) beginConsume() bool {
 func (pc *PushConsumer) endConsume() {
 	pc.cmu.Lock()
 	pc.consuming--
+	if pc.consuming == 0 && pc.idle != nil {
+		close(pc.idle)
+		pc.idle = nil
+	}
 	pc.cmu.Unlock()
 }
 
-// sleep waits d on the consumer's clock; false if stop (or the consumer's end) comes first.
+// sleep waits d; false if stop (or the consumer's end) comes first.
 func (pc *PushConsumer) sleep(d time.Duration, stop <-chan struct{}) bool {
-	return clockSleep(pc.opts.Clock, d, stop, pc.done)
-}
-
-// clockSleep waits d on c; false if stop or done (either may be nil) comes first.
-func clockSleep(c edge.Clock, d time.Duration, stop, done <-chan struct{}) bool {
-	if d <= 0 {
-		select {
-		case <-stop:
-			return false
-		case <-done:
-			return false
-		default:
-			return true
-		}
-	}
-	t := c.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C():
-		return true
-	case <-stop:
-		return false
-	case <-done:
-		return false
-	}
+	return sleep(d, stop, pc.done)
 }
 
 // after runs fn in a new goroutine d from now, unless the consumer stops first.
@@ -321,86 +315,51 @@ func (pc *PushConsumer) after(d time.Duration, fn func()) {
 }
 
 // heartbeat registers the consumer and its subscriptions with the broker.
-func (pc *PushConsumer) heartbeat() error {
-	return pc.b.Heartbeat(heartbeatOf(&pc.opts, pc.subs, edge.ConsumePassively, func(string) { pc.kickRebalance() }))
+func (pc *PushConsumer) heartbeat(ctx context.Context) error {
+	ctx, cancel := pc.opts.callCtx(ctx)
+	defer cancel()
+	return pc.b.Heartbeat(ctx, heartbeatOf(&pc.opts, pc.subs, mq.ConsumePassively, func(string) { pc.rebalanceNow() }))
 }
 
-// heartbeatOf builds a consumer's heartbeat: its group, model, consume type, where it starts,
-// and its subscriptions (topic -> expression) in topic order.
-func heartbeatOf(o *Options, subs map[string]string, ct edge.ConsumeType, onChange func(string)) edge.Heartbeat {
-	list := make([]edge.Subscription, 0, len(subs))
-	for _, t := range slices.Sorted(maps.Keys(subs)) {
-		list = append(list, edge.Subscription{Topic: t, Expression: subs[t]})
-	}
-	from := [...]string{"CONSUME_FROM_LAST_OFFSET", "CONSUME_FROM_FIRST_OFFSET", "CONSUME_FROM_TIMESTAMP"}[o.FromWhere]
-	return edge.Heartbeat{
-		ClientID: o.ClientID,
-		Consumers: []edge.ConsumerData{{Group: o.Group, Model: o.Model, ConsumeType: ct,
-			FromWhere: from, Subscriptions: list}},
-		OnChange: onChange,
-	}
+// rebalanceNow makes the service loop rebalance at once: the broker said the group's
+// members changed.
+func (pc *PushConsumer) rebalanceNow() { pc.service.rebalance.trigger() }
+
+// pushService is the PushConsumer's service loop and its rebalance task.
+type pushService struct {
+	*serviceLoop
+	rebalance *task
 }
 
-func (pc *PushConsumer) kickRebalance() {
-	select {
-	case pc.kick <- struct{}{}:
-	default:
-	}
-}
-
-// serviceLoop runs the periodic tasks; it owns no state of its own.
-func (pc *PushConsumer) serviceLoop() {
-	defer pc.wg.Done()
+// newService builds the service loop: heartbeat every HeartbeatInterval, rebalance at once,
+// then every RebalanceInterval and when the broker reports a membership change; persist
+// offsets every PersistInterval; lock orderly queues every LockInterval; check consume
+// timeouts every ExpiredCheckInterval.
+func (pc *PushConsumer) newService() pushService {
 	o := &pc.opts
-	now := o.Clock.Now()
-	nextHB := now.Add(o.HeartbeatInterval)
-	nextRB := now
-	nextPersist := now.Add(o.PersistInterval)
-	nextLock := now.Add(o.LockInterval)
-	nextExpired := now.Add(o.ExpiredCheckInterval)
-	for {
-		now = o.Clock.Now()
-		if !now.Before(nextHB) {
-			pc.mu.Lock()
-			err := pc.heartbeat()
-			pc.mu.Unlock()
-			if err != nil {
-				o.Logger.Warn("consumer: heartbeat", "group", o.Group, "err", err)
-			}
-			nextHB = now.Add(o.HeartbeatInterval)
+	now := time.Now()
+	l := newServiceLoop()
+	l.every(now.Add(o.HeartbeatInterval), o.HeartbeatInterval, func() {
+		pc.mu.Lock()
+		err := pc.heartbeat(pc.ctx)
+		pc.mu.Unlock()
+		if err != nil && !quiet(pc.ctx, err) {
+			o.Logger.Warn("consumer: heartbeat", "group", o.Group, "err", err)
 		}
-		if !now.Before(nextRB) {
-			pc.rebalance()
-			nextRB = now.Add(o.RebalanceInterval)
+	})
+	rb := l.every(now, o.RebalanceInterval, pc.rebalance)
+	l.every(now.Add(o.PersistInterval), o.PersistInterval, func() {
+		ctx, cancel := o.callCtx(pc.ctx)
+		defer cancel()
+		if err := pc.offsets.Persist(ctx, pc.assigned()); err != nil && !quiet(pc.ctx, err) {
+			o.Logger.Warn("consumer: persist offsets", "group", o.Group, "err", err)
 		}
-		if !now.Before(nextPersist) {
-			if err := pc.offsets.Persist(pc.assigned()); err != nil {
-				o.Logger.Warn("consumer: persist offsets", "group", o.Group, "err", err)
-			}
-			nextPersist = now.Add(o.PersistInterval)
-		}
-		if !now.Before(nextLock) {
-			if pc.isOrderly() && o.Model == edge.Clustering {
-				pc.lockAll()
-			}
-			nextLock = now.Add(o.LockInterval)
-		}
-		if !now.Before(nextExpired) {
-			if !pc.isOrderly() {
-				pc.cleanExpired()
-			}
-			nextExpired = now.Add(o.ExpiredCheckInterval)
-		}
-		next := slices.MinFunc([]time.Time{nextHB, nextRB, nextPersist, nextLock, nextExpired}, func(a, b time.Time) int { return a.Compare(b) })
-		t := edge.NewTimerAt(o.Clock, next)
-		select {
-		case <-t.C():
-		case <-pc.kick:
-			t.Stop()
-			nextRB = o.Clock.Now()
-		case <-pc.done:
-			t.Stop()
-			return
-		}
+	})
+	if pc.lockQueues() {
+		l.every(now.Add(o.LockInterval), o.LockInterval, pc.lockAll)
 	}
+	if !pc.isOrderly() {
+		l.every(now.Add(o.ExpiredCheckInterval), o.ExpiredCheckInterval, pc.cleanExpired)
+	}
+	return pushService{serviceLoop: l, rebalance: rb}
 }

@@ -3,6 +3,7 @@ package consumer
 import (
 	"context"
 	"fmt"
+	"github.com/edgemq/edgemq/edge/mq"
 	"strconv"
 	"sync"
 	"testing"
@@ -43,6 +44,11 @@ func testBroker(t testing.TB, mod func(*edge.Options)) *edge.Broker {
 	return b
 }
 
+// brokerQueue returns queue id of topic on the test broker, named as its routes name it.
+func brokerQueue(topic string, id int32) mq.MessageQueue {
+	return mq.MessageQueue{Topic: topic, BrokerName: edge.DefaultOptions.BrokerName, QueueID: id}
+}
+
 func createTopic(t testing.TB, b *edge.Broker, name string, queues int32) {
 	t.Helper()
 	if err := b.CreateTopic(edge.TopicConfig{Name: name, ReadQueues: queues, WriteQueues: queues}); err != nil {
@@ -76,10 +82,10 @@ func fastOptions(t testing.TB, group string) *Options {
 }
 
 // sendN sends n messages with bodies prefix0..prefix(n-1).
-func sendN(t testing.TB, b *edge.Broker, topic, prefix string, n int, sel edge.QueueSelector) {
+func sendN(t testing.TB, b *edge.Broker, topic, prefix string, n int, sel mq.QueueSelector) {
 	t.Helper()
 	for i := range n {
-		m := &edge.Message{Topic: topic, Body: []byte(prefix + strconv.Itoa(i))}
+		m := &mq.Message{Topic: topic, Body: []byte(prefix + strconv.Itoa(i))}
 		if _, err := b.Send(context.Background(), m, sel); err != nil {
 			t.Fatalf("Send: %v", err)
 		}
@@ -99,7 +105,7 @@ func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 }
 
 // startConsumer starts a push consumer with one subscription; it is shut down at cleanup.
-func startConsumer(t testing.TB, b Broker, o *Options, topic string, l any) *PushConsumer {
+func startConsumer(t testing.TB, b Broker, o *Options, topic string, l Listener) *PushConsumer {
 	t.Helper()
 	pc, err := NewPushConsumer(b, o)
 	if err != nil {

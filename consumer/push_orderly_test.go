@@ -3,27 +3,26 @@ package consumer
 import (
 	"context"
 	"fmt"
+	"github.com/edgemq/edgemq/edge/mq"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/edgemq/edgemq/edge"
 )
 
 // orderChecker fails when a queue is consumed by two goroutines at once or out of order.
 type orderChecker struct {
 	mu       sync.Mutex
-	busy     map[edge.MessageQueue]*atomic.Int32
-	last     map[edge.MessageQueue]int64
+	busy     map[mq.MessageQueue]*atomic.Int32
+	last     map[mq.MessageQueue]int64
 	seen     map[string]int
 	problems []string
 }
 
 func newOrderChecker() *orderChecker {
-	return &orderChecker{busy: map[edge.MessageQueue]*atomic.Int32{}, last: map[edge.MessageQueue]int64{}, seen: map[string]int{}}
+	return &orderChecker{busy: map[mq.MessageQueue]*atomic.Int32{}, last: map[mq.MessageQueue]int64{}, seen: map[string]int{}}
 }
 
 func (c *orderChecker) listener() OrderlyListener {
@@ -81,8 +80,8 @@ func TestOrderlyInOrderOneGoroutinePerQueue(t *testing.T) {
 	createTopic(t, b, "T", 4)
 	for i := range 400 {
 		key := strconv.Itoa(i % 7)
-		m := &edge.Message{Topic: "T", Body: []byte("m" + strconv.Itoa(i))}
-		if _, err := b.Send(context.Background(), m, edge.ShardingKey(key)); err != nil {
+		m := &mq.Message{Topic: "T", Body: []byte("m" + strconv.Itoa(i))}
+		if _, err := b.Send(context.Background(), m, mq.ShardingKey(key)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -95,7 +94,7 @@ func TestOrderlyInOrderOneGoroutinePerQueue(t *testing.T) {
 	waitFor(t, 15*time.Second, "400 messages", func() bool { return c.distinct() == 400 })
 	c.check(t)
 	// The queues are locked by this consumer: another client cannot take them.
-	got, err := b.LockQueues("g", "other", pc.assigned())
+	got, err := b.LockQueues(context.Background(), "g", "other", pc.assigned())
 	if err != nil || len(got) != 0 {
 		t.Fatalf("another client locked %v (%v) of queues held by the consumer", got, err)
 	}
@@ -132,11 +131,11 @@ func TestOrderlyDLQAfterMaxReconsume(t *testing.T) {
 		t.Fatalf("consumed %q, want %q (m1 tried 1 + MaxReconsumeTimes 2 times)", got, want)
 	}
 	waitFor(t, 5*time.Second, "DLQ message", func() bool {
-		max, err := b.MaxOffset(edge.DLQTopic("g"), 0)
+		max, err := b.MaxOffset(context.Background(), mq.MessageQueue{Topic: mq.DLQTopic("g"), QueueID: 0})
 		return err == nil && max == 1
 	})
 	waitFor(t, 5*time.Second, "offset committed", func() bool {
-		off, err := b.QueryOffset("g", "T", 0)
+		off, err := b.QueryOffset(context.Background(), "g", mq.MessageQueue{Topic: "T", QueueID: 0})
 		return err == nil && off == 4
 	})
 }

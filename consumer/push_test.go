@@ -3,6 +3,7 @@ package consumer
 import (
 	"context"
 	"errors"
+	"github.com/edgemq/edgemq/edge/mq"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -61,8 +62,8 @@ func TestHooksAndStats(t *testing.T) {
 	waitFor(t, 5*time.Second, "zero lag", func() bool {
 		lag := pc.Stats().Lag
 		var sum int64
-		for mq, l := range lag {
-			if mq.Topic == "T" {
+		for queue, l := range lag {
+			if queue.Topic == "T" {
 				sum += l
 			}
 		}
@@ -120,7 +121,7 @@ func TestFlowControlMaxSpan(t *testing.T) {
 	}))
 	waitFor(t, 5*time.Second, "flow control", func() bool { return pc.Stats().Topics["T"].FlowControls > 3 })
 	for _, qs := range pc.snapshot() {
-		if qs.mq.Topic == "T" && (qs.pq.MaxSpan() > 20+4 || qs.pq.Count() > 21+4) {
+		if qs.queue.Topic == "T" && (qs.pq.MaxSpan() > 20+4 || qs.pq.Count() > 21+4) {
 			t.Fatalf("cache spans %d offsets with %d messages, limit 20 + batch 4", qs.pq.MaxSpan(), qs.pq.Count())
 		}
 	}
@@ -134,13 +135,13 @@ func TestOffsetIllegal(t *testing.T) {
 	b := testBroker(t, nil)
 	createTopic(t, b, "T", 1)
 	sendN(t, b, "T", "old", 5, nil)
-	if err := b.CommitOffset("g", "T", 0, 1000); err != nil {
+	if err := b.CommitOffset(context.Background(), "g", mq.MessageQueue{Topic: "T", QueueID: 0}, 1000); err != nil {
 		t.Fatal(err)
 	}
 	c := newCounter()
 	startConsumer(t, b, fastOptions(t, "g"), "T", c.listener())
 	waitFor(t, 5*time.Second, "corrected offset", func() bool {
-		off, err := b.QueryOffset("g", "T", 0)
+		off, err := b.QueryOffset(context.Background(), "g", mq.MessageQueue{Topic: "T", QueueID: 0})
 		return err == nil && off < 1000
 	})
 	sendN(t, b, "T", "new", 3, nil)
@@ -173,8 +174,8 @@ func TestRetryTopicSubscriptionAndRedelivery(t *testing.T) {
 	for _, s := range members[0].Subscriptions {
 		subs[s.Topic] = s.Expression
 	}
-	if subs[edge.RetryTopic("g")] != "*" || subs["T"] != "*" {
-		t.Fatalf("subscriptions %v, want T and %s", subs, edge.RetryTopic("g"))
+	if subs[mq.RetryTopic("g")] != "*" || subs["T"] != "*" {
+		t.Fatalf("subscriptions %v, want T and %s", subs, mq.RetryTopic("g"))
 	}
 	sendN(t, b, "T", "m", 3, nil)
 	waitFor(t, 10*time.Second, "redelivery", func() bool {
@@ -183,8 +184,8 @@ func TestRetryTopicSubscriptionAndRedelivery(t *testing.T) {
 		return len(seen) >= 6
 	})
 	waitFor(t, 5*time.Second, "retry queue assigned", func() bool {
-		for _, mq := range pc.assigned() {
-			if mq.Topic == edge.RetryTopic("g") {
+		for _, queue := range pc.assigned() {
+			if queue.Topic == mq.RetryTopic("g") {
 				return true
 			}
 		}
@@ -216,7 +217,7 @@ func TestAckIndexPartialSuccess(t *testing.T) {
 	createTopic(t, b, "T", 1)
 	sendN(t, b, "T", "m", 4, nil)
 	waitFor(t, 5*time.Second, "4 messages dispatched", func() bool {
-		max, err := b.MaxOffset("T", 0)
+		max, err := b.MaxOffset(context.Background(), mq.MessageQueue{Topic: "T", QueueID: 0})
 		return err == nil && max == 4
 	})
 	o := fastOptions(t, "g")
@@ -238,7 +239,7 @@ func TestAckIndexPartialSuccess(t *testing.T) {
 		t.Fatalf("first batch had %d messages, want 4", firstLen.Load())
 	}
 	waitFor(t, 5*time.Second, "offset committed", func() bool {
-		off, err := b.QueryOffset("g", "T", 0)
+		off, err := b.QueryOffset(context.Background(), "g", mq.MessageQueue{Topic: "T", QueueID: 0})
 		return err == nil && off == 4
 	})
 	if c.get("m0") != 1 || c.get("m1") != 1 {
@@ -266,7 +267,7 @@ func TestPanicCountsAsFailure(t *testing.T) {
 		t.Fatalf("reconsume times %d, want 1", reconsumed.Load())
 	}
 	// Stats go by the queue's topic, as RocketMQ's: the redelivery is the retry topic's.
-	waitFor(t, 5*time.Second, "stats", func() bool { return pc.Stats().Topics[edge.RetryTopic("g")].ConsumeOK == 1 })
+	waitFor(t, 5*time.Second, "stats", func() bool { return pc.Stats().Topics[mq.RetryTopic("g")].ConsumeOK == 1 })
 	if st := pc.Stats().Topics["T"]; st.ConsumeFailed != 1 {
 		t.Fatalf("stats %+v, want 1 failed and 1 ok", st)
 	}
@@ -278,14 +279,14 @@ type failingSendBack struct {
 	sendBacks, sends atomic.Int32
 }
 
-func (f *failingSendBack) SendBack(context.Context, edge.SendBackRequest) (edge.SendResult, error) {
+func (f *failingSendBack) SendBack(context.Context, mq.SendBackRequest) error {
 	f.sendBacks.Add(1)
-	return edge.SendResult{}, errors.New("test: send back refused")
+	return errors.New("test: send back refused")
 }
 
-func (f *failingSendBack) Send(context.Context, *edge.Message, edge.QueueSelector) (edge.SendResult, error) {
+func (f *failingSendBack) Send(context.Context, *mq.Message, mq.QueueSelector) (mq.SendResult, error) {
 	f.sends.Add(1)
-	return edge.SendResult{}, errors.New("test: send refused")
+	return mq.SendResult{}, errors.New("test: send refused")
 }
 
 // TestSendBackFailsConsumesLocally: when the send-back and the normal send to the retry
@@ -308,7 +309,7 @@ func TestSendBackFailsConsumesLocally(t *testing.T) {
 	}))
 	waitFor(t, 10*time.Second, "local reconsumption", func() bool { return c.get("m0") >= 3 })
 	waitFor(t, 5*time.Second, "offset committed", func() bool {
-		off, err := b.QueryOffset("g", "T", 0)
+		off, err := b.QueryOffset(context.Background(), "g", mq.MessageQueue{Topic: "T", QueueID: 0})
 		return err == nil && off == 1
 	})
 	if fb.sendBacks.Load() != 2 || fb.sends.Load() != 2 || lastTimes.Load() != 2 {
@@ -346,12 +347,12 @@ func TestShutdownPersistsOffsets(t *testing.T) {
 	pc := startConsumer(t, b, o, "T", c.listener())
 	waitFor(t, 10*time.Second, "first batch", func() bool { return c.distinct() == 40 })
 	shutdown(t, pc)
-	ids, _ := b.ConsumerIDs("g")
+	ids, _ := b.ConsumerIDs(context.Background(), "", "g")
 	if len(ids) != 0 {
 		t.Fatalf("members after Shutdown: %v", ids)
 	}
 	for q := int32(0); q < 4; q++ {
-		off, err := b.QueryOffset("g", "T", q)
+		off, err := b.QueryOffset(context.Background(), "g", mq.MessageQueue{Topic: "T", QueueID: q})
 		if err != nil || off != 10 {
 			t.Fatalf("queue %d offset %d (%v), want 10", q, off, err)
 		}

@@ -2,19 +2,23 @@ package consumer
 
 import (
 	"context"
-	"errors"
 	"maps"
 	"slices"
-	"strings"
-	"sync"
+	"time"
 
-	"github.com/edgemq/edgemq/edge"
+	"github.com/edgemq/edgemq/edge/mq"
 )
 
+// orderlyUnlockWait is how long a rebalance waits for an orderly queue's consume run to end
+// before it unlocks the queue at the broker (RocketMQ's tryLock(1000 ms) in
+// removeUnnecessaryMessageQueue). A run still going after it keeps the queue, dropped,
+// until a later rebalance.
+const orderlyUnlockWait = time.Second
+
 // queueState is one assigned queue: its cache, its pull loop's position and, for orderly
-// consumption, its lock and the mutex that lets one goroutine consume it at a time.
+// consumption, its lock and the consume lock that lets one goroutine consume it at a time.
 type queueState struct {
-	mq     edge.MessageQueue
+	queue  mq.MessageQueue
 	expr   string
 	pq     *ProcessQueue
 	ctx    context.Context // ends the pull loop's long poll
@@ -24,8 +28,32 @@ type queueState struct {
 	next        int64 // next pull offset; owned by the pull loop
 	lockedFirst bool  // orderly: the first pull after locking has re-read the offset
 
-	consumeMu sync.Mutex // orderly: one consume run per queue at a time
+	// consumeLock holds a token while an orderly consume run of the queue goes on: a
+	// channel, so that a rebalance can wait for it for a bounded time.
+	consumeLock chan struct{}
 }
+
+// lockConsume waits for the queue's consume lock.
+func (qs *queueState) lockConsume() { qs.consumeLock <- struct{}{} }
+
+// tryLockConsume waits at most d for the queue's consume lock; false if it did not get it.
+func (qs *queueState) tryLockConsume(d time.Duration) bool {
+	select {
+	case qs.consumeLock <- struct{}{}:
+		return true
+	default:
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case qs.consumeLock <- struct{}{}:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+func (qs *queueState) unlockConsume() { <-qs.consumeLock }
 
 func (pc *PushConsumer) snapshot() []*queueState {
 	pc.qmu.Lock()
@@ -34,17 +62,10 @@ func (pc *PushConsumer) snapshot() []*queueState {
 }
 
 // assigned returns the queues assigned now, sorted.
-func (pc *PushConsumer) assigned() []edge.MessageQueue {
+func (pc *PushConsumer) assigned() []mq.MessageQueue {
 	pc.qmu.Lock()
 	defer pc.qmu.Unlock()
-	return slices.SortedFunc(maps.Keys(pc.queues), compareMQ)
-}
-
-func compareMQ(a, b edge.MessageQueue) int {
-	if c := strings.Compare(a.Topic, b.Topic); c != 0 {
-		return c
-	}
-	return int(a.QueueID) - int(b.QueueID)
+	return slices.SortedFunc(maps.Keys(pc.queues), mq.CompareQueues)
 }
 
 // rebalance reassigns the queues of every subscribed topic (RocketMQ's
@@ -52,158 +73,124 @@ func compareMQ(a, b edge.MessageQueue) int {
 func (pc *PushConsumer) rebalance() {
 	pc.rbMu.Lock()
 	defer pc.rbMu.Unlock()
-	o := &pc.opts
-	for topic, expr := range pc.subscriptions() {
-		cfg, ok := pc.b.Topic(topic)
-		if !ok {
-			continue
-		}
-		all := make([]edge.MessageQueue, 0, cfg.ReadQueues)
-		for q := int32(0); q < cfg.ReadQueues; q++ {
-			all = append(all, edge.MessageQueue{Topic: topic, QueueID: q})
-		}
-		mine := all
-		if o.Model == edge.Clustering {
-			cids, err := pc.b.ConsumerIDs(o.Group)
-			if err != nil || len(cids) == 0 || len(all) == 0 {
-				if err != nil {
-					o.Logger.Warn("consumer: rebalance: consumer ids", "group", o.Group, "err", err)
-				}
-				continue
-			}
-			mine, err = o.Strategy.Allocate(o.Group, o.ClientID, all, cids)
-			if err != nil {
-				o.Logger.Warn("consumer: rebalance: allocate", "group", o.Group, "topic", topic, "err", err)
-				continue
-			}
-		}
-		pc.updateQueues(topic, expr, mine)
-	}
+	rebalance(pc.ctx, pc.b, &pc.opts, pc.subscriptions(), pc.updateQueues)
 }
 
 // updateQueues makes mine the assigned queues of topic: removed queues persist their offset,
 // drop their cache and (orderly) unlock; new queues get a cache, an offset and a pull loop.
 // A queue whose pull loop has not run for PullExpiry is restarted the same way.
-func (pc *PushConsumer) updateQueues(topic, expr string, mine []edge.MessageQueue) {
-	want := map[edge.MessageQueue]bool{}
-	for _, mq := range mine {
-		want[mq] = true
+func (pc *PushConsumer) updateQueues(topic, expr string, mine []mq.MessageQueue) {
+	want := map[mq.MessageQueue]bool{}
+	for _, queue := range mine {
+		want[queue] = true
 	}
 	for _, qs := range pc.snapshot() {
-		if qs.mq.Topic != topic {
+		if qs.queue.Topic != topic {
 			continue
 		}
 		switch {
-		case !want[qs.mq]:
+		case !want[qs.queue]:
 			pc.removeQueue(qs)
+		case qs.pq.Dropped():
+			pc.removeQueue(qs) // left by an earlier removal that could not finish: retried
 		case qs.pq.IsPullExpired(pc.opts.PullExpiry):
 			// Its pull loop has not run for PullExpiry: drop it and start the queue afresh
 			// below, as RocketMQ's updateProcessQueueTableInRebalance does.
-			pc.opts.Logger.Warn("consumer: queue not pulled for too long: restarting it", "queue", qs.mq, "expiry", pc.opts.PullExpiry)
+			pc.opts.Logger.Warn("consumer: queue not pulled for too long: restarting it", "queue", qs.queue, "expiry", pc.opts.PullExpiry)
 			pc.removeQueue(qs)
 		}
 	}
-	orderlyLock := pc.isOrderly() && pc.opts.Model == edge.Clustering
-	for _, mq := range mine {
+	for _, queue := range mine {
 		pc.qmu.Lock()
-		_, ok := pc.queues[mq]
+		_, ok := pc.queues[queue]
 		pc.qmu.Unlock()
 		if ok {
-			continue
+			continue // assigned, or still being removed: the next rebalance tries again
 		}
-		if orderlyLock && !pc.lockOne(mq, nil) {
+		if pc.lockQueues() && !pc.lockOne(queue, nil) {
 			continue // someone else still holds it; the next rebalance tries again
 		}
-		if pc.opts.Model == edge.Clustering {
-			pc.offsets.Remove(mq) // a stale memory offset of an earlier assignment
+		if pc.opts.Model == mq.Clustering {
+			pc.offsets.Remove(queue) // a stale memory offset of an earlier assignment
 		}
-		off, err := pc.computePullFromWhere(mq)
+		off, err := pc.computePullFromWhere(queue)
 		if err != nil {
-			pc.opts.Logger.Warn("consumer: rebalance: start offset", "queue", mq, "err", err)
+			if !quiet(pc.ctx, err) {
+				pc.opts.Logger.Warn("consumer: rebalance: start offset", "queue", queue, "err", err)
+			}
 			continue
 		}
-		pc.addQueue(mq, expr, off)
+		pc.addQueue(queue, expr, off)
 	}
 }
 
-func (pc *PushConsumer) addQueue(mq edge.MessageQueue, expr string, off int64) {
+func (pc *PushConsumer) addQueue(queue mq.MessageQueue, expr string, off int64) {
 	ctx, cancel := context.WithCancel(pc.ctx)
-	qs := &queueState{mq: mq, expr: expr, pq: NewProcessQueueWithClock(pc.opts.Clock), ctx: ctx, cancel: cancel, stop: ctx.Done(), next: off}
+	qs := &queueState{queue: queue, expr: expr, pq: NewProcessQueue(), ctx: ctx, cancel: cancel, stop: ctx.Done(),
+		next: off, consumeLock: make(chan struct{}, 1)}
 	if pc.isOrderly() {
 		qs.pq.SetLocked(true) // locked at the broker just before
 	}
 	pc.qmu.Lock()
-	pc.queues[mq] = qs
+	pc.queues[queue] = qs
 	pc.qmu.Unlock()
 	pc.wg.Add(1)
 	go pc.pullLoop(qs)
 }
 
-// removeQueue takes qs out of the table (if it is still there): its pull loop stops, its
-// cache is dropped, its offset persisted and forgotten, and an orderly queue is unlocked once
-// its consume run is over.
+// removeQueue takes qs away: its pull loop stops, its cache is dropped, its offset persisted
+// and forgotten, and it leaves the table. An orderly queue locked at the broker is unlocked
+// once its consume run is over; a run that goes on for orderlyUnlockWait keeps the queue in
+// the table, dropped (nothing more is consumed from it), and a later rebalance finishes the
+// removal: a hung listener must not hold up the service loop, whose heartbeats keep the
+// consumer in its group.
 func (pc *PushConsumer) removeQueue(qs *queueState) {
 	pc.qmu.Lock()
-	if pc.queues[qs.mq] != qs {
-		pc.qmu.Unlock()
+	cur := pc.queues[qs.queue]
+	pc.qmu.Unlock()
+	if cur != qs {
 		return
 	}
-	delete(pc.queues, qs.mq)
-	pc.qmu.Unlock()
 	qs.pq.SetDropped(true)
 	qs.cancel()
-	if err := pc.offsets.Persist([]edge.MessageQueue{qs.mq}); err != nil {
-		pc.opts.Logger.Warn("consumer: persist offset", "queue", qs.mq, "err", err)
+	locked := pc.lockQueues()
+	if locked && !qs.tryLockConsume(orderlyUnlockWait) {
+		pc.opts.Logger.Warn("consumer: orderly queue still consuming: unlock it at the next rebalance", "queue", qs.queue)
+		return
 	}
-	if pc.opts.Model == edge.Clustering { // a local store keeps its offsets (RocketMQ's removeOffset is a no-op there)
-		pc.offsets.Remove(qs.mq)
+	pc.qmu.Lock()
+	if pc.queues[qs.queue] == qs {
+		delete(pc.queues, qs.queue)
 	}
-	if pc.isOrderly() && pc.opts.Model == edge.Clustering {
-		qs.consumeMu.Lock() // wait for the batch in flight
-		err := pc.b.UnlockQueues(pc.opts.Group, pc.opts.ClientID, []edge.MessageQueue{qs.mq})
-		qs.consumeMu.Unlock()
-		if err != nil {
-			pc.opts.Logger.Warn("consumer: unlock", "queue", qs.mq, "err", err)
+	pc.qmu.Unlock()
+	ctx, cancel := pc.opts.callCtx(pc.ctx)
+	defer cancel()
+	if err := pc.offsets.Persist(ctx, []mq.MessageQueue{qs.queue}); err != nil && !quiet(pc.ctx, err) {
+		pc.opts.Logger.Warn("consumer: persist offset", "queue", qs.queue, "err", err)
+	}
+	if pc.opts.Model == mq.Clustering { // a local store keeps its offsets (RocketMQ's removeOffset is a no-op there)
+		pc.offsets.Remove(qs.queue)
+	}
+	if locked {
+		err := pc.b.UnlockQueues(ctx, pc.opts.Group, pc.opts.ClientID, []mq.MessageQueue{qs.queue})
+		qs.unlockConsume()
+		if err != nil && !quiet(pc.ctx, err) {
+			pc.opts.Logger.Warn("consumer: unlock", "queue", qs.queue, "err", err)
 		}
 	}
 }
 
 // computePullFromWhere returns where a newly assigned queue starts: the stored offset, else
 // Options.FromWhere (RocketMQ's computePullFromWhere).
-func (pc *PushConsumer) computePullFromWhere(mq edge.MessageQueue) (int64, error) {
-	return startOffset(pc.b, pc.offsets, &pc.opts, mq)
+func (pc *PushConsumer) computePullFromWhere(queue mq.MessageQueue) (int64, error) {
+	return startOffset(pc.ctx, pc.b, pc.offsets, &pc.opts, queue)
 }
 
-// startOffset is computePullFromWhere for any consumer: mq's offset in offsets' store, else
-// where o.FromWhere says. The PullConsumer uses it too.
-func startOffset(b Broker, offsets OffsetStore, o *Options, mq edge.MessageQueue) (int64, error) {
-	off, err := offsets.Read(mq, ReadFromStore)
-	if err != nil {
-		return 0, err
-	}
-	if off >= 0 {
-		return off, nil
-	}
-	retry := strings.HasPrefix(mq.Topic, edge.RetryPrefix)
-	switch o.FromWhere {
-	case ConsumeFromFirstOffset:
-		return b.MinOffset(mq.Topic, mq.QueueID)
-	case ConsumeFromTimestamp:
-		if retry {
-			return b.MaxOffset(mq.Topic, mq.QueueID)
-		}
-		return b.SearchOffset(mq.Topic, mq.QueueID, o.ConsumeTimestamp)
-	default:
-		if retry {
-			return 0, nil
-		}
-		return b.MaxOffset(mq.Topic, mq.QueueID)
-	}
-}
-
-// lockOne locks mq at the broker; with qs, it records the outcome on qs.
-func (pc *PushConsumer) lockOne(mq edge.MessageQueue, qs *queueState) bool {
-	got, err := pc.b.LockQueues(pc.opts.Group, pc.opts.ClientID, []edge.MessageQueue{mq})
+// lockOne locks queue at the broker; with qs, it records the outcome on qs.
+func (pc *PushConsumer) lockOne(queue mq.MessageQueue, qs *queueState) bool {
+	ctx, cancel := pc.opts.callCtx(pc.ctx)
+	defer cancel()
+	got, err := pc.b.LockQueues(ctx, pc.opts.Group, pc.opts.ClientID, []mq.MessageQueue{queue})
 	ok := err == nil && len(got) == 1
 	if qs != nil {
 		qs.pq.SetLocked(ok)
@@ -217,22 +204,24 @@ func (pc *PushConsumer) lockAll() {
 	if len(qss) == 0 {
 		return
 	}
-	mqs := make([]edge.MessageQueue, len(qss))
+	queues := make([]mq.MessageQueue, len(qss))
 	for i, qs := range qss {
-		mqs[i] = qs.mq
+		queues[i] = qs.queue
 	}
-	got, err := pc.b.LockQueues(pc.opts.Group, pc.opts.ClientID, mqs)
+	ctx, cancel := pc.opts.callCtx(pc.ctx)
+	defer cancel()
+	got, err := pc.b.LockQueues(ctx, pc.opts.Group, pc.opts.ClientID, queues)
 	if err != nil {
-		if !errors.Is(err, context.Canceled) {
+		if !quiet(pc.ctx, err) {
 			pc.opts.Logger.Warn("consumer: lock queues", "group", pc.opts.Group, "err", err)
 		}
 		return
 	}
-	ok := map[edge.MessageQueue]bool{}
-	for _, mq := range got {
-		ok[mq] = true
+	ok := map[mq.MessageQueue]bool{}
+	for _, queue := range got {
+		ok[queue] = true
 	}
 	for _, qs := range qss {
-		qs.pq.SetLocked(ok[qs.mq])
+		qs.pq.SetLocked(ok[qs.queue])
 	}
 }

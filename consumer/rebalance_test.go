@@ -1,19 +1,18 @@
 package consumer
 
 import (
+	"github.com/edgemq/edgemq/edge/mq"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
-
-	"github.com/edgemq/edgemq/edge"
 )
 
 func queuesOf(pc *PushConsumer, topic string) map[int32]bool {
 	out := map[int32]bool{}
-	for _, mq := range pc.assigned() {
-		if mq.Topic == topic {
-			out[mq.QueueID] = true
+	for _, queue := range pc.assigned() {
+		if queue.Topic == topic {
+			out[queue.QueueID] = true
 		}
 	}
 	return out
@@ -57,7 +56,7 @@ func TestBroadcasting(t *testing.T) {
 	dirs := [2]string{t.TempDir(), t.TempDir()}
 	for i := range pcs {
 		o := fastOptions(t, "g")
-		o.Model = edge.Broadcasting
+		o.Model = mq.Broadcasting
 		o.ClientID = "c" + string(rune('0'+i))
 		o.OffsetDir = dirs[i]
 		cs[i] = newCounter()
@@ -80,7 +79,7 @@ func TestBroadcasting(t *testing.T) {
 	}
 	sendN(t, b, "T", "n", 10, nil)
 	o := fastOptions(t, "g")
-	o.Model = edge.Broadcasting
+	o.Model = mq.Broadcasting
 	o.ClientID = "c0"
 	o.OffsetDir = dirs[0]
 	o.FromWhere = ConsumeFromFirstOffset

@@ -1,11 +1,12 @@
 package consumer
 
 import (
+	"context"
 	"maps"
 	"sync"
 	"time"
 
-	"github.com/edgemq/edgemq/edge"
+	"github.com/edgemq/edgemq/edge/mq"
 )
 
 // TopicStats are a consumer's counters for one topic since Start (RocketMQ's
@@ -29,7 +30,7 @@ type Stats struct {
 	Group  string
 	Topics map[string]TopicStats // by queue topic (retried messages count under the retry topic)
 	// Lag is, per assigned queue, the broker's max offset minus the consumed offset.
-	Lag map[edge.MessageQueue]int64
+	Lag map[mq.MessageQueue]int64
 }
 
 type topicCounters struct {
@@ -111,8 +112,8 @@ func (s *statsTable) tally(topic string, t *consumeTally) {
 // batch's calls end, so the counters may trail the committed offsets (and Lag) by the calls
 // of the last millisecond; after Shutdown they are complete.
 func (pc *PushConsumer) Stats() Stats {
-	st := Stats{Group: pc.opts.Group, Topics: map[string]TopicStats{}, Lag: map[edge.MessageQueue]int64{}}
-	secs := pc.opts.Clock.Now().Sub(pc.started).Seconds()
+	st := Stats{Group: pc.opts.Group, Topics: map[string]TopicStats{}, Lag: map[mq.MessageQueue]int64{}}
+	secs := time.Now().Sub(pc.started).Seconds()
 	if secs <= 0 {
 		secs = 1
 	}
@@ -133,16 +134,18 @@ func (pc *PushConsumer) Stats() Stats {
 	if pc.offsets == nil {
 		return st
 	}
-	for _, mq := range pc.assigned() {
-		maxOff, err := pc.b.MaxOffset(mq.Topic, mq.QueueID)
+	ctx, cancel := pc.opts.callCtx(context.Background()) // Stats works after Shutdown too
+	defer cancel()
+	for _, queue := range pc.assigned() {
+		maxOff, err := pc.b.MaxOffset(ctx, queue)
 		if err != nil {
 			continue
 		}
-		off, err := pc.offsets.Read(mq, ReadMemoryThenStore)
+		off, err := pc.offsets.Read(ctx, queue, readMemoryThenStore)
 		if err != nil || off < 0 {
 			off = 0
 		}
-		st.Lag[mq] = max(maxOff-off, 0)
+		st.Lag[queue] = max(maxOff-off, 0)
 	}
 	return st
 }

@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/edgemq/edgemq/edge"
+	"github.com/edgemq/edgemq/edge/mq"
 )
 
 // ErrAllocate is returned by an AllocateStrategy for inputs it cannot allocate from: an
@@ -32,7 +32,7 @@ type AllocateStrategy interface {
 	Name() string
 	// Allocate returns the queues of mqs that belong to currentCID among cids. Inputs are not
 	// modified. A currentCID absent from cids gets nothing.
-	Allocate(group, currentCID string, mqs []edge.MessageQueue, cids []string) ([]edge.MessageQueue, error)
+	Allocate(group, currentCID string, mqs []mq.MessageQueue, cids []string) ([]mq.MessageQueue, error)
 }
 
 // Interface checks.
@@ -46,7 +46,7 @@ var (
 )
 
 // compareQueues orders queues by topic, then queue id.
-func compareQueues(a, b edge.MessageQueue) int {
+func compareQueues(a, b mq.MessageQueue) int {
 	if c := strings.Compare(a.Topic, b.Topic); c != 0 {
 		return c
 	}
@@ -55,7 +55,7 @@ func compareQueues(a, b edge.MessageQueue) int {
 
 // allocInput checks the common arguments and returns sorted, de-duplicated copies of mqs and
 // cids with the index of currentCID in the copy of cids, or -1 when it is absent.
-func allocInput(currentCID string, mqs []edge.MessageQueue, cids []string) ([]edge.MessageQueue, []string, int, error) {
+func allocInput(currentCID string, mqs []mq.MessageQueue, cids []string) ([]mq.MessageQueue, []string, int, error) {
 	if currentCID == "" {
 		return nil, nil, -1, fmt.Errorf("%w: empty current client id", ErrAllocate)
 	}
@@ -84,7 +84,7 @@ type AllocateAveragely struct{}
 func (AllocateAveragely) Name() string { return "AVG" }
 
 // Allocate implements AllocateStrategy.
-func (AllocateAveragely) Allocate(group, currentCID string, mqs []edge.MessageQueue, cids []string) ([]edge.MessageQueue, error) {
+func (AllocateAveragely) Allocate(group, currentCID string, mqs []mq.MessageQueue, cids []string) ([]mq.MessageQueue, error) {
 	qs, cs, idx, err := allocInput(currentCID, mqs, cids)
 	if err != nil || idx < 0 {
 		return nil, err
@@ -93,7 +93,7 @@ func (AllocateAveragely) Allocate(group, currentCID string, mqs []edge.MessageQu
 }
 
 // averageBlock returns member idx's block of qs among n members.
-func averageBlock(qs []edge.MessageQueue, n, idx int) []edge.MessageQueue {
+func averageBlock(qs []mq.MessageQueue, n, idx int) []mq.MessageQueue {
 	if len(qs) == 0 {
 		return nil
 	}
@@ -109,7 +109,7 @@ func averageBlock(qs []edge.MessageQueue, n, idx int) []edge.MessageQueue {
 	if mod > 0 && idx < mod {
 		start = idx * size
 	}
-	var out []edge.MessageQueue
+	var out []mq.MessageQueue
 	for i := range min(size, len(qs)-start) {
 		out = append(out, qs[(start+i)%len(qs)])
 	}
@@ -124,12 +124,12 @@ type AllocateAveragelyByCircle struct{}
 func (AllocateAveragelyByCircle) Name() string { return "AVG_BY_CIRCLE" }
 
 // Allocate implements AllocateStrategy.
-func (AllocateAveragelyByCircle) Allocate(group, currentCID string, mqs []edge.MessageQueue, cids []string) ([]edge.MessageQueue, error) {
+func (AllocateAveragelyByCircle) Allocate(group, currentCID string, mqs []mq.MessageQueue, cids []string) ([]mq.MessageQueue, error) {
 	qs, cs, idx, err := allocInput(currentCID, mqs, cids)
 	if err != nil || idx < 0 {
 		return nil, err
 	}
-	var out []edge.MessageQueue
+	var out []mq.MessageQueue
 	for i := idx; i < len(qs); i += len(cs) {
 		out = append(out, qs[i])
 	}
@@ -141,19 +141,19 @@ func (AllocateAveragelyByCircle) Allocate(group, currentCID string, mqs []edge.M
 // out. Several members configured with the same queue all consume it.
 type AllocateByConfig struct {
 	// Queues this member consumes.
-	Queues []edge.MessageQueue
+	Queues []mq.MessageQueue
 }
 
 // Name implements AllocateStrategy.
 func (AllocateByConfig) Name() string { return "CONFIG" }
 
 // Allocate implements AllocateStrategy.
-func (a AllocateByConfig) Allocate(group, currentCID string, mqs []edge.MessageQueue, cids []string) ([]edge.MessageQueue, error) {
+func (a AllocateByConfig) Allocate(group, currentCID string, mqs []mq.MessageQueue, cids []string) ([]mq.MessageQueue, error) {
 	qs, _, idx, err := allocInput(currentCID, mqs, cids)
 	if err != nil || idx < 0 {
 		return nil, err
 	}
-	var out []edge.MessageQueue
+	var out []mq.MessageQueue
 	for _, q := range qs {
 		if slices.Contains(a.Queues, q) {
 			out = append(out, q)
@@ -166,18 +166,18 @@ func (a AllocateByConfig) Allocate(group, currentCID string, mqs []edge.MessageQ
 // client are in, for AllocateByMachineRoom and AllocateMachineRoomNearby. Both methods must
 // be deterministic; AllocateMachineRoomNearby rejects an empty room.
 type MachineRoomResolver interface {
-	QueueRoom(mq edge.MessageQueue) string
+	QueueRoom(queue mq.MessageQueue) string
 	ClientRoom(clientID string) string
 }
 
 // RoomByPrefix is a simple MachineRoomResolver. A client id of the form room@host@pid (at
 // least two '@') is in the room before its first '@'; other client ids, such as the default
-// host@pid#n, are in Default. A queue's room is Queues[mq], else Topics[mq.Topic], else
+// host@pid#n, are in Default. A queue's room is Queues[queue], else Topics[queue.Topic], else
 // Default. (RocketMQ reads the room from a "room@broker" broker name; EdgeMQ queues carry no
 // broker name, so queue rooms are configured.)
 type RoomByPrefix struct {
 	// Queues names the room of single queues.
-	Queues map[edge.MessageQueue]string
+	Queues map[mq.MessageQueue]string
 	// Topics names the room of all queues of a topic that are not in Queues.
 	Topics map[string]string
 	// Default is the room of queues in neither map and of client ids without a room prefix.
@@ -185,11 +185,11 @@ type RoomByPrefix struct {
 }
 
 // QueueRoom implements MachineRoomResolver.
-func (r RoomByPrefix) QueueRoom(mq edge.MessageQueue) string {
-	if room, ok := r.Queues[mq]; ok {
+func (r RoomByPrefix) QueueRoom(queue mq.MessageQueue) string {
+	if room, ok := r.Queues[queue]; ok {
 		return room
 	}
-	if room, ok := r.Topics[mq.Topic]; ok {
+	if room, ok := r.Topics[queue.Topic]; ok {
 		return room
 	}
 	return r.Default
@@ -219,7 +219,7 @@ type AllocateByMachineRoom struct {
 func (AllocateByMachineRoom) Name() string { return "MACHINE_ROOM" }
 
 // Allocate implements AllocateStrategy.
-func (a AllocateByMachineRoom) Allocate(group, currentCID string, mqs []edge.MessageQueue, cids []string) ([]edge.MessageQueue, error) {
+func (a AllocateByMachineRoom) Allocate(group, currentCID string, mqs []mq.MessageQueue, cids []string) ([]mq.MessageQueue, error) {
 	if a.Resolver == nil {
 		return nil, fmt.Errorf("%w: %s without a Resolver", ErrAllocate, a.Name())
 	}
@@ -227,7 +227,7 @@ func (a AllocateByMachineRoom) Allocate(group, currentCID string, mqs []edge.Mes
 	if err != nil || idx < 0 {
 		return nil, err
 	}
-	var premium []edge.MessageQueue
+	var premium []mq.MessageQueue
 	for _, q := range qs {
 		if slices.Contains(a.Rooms, a.Resolver.QueueRoom(q)) {
 			premium = append(premium, q)
@@ -264,7 +264,7 @@ func (a AllocateMachineRoomNearby) inner() AllocateStrategy {
 func (a AllocateMachineRoomNearby) Name() string { return "MACHINE_ROOM_NEARBY-" + a.inner().Name() }
 
 // Allocate implements AllocateStrategy.
-func (a AllocateMachineRoomNearby) Allocate(group, currentCID string, mqs []edge.MessageQueue, cids []string) ([]edge.MessageQueue, error) {
+func (a AllocateMachineRoomNearby) Allocate(group, currentCID string, mqs []mq.MessageQueue, cids []string) ([]mq.MessageQueue, error) {
 	if a.Resolver == nil {
 		return nil, fmt.Errorf("%w: %s without a Resolver", ErrAllocate, a.Name())
 	}
@@ -272,7 +272,7 @@ func (a AllocateMachineRoomNearby) Allocate(group, currentCID string, mqs []edge
 	if err != nil || idx < 0 {
 		return nil, err
 	}
-	roomQueues := make(map[string][]edge.MessageQueue)
+	roomQueues := make(map[string][]mq.MessageQueue)
 	for _, q := range qs {
 		room := a.Resolver.QueueRoom(q)
 		if room == "" {
@@ -289,7 +289,7 @@ func (a AllocateMachineRoomNearby) Allocate(group, currentCID string, mqs []edge
 		roomClients[room] = append(roomClients[room], c)
 	}
 	s := a.inner()
-	var out []edge.MessageQueue
+	var out []mq.MessageQueue
 	// The queues of this member's room, among the members of the room.
 	mine := a.Resolver.ClientRoom(currentCID)
 	if rq := roomQueues[mine]; len(rq) > 0 {
@@ -351,7 +351,7 @@ type ringPoint struct {
 }
 
 // Allocate implements AllocateStrategy.
-func (a AllocateConsistentHash) Allocate(group, currentCID string, mqs []edge.MessageQueue, cids []string) ([]edge.MessageQueue, error) {
+func (a AllocateConsistentHash) Allocate(group, currentCID string, mqs []mq.MessageQueue, cids []string) ([]mq.MessageQueue, error) {
 	if a.VirtualNodes < 0 {
 		return nil, fmt.Errorf("%w: VirtualNodes %d", ErrAllocate, a.VirtualNodes)
 	}
@@ -379,7 +379,7 @@ func (a AllocateConsistentHash) Allocate(group, currentCID string, mqs []edge.Me
 		}
 		return strings.Compare(x.cid, y.cid)
 	})
-	var out []edge.MessageQueue
+	var out []mq.MessageQueue
 	for _, q := range qs {
 		h := hash(q.Topic + "@" + strconv.Itoa(int(q.QueueID)))
 		i := sort.Search(len(ring), func(i int) bool { return ring[i].hash >= h })

@@ -3,27 +3,26 @@ package consumer
 import (
 	"errors"
 	"fmt"
+	"github.com/edgemq/edgemq/edge/mq"
 	"math/rand/v2"
 	"slices"
 	"testing"
-
-	"github.com/edgemq/edgemq/edge"
 )
 
 // queues returns queues 0..n-1 of topic t.
-func queues(t string, n int) []edge.MessageQueue {
-	out := make([]edge.MessageQueue, n)
+func queues(t string, n int) []mq.MessageQueue {
+	out := make([]mq.MessageQueue, n)
 	for i := range out {
-		out[i] = edge.MessageQueue{Topic: t, QueueID: int32(i)}
+		out[i] = mq.MessageQueue{Topic: t, QueueID: int32(i)}
 	}
 	return out
 }
 
 // pick returns the queues of topic "t" with the given ids.
-func pick(ids ...int32) []edge.MessageQueue {
-	var out []edge.MessageQueue
+func pick(ids ...int32) []mq.MessageQueue {
+	var out []mq.MessageQueue
 	for _, id := range ids {
-		out = append(out, edge.MessageQueue{Topic: "t", QueueID: id})
+		out = append(out, mq.MessageQueue{Topic: "t", QueueID: id})
 	}
 	return out
 }
@@ -34,9 +33,9 @@ type allocCase struct {
 	name    string
 	s       AllocateStrategy
 	cid     string
-	mqs     []edge.MessageQueue
+	mqs     []mq.MessageQueue
 	cids    []string
-	want    []edge.MessageQueue
+	want    []mq.MessageQueue
 	wantErr error
 }
 
@@ -103,7 +102,7 @@ func TestAllocateAveragelyByCircle(t *testing.T) {
 }
 
 func TestAllocateByConfig(t *testing.T) {
-	s := AllocateByConfig{Queues: append(pick(5, 1, 42), edge.MessageQueue{Topic: "u", QueueID: 1})}
+	s := AllocateByConfig{Queues: append(pick(5, 1, 42), mq.MessageQueue{Topic: "u", QueueID: 1})}
 	if s.Name() != "CONFIG" {
 		t.Errorf("Name = %q", s.Name())
 	}
@@ -119,7 +118,7 @@ func TestAllocateByConfig(t *testing.T) {
 
 // evenOdd puts the even queues of topic "t" in room A and the odd ones in room B.
 func evenOdd(n int) RoomByPrefix {
-	r := RoomByPrefix{Queues: map[edge.MessageQueue]string{}}
+	r := RoomByPrefix{Queues: map[mq.MessageQueue]string{}}
 	for _, q := range queues("t", n) {
 		r.Queues[q] = map[bool]string{true: "A", false: "B"}[q.QueueID%2 == 0]
 	}
@@ -151,14 +150,14 @@ func TestAllocateByMachineRoom(t *testing.T) {
 
 func TestAllocateRoomByPrefix(t *testing.T) {
 	r := RoomByPrefix{
-		Queues:  map[edge.MessageQueue]string{{Topic: "t", QueueID: 1}: "Q"},
+		Queues:  map[mq.MessageQueue]string{{Topic: "t", QueueID: 1}: "Q"},
 		Topics:  map[string]string{"t": "T"},
 		Default: "D",
 	}
 	for _, c := range []struct{ got, want string }{
-		{r.QueueRoom(edge.MessageQueue{Topic: "t", QueueID: 1}), "Q"},
-		{r.QueueRoom(edge.MessageQueue{Topic: "t", QueueID: 2}), "T"},
-		{r.QueueRoom(edge.MessageQueue{Topic: "u", QueueID: 1}), "D"},
+		{r.QueueRoom(mq.MessageQueue{Topic: "t", QueueID: 1}), "Q"},
+		{r.QueueRoom(mq.MessageQueue{Topic: "t", QueueID: 2}), "T"},
+		{r.QueueRoom(mq.MessageQueue{Topic: "u", QueueID: 1}), "D"},
 		{r.ClientRoom("hz@10.0.0.1@123"), "hz"},
 		{r.ClientRoom("10.0.0.1@123#0"), "D"},
 		{r.ClientRoom("plain"), "D"},
@@ -171,7 +170,7 @@ func TestAllocateRoomByPrefix(t *testing.T) {
 
 func TestAllocateMachineRoomNearby(t *testing.T) {
 	// Rooms: q0-q3 A, q4-q5 B, q6-q7 C (no member).
-	r := RoomByPrefix{Queues: map[edge.MessageQueue]string{}}
+	r := RoomByPrefix{Queues: map[mq.MessageQueue]string{}}
 	for _, q := range queues("t", 8) {
 		r.Queues[q] = []string{"A", "A", "A", "A", "B", "B", "C", "C"}[q.QueueID]
 	}
@@ -184,7 +183,7 @@ func TestAllocateMachineRoomNearby(t *testing.T) {
 	if got := circle.Name(); got != "MACHINE_ROOM_NEARBY-AVG_BY_CIRCLE" {
 		t.Errorf("Name = %q", got)
 	}
-	noRoom := RoomByPrefix{Queues: map[edge.MessageQueue]string{{Topic: "t", QueueID: 0}: "A"}}
+	noRoom := RoomByPrefix{Queues: map[mq.MessageQueue]string{{Topic: "t", QueueID: 0}: "A"}}
 	runAllocCases(t, []allocCase{
 		{"avg/A1", avg, "A@h1@1", queues("t", 8), cids, pick(0, 1, 6), nil},
 		{"avg/A2", avg, "A@h2@2", queues("t", 8), cids, pick(2, 3, 7), nil},
@@ -257,8 +256,8 @@ func TestAllocateConsistentHashDefaults(t *testing.T) {
 func TestAllocateConsistentHashStable(t *testing.T) {
 	s := AllocateConsistentHash{}
 	mqs := queues("t", 64)
-	owner := func(cids []string) map[edge.MessageQueue]string {
-		m := map[edge.MessageQueue]string{}
+	owner := func(cids []string) map[mq.MessageQueue]string {
+		m := map[mq.MessageQueue]string{}
 		for _, c := range cids {
 			got, err := s.Allocate("g", c, mqs, cids)
 			if err != nil {
@@ -293,7 +292,7 @@ func TestAllocateStrategiesPartition(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	rooms := []string{"r0", "r1", "r2"}
 	for iter := range 300 {
-		var mqs []edge.MessageQueue
+		var mqs []mq.MessageQueue
 		for topic := range 1 + rng.IntN(3) {
 			mqs = append(mqs, queues(fmt.Sprint("t", topic), rng.IntN(12))...)
 		}
@@ -301,7 +300,7 @@ func TestAllocateStrategiesPartition(t *testing.T) {
 		for i := range 1 + rng.IntN(8) {
 			cids = append(cids, fmt.Sprintf("%s@h%d@%d", rooms[rng.IntN(len(rooms))], i, i))
 		}
-		res := RoomByPrefix{Queues: map[edge.MessageQueue]string{}}
+		res := RoomByPrefix{Queues: map[mq.MessageQueue]string{}}
 		for _, q := range mqs {
 			res.Queues[q] = rooms[rng.IntN(len(rooms))]
 		}
@@ -315,7 +314,7 @@ func TestAllocateStrategiesPartition(t *testing.T) {
 			AllocateConsistentHash{VirtualNodes: 1 + rng.IntN(20)},
 		}
 		for _, s := range strategies {
-			seen := map[edge.MessageQueue]string{}
+			seen := map[mq.MessageQueue]string{}
 			for _, c := range cids {
 				m, cs := slices.Clone(mqs), slices.Clone(cids)
 				rng.Shuffle(len(m), func(i, j int) { m[i], m[j] = m[j], m[i] })

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 
-	"github.com/edgemq/edgemq/edge"
+	"github.com/edgemq/edgemq/edge/mq"
 )
 
 // Message is a message delivered to a listener. A message from the group's retry topic
 // carries its original topic (RocketMQ restores it from RETRY_TOPIC before delivery).
-type Message = edge.Message
+type Message = mq.MessageExt
 
 // ConsumeConcurrentlyStatus is a concurrent listener's verdict on a batch.
 type ConsumeConcurrentlyStatus int
@@ -23,7 +23,7 @@ const (
 
 // ConcurrentlyContext goes with each batch to a concurrent listener.
 type ConcurrentlyContext struct {
-	Queue edge.MessageQueue
+	Queue mq.MessageQueue
 	// DelayLevel of the send-back when the batch fails: -1 straight to the DLQ, 0 the broker
 	// decides (3 + reconsume times), > 0 that level. Default 0.
 	DelayLevel int32
@@ -49,7 +49,7 @@ const (
 
 // OrderlyContext goes with each batch to an orderly listener.
 type OrderlyContext struct {
-	Queue edge.MessageQueue
+	Queue mq.MessageQueue
 	// AutoCommit commits each successful batch; turn it off to use Commit and Rollback.
 	// Default true.
 	AutoCommit bool
@@ -57,11 +57,20 @@ type OrderlyContext struct {
 	SuspendTime int64 // milliseconds
 }
 
+// Listener is what a PushConsumer calls with the messages it pulled: a ConcurrentListener
+// or an OrderlyListener.
+type Listener interface {
+	isListener()
+}
+
 // ConcurrentListener consumes batches on a worker pool, in any order.
 type ConcurrentListener func(ctx context.Context, msgs []*Message, cc *ConcurrentlyContext) (ConsumeConcurrentlyStatus, error)
 
 // OrderlyListener consumes each queue's messages in queue order, one batch at a time.
 type OrderlyListener func(ctx context.Context, msgs []*Message, oc *OrderlyContext) (ConsumeOrderlyStatus, error)
+
+func (ConcurrentListener) isListener() {}
+func (OrderlyListener) isListener()    {}
 
 // Errors.
 var (

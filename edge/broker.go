@@ -1,12 +1,14 @@
 package edge
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 
+	"github.com/edgemq/edgemq/edge/mq"
 	"github.com/edgemq/edgemq/store"
 	"github.com/edgemq/edgemq/store/meta"
 	"github.com/klauspost/compress/zstd"
@@ -43,12 +45,24 @@ type Broker struct {
 	wg     sync.WaitGroup
 }
 
-// Open opens (creating if needed) the broker's data dir and starts the broker.
-func Open(dir string, opts *Options) (b *Broker, err error) {
+// Open opens (creating if needed) the broker's data dir and starts the broker. It fails,
+// leaving nothing running, for options out of range (wrapping mq.ErrInvalidArgument) and
+// for a data dir the store cannot open: one held by another process (the error names its
+// pid), a path that is not a directory, a file system that cannot be written.
+func Open(dir string, opts *Options) (*Broker, error) {
 	o, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
 	}
+	b, err := open(dir, o)
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// open builds the broker; on error it closes what it opened.
+func open(dir string, o Options) (b *Broker, err error) {
 	b = &Broker{opts: o, clock: o.Clock, lg: o.Logger.With("component", "broker"), done: make(chan struct{})}
 	var so store.Options
 	if o.Store != nil {
@@ -62,29 +76,29 @@ func Open(dir string, opts *Options) (b *Broker, err error) {
 	if so.MaxMessageSize < o.MaxMessageSize {
 		so.MaxMessageSize = o.MaxMessageSize
 	}
-	if b.zenc, b.zdec, err = newZstd(); err != nil {
-		return nil, fmt.Errorf("edge: zstd: %w", err)
-	}
 	defer func() {
 		if err != nil {
 			b.closeParts()
 		}
 	}()
+	if b.zenc, b.zdec, err = newZstd(); err != nil {
+		return b, fmt.Errorf("edge: zstd: %w", err)
+	}
 	b.hold = newHoldService(b)
 	if b.st, err = store.Open(dir, &so); err != nil {
-		return nil, err
+		return b, err
 	}
 	b.meta = b.st.Meta()
 	if b.topics, err = newTopicTable(b); err != nil {
-		return nil, err
+		return b, err
 	}
 	if b.offsets, err = newOffsetTable(b); err != nil {
-		return nil, err
+		return b, err
 	}
 	b.groups = newGroupRegistry(b)
 	b.locks = newLockTable(b)
 	if b.sched, err = newScheduler(b); err != nil {
-		return nil, err
+		return b, err
 	}
 	b.ready.Store(true) // arrivals only signal buffered channels: safe before the loops run
 	b.wg.Add(4)
@@ -103,7 +117,7 @@ func (b *Broker) onArrival(a store.Arrival) {
 		return
 	}
 	b.hold.arrive(a)
-	if a.Topic == ScheduleTopic {
+	if a.Topic == mq.ScheduleTopic {
 		b.sched.arrive(a)
 	}
 }
@@ -115,8 +129,16 @@ func (b *Broker) check() error {
 	return nil
 }
 
-// Store returns the broker's message store.
-func (b *Broker) Store() *store.Store { return b.st }
+// checkCtx is check, then ctx's error.
+func (b *Broker) checkCtx(ctx context.Context) error {
+	if err := b.check(); err != nil {
+		return err
+	}
+	if ctx == nil {
+		return fmt.Errorf("%w: nil context", mq.ErrInvalidArgument)
+	}
+	return ctx.Err()
+}
 
 // Close stops the broker: it answers parked pulls, stops every goroutine, persists consumer
 // offsets and delay progress, and closes the store (which flushes it).

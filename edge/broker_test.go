@@ -3,6 +3,7 @@ package edge
 import (
 	"context"
 	"errors"
+	"github.com/edgemq/edgemq/edge/mq"
 	"net/netip"
 	"strings"
 	"testing"
@@ -12,30 +13,30 @@ import (
 func TestSendStoresAndReportsWhere(t *testing.T) {
 	b := openBroker(t, nil)
 	ctx := context.Background()
-	m := &Message{Topic: "Telemetry", Tags: "temp", Keys: "dev1", Body: []byte("21.5")}
+	m := &mq.Message{Topic: "Telemetry", Tags: "temp", Keys: "dev1", Body: []byte("21.5")}
 	res, err := b.Send(ctx, m, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.QueueOffset != 0 || res.Topic != "Telemetry" || len(res.MsgID()) != 32 {
+	if res.QueueOffset != 0 || res.Queue.Topic != "Telemetry" || res.Queue.BrokerName != "edgemq" || len(res.MsgID()) != 32 {
 		t.Fatalf("result %+v", res)
 	}
-	host, pos, err := ParseMessageID(res.MsgID())
-	if err != nil || pos != res.Pos || host != b.opts.StoreHost {
+	host, pos, err := mq.ParseOffsetMsgID(res.MsgID())
+	if err != nil || pos != res.CommitLogOffset || host != b.opts.StoreHost {
 		t.Fatalf("message id %s: %v %d %v", res.MsgID(), host, pos, err)
 	}
-	cfg, ok := b.Topic("Telemetry")
-	if !ok || cfg.ReadQueues != 4 || cfg.WriteQueues != 4 || cfg.Perm != PermReadWrite {
-		t.Fatalf("auto-created topic %+v %v", cfg, ok)
+	cfg, err := b.Topic("Telemetry")
+	if err != nil || cfg.ReadQueues != 4 || cfg.WriteQueues != 4 || cfg.Perm != mq.PermReadWrite {
+		t.Fatalf("auto-created topic %+v %v", cfg, err)
 	}
 	// Round robin over the four queues.
 	seen := map[int32]bool{}
 	for i := 0; i < 4; i++ {
-		r, err := b.Send(ctx, &Message{Topic: "Telemetry", Body: []byte("x")}, nil)
+		r, err := b.Send(ctx, &mq.Message{Topic: "Telemetry", Body: []byte("x")}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		seen[r.QueueID] = true
+		seen[r.Queue.QueueID] = true
 	}
 	if len(seen) != 4 {
 		t.Fatalf("round robin used queues %v", seen)
@@ -43,14 +44,14 @@ func TestSendStoresAndReportsWhere(t *testing.T) {
 	// A sharding key always lands on one queue.
 	q := int32(-1)
 	for i := 0; i < 10; i++ {
-		r, err := b.Send(ctx, &Message{Topic: "Orders", Body: []byte("o")}, ShardingKey("order-42"))
+		r, err := b.Send(ctx, &mq.Message{Topic: "Orders", Body: []byte("o")}, mq.ShardingKey("order-42"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if q >= 0 && r.QueueID != q {
-			t.Fatalf("sharding key moved from queue %d to %d", q, r.QueueID)
+		if q >= 0 && r.Queue.QueueID != q {
+			t.Fatalf("sharding key moved from queue %d to %d", q, r.Queue.QueueID)
 		}
-		q = r.QueueID
+		q = r.Queue.QueueID
 	}
 	if got := b.TopicStats("Telemetry"); got.MessagesIn != 5 || got.BytesIn != 8 {
 		t.Fatalf("stats %+v", got)
@@ -59,16 +60,16 @@ func TestSendStoresAndReportsWhere(t *testing.T) {
 
 func TestSendBatchLandsOnOneQueueInOrder(t *testing.T) {
 	b := openBroker(t, nil)
-	var batch []*Message
+	var batch []*mq.Message
 	for i := 0; i < 10; i++ {
-		batch = append(batch, &Message{Topic: "B", Body: []byte{byte(i)}})
+		batch = append(batch, &mq.Message{Topic: "B", Body: []byte{byte(i)}})
 	}
-	res, err := b.SendBatch(context.Background(), batch, QueueID(2))
+	res, err := b.SendBatch(context.Background(), batch, mq.QueueIndex(2))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i, r := range res {
-		if r.QueueID != 2 || r.QueueOffset != int64(i) {
+		if r.Queue.QueueID != 2 || r.QueueOffset != int64(i) {
 			t.Fatalf("message %d: %+v", i, r)
 		}
 	}
@@ -82,59 +83,59 @@ func TestSendBadInputChangesNothing(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name string
-		m    *Message
-		sel  QueueSelector
+		m    *mq.Message
+		sel  mq.QueueSelector
 		want error
 	}{
-		{"empty topic", &Message{Topic: ""}, nil, ErrInvalidTopic},
-		{"bad character", &Message{Topic: "a b"}, nil, ErrInvalidTopic},
-		{"too long", &Message{Topic: strings.Repeat("t", 128)}, nil, ErrInvalidTopic},
-		{"DLQ topic", &Message{Topic: "%DLQ%g"}, nil, ErrInvalidTopic},
-		{"bare retry prefix", &Message{Topic: "%RETRY%"}, nil, ErrInvalidTopic},
-		{"schedule topic", &Message{Topic: ScheduleTopic}, nil, ErrInvalidTopic},
-		{"unknown topic", &Message{Topic: "Nope"}, nil, ErrTopicNotExist},
-		{"queue out of range", &Message{Topic: "T"}, QueueID(2), ErrInvalidQueue},
-		{"negative queue", &Message{Topic: "T"}, QueueID(-1), ErrInvalidQueue},
-		{"too large", &Message{Topic: "T", Body: make([]byte, 1001)}, nil, ErrMessageTooLarge},
-		{"bad delay", &Message{Topic: "T", Properties: map[string]string{PropertyDelayLevel: "x"}}, nil, ErrInvalidArgument},
+		{"empty topic", &mq.Message{Topic: ""}, nil, mq.ErrInvalidTopic},
+		{"bad character", &mq.Message{Topic: "a b"}, nil, mq.ErrInvalidTopic},
+		{"too long", &mq.Message{Topic: strings.Repeat("t", 128)}, nil, mq.ErrInvalidTopic},
+		{"DLQ topic", &mq.Message{Topic: "%DLQ%g"}, nil, mq.ErrInvalidTopic},
+		{"bare retry prefix", &mq.Message{Topic: "%RETRY%"}, nil, mq.ErrInvalidTopic},
+		{"schedule topic", &mq.Message{Topic: mq.ScheduleTopic}, nil, mq.ErrInvalidTopic},
+		{"unknown topic", &mq.Message{Topic: "Nope"}, nil, mq.ErrTopicNotExist},
+		{"queue out of range", &mq.Message{Topic: "T"}, mq.QueueIndex(2), mq.ErrInvalidQueue},
+		{"negative queue", &mq.Message{Topic: "T"}, mq.QueueIndex(-1), mq.ErrInvalidQueue},
+		{"nil message", nil, nil, mq.ErrInvalidArgument},
+		{"too large", &mq.Message{Topic: "T", Body: make([]byte, 1001)}, nil, mq.ErrMessageTooLarge},
+		{"bad delay", &mq.Message{Topic: "T", Properties: map[string]string{mq.PropertyDelayLevel: "x"}}, nil, mq.ErrInvalidArgument},
 		// The store refuses it (properties beyond its slack) after the queue is chosen.
-		{"huge properties", &Message{Topic: "T", Properties: map[string]string{"p": strings.Repeat("x", 70<<10)}}, QueueID(1), ErrMessageTooLarge},
+		{"huge properties", &mq.Message{Topic: "T", Properties: map[string]string{"p": strings.Repeat("x", 70<<10)}}, mq.QueueIndex(1), mq.ErrMessageTooLarge},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			before := *tc.m
 			if _, err := b.Send(ctx, tc.m, tc.sel); !errors.Is(err, tc.want) {
 				t.Fatalf("got %v, want %v", err, tc.want)
 			}
-			if tc.m.QueueID != before.QueueID || tc.m.QueueOffset != before.QueueOffset || tc.m.StoreTime != before.StoreTime || tc.m.Pos != before.Pos {
-				t.Fatalf("failed send changed the message: %+v, was %+v", tc.m, before)
+			if err := b.SendAsync(ctx, tc.m, tc.sel, func(mq.SendResult, error) { t.Error("done called") }); !errors.Is(err, tc.want) {
+				t.Fatalf("SendAsync: got %v, want %v", err, tc.want)
 			}
 		})
 	}
 	if n := b.st.Log().Written(); n != 64 {
 		t.Fatalf("log grew to %d after rejected sends", n)
 	}
-	if _, ok := b.Topic("Nope"); ok {
-		t.Fatal("rejected send created a topic")
+	if _, err := b.Topic("Nope"); !errors.Is(err, mq.ErrTopicNotExist) {
+		t.Fatalf("rejected send created a topic: %v", err)
 	}
 	if err := b.CreateTopic(TopicConfig{Name: "T"}); !errors.Is(err, ErrTopicExists) {
 		t.Fatalf("create existing: %v", err)
 	}
-	if err := b.UpdateTopic(TopicConfig{Name: "T", Perm: PermRead}); err != nil {
+	if err := b.UpdateTopic(TopicConfig{Name: "T", Perm: mq.PermRead}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Send(ctx, &Message{Topic: "T"}, nil); !errors.Is(err, ErrNoPermission) {
+	if _, err := b.Send(ctx, &mq.Message{Topic: "T"}, nil); !errors.Is(err, mq.ErrNoPermission) {
 		t.Fatalf("send to read-only topic: %v", err)
 	}
 }
 
 func TestSendToRetryTopic(t *testing.T) {
 	b := openBroker(t, &Options{NoAutoCreateTopics: true})
-	res, err := b.Send(context.Background(), &Message{Topic: RetryTopic("g"), Body: []byte("again")}, nil)
-	if err != nil || res.QueueID != 0 {
+	res, err := b.Send(context.Background(), &mq.Message{Topic: mq.RetryTopic("g"), Body: []byte("again")}, nil)
+	if err != nil || res.Queue.QueueID != 0 {
 		t.Fatalf("send to retry topic: %+v %v", res, err)
 	}
-	if cfg, ok := b.Topic(RetryTopic("g")); !ok || cfg.WriteQueues != 1 {
-		t.Fatalf("retry topic %+v %v", cfg, ok)
+	if cfg, err := b.Topic(mq.RetryTopic("g")); err != nil || cfg.WriteQueues != 1 {
+		t.Fatalf("retry topic %+v %v", cfg, err)
 	}
 }
 
@@ -150,19 +151,19 @@ func TestTopicsSurviveReopen(t *testing.T) {
 	if err := b.DeleteTopic("Gone"); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.CommitOffset("g", "Kept", 1, 7); err != nil {
+	if err := b.CommitOffset(context.Background(), "g", mq.MessageQueue{Topic: "Kept", QueueID: 1}, 7); err != nil {
 		t.Fatal(err)
 	}
 	b.Close()
 	b = openBrokerAt(t, dir, nil)
-	cfg, ok := b.Topic("Kept")
-	if !ok || cfg.ReadQueues != 3 || cfg.WriteQueues != 2 || !cfg.Order {
-		t.Fatalf("after reopen: %+v %v", cfg, ok)
+	cfg, err := b.Topic("Kept")
+	if err != nil || cfg.ReadQueues != 3 || cfg.WriteQueues != 2 || !cfg.Order {
+		t.Fatalf("after reopen: %+v %v", cfg, err)
 	}
-	if _, ok := b.Topic("Gone"); ok {
+	if _, err := b.Topic("Gone"); err == nil {
 		t.Fatal("deleted topic came back")
 	}
-	if off, err := b.QueryOffset("g", "Kept", 1); err != nil || off != 7 {
+	if off, err := b.QueryOffset(context.Background(), "g", mq.MessageQueue{Topic: "Kept", QueueID: 1}); err != nil || off != 7 {
 		t.Fatalf("offset after reopen: %d %v", off, err)
 	}
 }
@@ -170,15 +171,15 @@ func TestTopicsSurviveReopen(t *testing.T) {
 func TestCompressedBodyComesBackWhole(t *testing.T) {
 	b := openBroker(t, &Options{CompressOver: 100})
 	body := []byte(strings.Repeat("temperature=21.5;", 100))
-	res, err := b.Send(context.Background(), &Message{Topic: "Z", Body: body}, QueueID(0))
+	res, err := b.Send(context.Background(), &mq.Message{Topic: "Z", Body: body}, mq.QueueIndex(0))
 	if err != nil {
 		t.Fatal(err)
 	}
-	stored, err := b.st.ReadMessage(res.Pos)
+	stored, err := b.st.ReadMessage(res.CommitLogOffset)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if stored.SysFlag&SysFlagCompressed == 0 || len(stored.Body) >= len(body) {
+	if stored.SysFlag&mq.SysFlagCompressed == 0 || len(stored.Body) >= len(body) {
 		t.Fatalf("stored body not compressed: %d bytes, sysflag %x", len(stored.Body), stored.SysFlag)
 	}
 	if err := b.decompress(stored); err != nil || string(stored.Body) != string(body) || stored.SysFlag != 0 {
@@ -191,7 +192,7 @@ func TestClosedBroker(t *testing.T) {
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Send(context.Background(), &Message{Topic: "T"}, nil); !errors.Is(err, ErrClosed) {
+	if _, err := b.Send(context.Background(), &mq.Message{Topic: "T"}, nil); !errors.Is(err, ErrClosed) {
 		t.Fatalf("send after close: %v", err)
 	}
 	if err := b.Close(); !errors.Is(err, ErrClosed) {
@@ -223,28 +224,29 @@ func TestQueueOffsets(t *testing.T) {
 	clk := NewManualClock(time.UnixMilli(1_700_000_000_000))
 	b := openBroker(t, &Options{Clock: clk})
 	for i := 0; i < 5; i++ {
-		if _, err := b.Send(context.Background(), &Message{Topic: "O", Body: []byte("x")}, QueueID(0)); err != nil {
+		if _, err := b.Send(context.Background(), &mq.Message{Topic: "O", Body: []byte("x")}, mq.QueueIndex(0)); err != nil {
 			t.Fatal(err)
 		}
 		clk.Advance(time.Second)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for n, _ := b.MaxOffset("O", 0); n < 5 && time.Now().Before(deadline); n, _ = b.MaxOffset("O", 0) {
-		time.Sleep(time.Millisecond)
-	}
-	if n, err := b.MaxOffset("O", 0); n != 5 || err != nil {
+	ctx := context.Background()
+	q0 := mq.MessageQueue{Topic: "O", QueueID: 0}
+	if n, err := b.MaxOffset(ctx, q0); n != 5 || err != nil {
 		t.Fatalf("MaxOffset %d %v", n, err)
 	}
-	if n, err := b.MinOffset("O", 0); n != 0 || err != nil {
+	if n, err := b.MinOffset(ctx, q0); n != 0 || err != nil {
 		t.Fatalf("MinOffset %d %v", n, err)
 	}
-	if n, err := b.SearchOffset("O", 0, time.UnixMilli(1_700_000_002_000)); n != 2 || err != nil {
+	if n, err := b.SearchOffset(ctx, q0, time.UnixMilli(1_700_000_002_000)); n != 2 || err != nil {
 		t.Fatalf("SearchOffset %d %v", n, err)
 	}
-	if _, err := b.MaxOffset("O", 9); !errors.Is(err, ErrInvalidQueue) {
+	if _, err := b.MaxOffset(ctx, mq.MessageQueue{Topic: "O", QueueID: 9}); !errors.Is(err, mq.ErrInvalidQueue) {
 		t.Fatalf("queue out of range: %v", err)
 	}
-	if _, err := b.MaxOffset("Nope", 0); !errors.Is(err, ErrTopicNotExist) {
+	if _, err := b.MaxOffset(ctx, mq.MessageQueue{Topic: "O", BrokerName: "other"}); !errors.Is(err, mq.ErrInvalidQueue) {
+		t.Fatalf("another broker's queue: %v", err)
+	}
+	if _, err := b.MaxOffset(ctx, mq.MessageQueue{Topic: "Nope"}); !errors.Is(err, mq.ErrTopicNotExist) {
 		t.Fatalf("unknown topic: %v", err)
 	}
 }
@@ -261,17 +263,17 @@ func TestMessageIDFormat(t *testing.T) {
 		{"[2001:db8::1]:1", 1, "20010DB800000000000000000000000100000001" + "0000000000000001"},
 	} {
 		host := netip.MustParseAddrPort(tc.host)
-		got := MessageID(host, tc.pos)
+		got := mq.OffsetMsgID(host, tc.pos)
 		if got != tc.want {
 			t.Errorf("MessageID(%s, %d) = %s, want %s", tc.host, tc.pos, got, tc.want)
 		}
-		h, pos, err := ParseMessageID(got)
+		h, pos, err := mq.ParseOffsetMsgID(got)
 		if err != nil || pos != tc.pos || h.Port() != host.Port() || h.Addr().Unmap() != host.Addr().Unmap() {
 			t.Errorf("ParseMessageID(%s) = %v %d %v", got, h, pos, err)
 		}
 	}
 	for _, bad := range []string{"", "XYZ", "7F00000100002A9F00000000000000", "7F00000100002A9FFFFFFFFFFFFFFFFF"} {
-		if _, _, err := ParseMessageID(bad); !errors.Is(err, ErrInvalidArgument) {
+		if _, _, err := mq.ParseOffsetMsgID(bad); !errors.Is(err, mq.ErrInvalidArgument) {
 			t.Errorf("ParseMessageID(%q): %v", bad, err)
 		}
 	}
@@ -281,7 +283,7 @@ func BenchmarkMessageID(b *testing.B) {
 	h := netip.MustParseAddrPort("10.0.0.5:10911")
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
-		_ = MessageID(h, int64(i))
+		_ = mq.OffsetMsgID(h, int64(i))
 	}
 }
 
@@ -290,18 +292,18 @@ func BenchmarkMessageID(b *testing.B) {
 func TestSendRefusesExistingSystemTopics(t *testing.T) {
 	b := openBroker(t, nil)
 	ctx := context.Background()
-	for _, name := range []string{DLQPrefix + "g", ScheduleTopic} {
+	for _, name := range []string{mq.DLQPrefix + "g", mq.ScheduleTopic} {
 		if _, err := b.topics.ensure(name); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := b.Send(ctx, &Message{Topic: name, Body: []byte("x")}, nil); !errors.Is(err, ErrInvalidTopic) {
-			t.Fatalf("send to existing %s: %v, want %v", name, err, ErrInvalidTopic)
+		if _, err := b.Send(ctx, &mq.Message{Topic: name, Body: []byte("x")}, nil); !errors.Is(err, mq.ErrInvalidTopic) {
+			t.Fatalf("send to existing %s: %v, want %v", name, err, mq.ErrInvalidTopic)
 		}
-		if err := b.SendAsync(ctx, &Message{Topic: name, Body: []byte("x")}, nil, func(SendResult, error) {}); !errors.Is(err, ErrInvalidTopic) {
-			t.Fatalf("async send to existing %s: %v, want %v", name, err, ErrInvalidTopic)
+		if err := b.SendAsync(ctx, &mq.Message{Topic: name, Body: []byte("x")}, nil, func(mq.SendResult, error) {}); !errors.Is(err, mq.ErrInvalidTopic) {
+			t.Fatalf("async send to existing %s: %v, want %v", name, err, mq.ErrInvalidTopic)
 		}
 	}
-	if _, err := b.Send(ctx, &Message{Topic: RetryTopic("g"), Body: []byte("x")}, nil); err != nil {
+	if _, err := b.Send(ctx, &mq.Message{Topic: mq.RetryTopic("g"), Body: []byte("x")}, nil); err != nil {
 		t.Fatalf("send to a retry topic: %v", err)
 	}
 }

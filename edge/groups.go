@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"slices"
@@ -8,27 +9,23 @@ import (
 	"sync"
 	"time"
 
-	"github.com/edgemq/edgemq/store"
+	"github.com/edgemq/edgemq/edge/mq"
 	"github.com/edgemq/edgemq/store/meta"
 )
 
-// maxGroupLen is the longest consumer group name: its retry topic %RETRY%<group> must fit in
-// the 255 characters of a system topic.
-const maxGroupLen = maxSystemTopicLen - len(RetryPrefix)
-
 // member is one client of a consumer group, as its last heartbeat told it.
 type member struct {
-	model       MessageModel
-	consumeType ConsumeType
+	model       mq.MessageModel
+	consumeType mq.ConsumeType
 	fromWhere   string
-	subs        map[string]Subscription // by topic
-	last        time.Time               // last heartbeat
+	subs        map[string]mq.Subscription // by topic
+	last        time.Time                  // last heartbeat
 	onChange    func(group string)
 }
 
 // consumerGroup is a group the broker has seen. It stays known when its last member leaves.
 type consumerGroup struct {
-	model   MessageModel // of the latest heartbeat
+	model   mq.MessageModel // of the latest heartbeat
 	members map[string]*member
 }
 
@@ -55,9 +52,9 @@ func newGroupRegistry(b *Broker) *groupRegistry {
 		b.lg.Error("load consumer groups", "err", err)
 	}
 	for _, sg := range stored {
-		model := Clustering
+		model := mq.Clustering
 		if sg.BroadcastEnable {
-			model = Broadcasting
+			model = mq.Broadcasting
 		}
 		g.groups[sg.Name] = &consumerGroup{model: model, members: map[string]*member{}}
 	}
@@ -130,7 +127,7 @@ func (g *groupRegistry) expire(now time.Time) {
 // notesLocked appends a change notification for every member of cg except the client
 // except; none for a broadcasting group (RocketMQ notifies only clustering groups).
 func (cg *consumerGroup) notesLocked(group, except string, notes []note) []note {
-	if cg.model == Broadcasting {
+	if cg.model == mq.Broadcasting {
 		return notes
 	}
 	for id, m := range cg.members {
@@ -143,14 +140,14 @@ func (cg *consumerGroup) notesLocked(group, except string, notes []note) []note 
 
 // subscription returns the subscription to topic that group's members declared; when they
 // disagree, the one with the highest SubVersion.
-func (g *groupRegistry) subscription(group, topic string) (Subscription, bool) {
+func (g *groupRegistry) subscription(group, topic string) (mq.Subscription, bool) {
 	g.mu.RLock()
 	defer g.mu.RUnlock()
 	cg, ok := g.groups[group]
 	if !ok {
-		return Subscription{}, false
+		return mq.Subscription{}, false
 	}
-	var best Subscription
+	var best mq.Subscription
 	found := false
 	for _, m := range cg.members {
 		if s, ok := m.subs[topic]; ok && (!found || s.SubVersion > best.SubVersion) {
@@ -160,49 +157,31 @@ func (g *groupRegistry) subscription(group, topic string) (Subscription, bool) {
 	return best, found
 }
 
-// validateGroup checks a group name: 1 to maxLen characters of [A-Za-z0-9_%|-], RocketMQ's
-// rule for group names (Validators.checkGroup).
-func validateGroup(name string, maxLen int) error {
-	if err := validateName(name, maxLen); err != nil {
-		return fmt.Errorf("%w: group %q must be 1 to %d characters of A-Z a-z 0-9 _ - %% |", ErrInvalidArgument, name, maxLen)
-	}
-	return nil
-}
-
-// validateSubscribedTopic accepts the topics a consumer may subscribe to: user topics, and
-// retry and dead-letter topics.
-func validateSubscribedTopic(name string) error {
-	if strings.HasPrefix(name, RetryPrefix) || strings.HasPrefix(name, DLQPrefix) {
-		return validateName(name, maxSystemTopicLen)
-	}
-	return ValidateTopic(name)
-}
-
-func validateHeartbeat(hb *Heartbeat) error {
+func validateHeartbeat(hb *mq.Heartbeat) error {
 	if hb.ClientID == "" {
-		return fmt.Errorf("%w: empty client id", ErrInvalidArgument)
+		return fmt.Errorf("%w: empty client id", mq.ErrInvalidArgument)
 	}
 	for _, p := range hb.Producers {
-		if err := validateGroup(p, maxSystemTopicLen); err != nil {
+		if err := mq.ValidateProducerGroup(p); err != nil {
 			return fmt.Errorf("producer %w", err)
 		}
 	}
 	for _, cd := range hb.Consumers {
-		if err := validateGroup(cd.Group, maxGroupLen); err != nil {
+		if err := mq.ValidateGroup(cd.Group); err != nil {
 			return fmt.Errorf("consumer %w", err)
 		}
-		if cd.Model != Clustering && cd.Model != Broadcasting {
-			return fmt.Errorf("%w: group %q: message model %d", ErrInvalidArgument, cd.Group, cd.Model)
+		if cd.Model != mq.Clustering && cd.Model != mq.Broadcasting {
+			return fmt.Errorf("%w: group %q: message model %d", mq.ErrInvalidArgument, cd.Group, cd.Model)
 		}
-		if cd.ConsumeType != ConsumePassively && cd.ConsumeType != ConsumeActively {
-			return fmt.Errorf("%w: group %q: consume type %d", ErrInvalidArgument, cd.Group, cd.ConsumeType)
+		if cd.ConsumeType != mq.ConsumePassively && cd.ConsumeType != mq.ConsumeActively {
+			return fmt.Errorf("%w: group %q: consume type %d", mq.ErrInvalidArgument, cd.Group, cd.ConsumeType)
 		}
 		for _, s := range cd.Subscriptions {
-			if err := validateSubscribedTopic(s.Topic); err != nil {
+			if err := mq.ValidateSubscribedTopic(s.Topic); err != nil {
 				return fmt.Errorf("group %q subscription: %w", cd.Group, err)
 			}
-			if _, err := store.ParseTagFilter(s.Expression); err != nil {
-				return fmt.Errorf("%w: group %q topic %q: %v", ErrInvalidArgument, cd.Group, s.Topic, err)
+			if _, err := mq.ParseTagFilter(s.Expression); err != nil {
+				return fmt.Errorf("group %q topic %q: %w", cd.Group, s.Topic, err)
 			}
 		}
 	}
@@ -220,12 +199,13 @@ func validateHeartbeat(hb *Heartbeat) error {
 // When a heartbeat adds a member to a clustering group or changes a member's topics or
 // expressions, every other member's OnChange is called.
 //
-// Errors: ErrInvalidArgument for an empty client id, a bad group name (1 to 248 characters
-// of A-Z a-z 0-9 _ - % |; 255 for producer groups), model or consume type, or a tag
-// expression that does not parse; ErrInvalidTopic for a subscribed topic that is not a
-// valid user, retry or dead-letter topic. Nothing changes on error.
-func (b *Broker) Heartbeat(hb Heartbeat) error {
-	if err := b.check(); err != nil {
+// Errors: ErrClosed, ctx.Err(); mq.ErrInvalidArgument for an empty client id, a bad group
+// name (1 to 248 characters of A-Z a-z 0-9 _ - % |; 255 for producer groups), model or
+// consume type, or a tag expression that does not parse; mq.ErrInvalidTopic for a
+// subscribed topic that is not a valid user, retry or dead-letter topic. Nothing changes on
+// error.
+func (b *Broker) Heartbeat(ctx context.Context, hb mq.Heartbeat) error {
+	if err := b.checkCtx(ctx); err != nil {
 		return err
 	}
 	if err := validateHeartbeat(&hb); err != nil {
@@ -233,8 +213,8 @@ func (b *Broker) Heartbeat(hb Heartbeat) error {
 	}
 	g := b.groups
 	for _, cd := range hb.Consumers {
-		if cd.Model == Clustering {
-			if _, err := b.topics.ensure(RetryTopic(cd.Group)); err != nil {
+		if cd.Model == mq.Clustering {
+			if _, err := b.topics.ensure(mq.RetryTopic(cd.Group)); err != nil {
 				return fmt.Errorf("edge: create retry topic of group %q: %w", cd.Group, err)
 			}
 		}
@@ -261,7 +241,7 @@ func (b *Broker) Heartbeat(hb Heartbeat) error {
 		m, ok := cg.members[hb.ClientID]
 		changed := !ok
 		if !ok {
-			m = &member{subs: map[string]Subscription{}}
+			m = &member{subs: map[string]mq.Subscription{}}
 			cg.members[hb.ClientID] = m
 		}
 		m.model, m.consumeType, m.fromWhere, m.last, m.onChange = cd.Model, cd.ConsumeType, cd.FromWhere, now, hb.OnChange
@@ -286,13 +266,13 @@ func (b *Broker) Heartbeat(hb Heartbeat) error {
 }
 
 // storeGroup writes the default config of a group new to this process, unless one is stored.
-func (b *Broker) storeGroup(cd ConsumerData) error {
+func (b *Broker) storeGroup(cd mq.ConsumerData) error {
 	if _, ok, err := b.meta.Group(cd.Group); err != nil {
 		return fmt.Errorf("edge: load group %q: %w", cd.Group, err)
 	} else if ok {
 		return nil
 	}
-	err := b.meta.PutGroup(meta.Group{Name: cd.Group, ConsumeEnable: true, BroadcastEnable: cd.Model == Broadcasting,
+	err := b.meta.PutGroup(meta.Group{Name: cd.Group, ConsumeEnable: true, BroadcastEnable: cd.Model == mq.Broadcasting,
 		RetryQueues: 1, MaxReconsumeTimes: b.opts.MaxReconsumeTimes, ConsumeFromMinEnable: true})
 	if err != nil {
 		return fmt.Errorf("edge: store group %q: %w", cd.Group, err)
@@ -302,8 +282,8 @@ func (b *Broker) storeGroup(cd ConsumerData) error {
 
 // updateSubs makes subs the member's subscriptions, keeping a stored one that has a higher
 // SubVersion, and reports whether a topic or an expression changed.
-func (m *member) updateSubs(subs []Subscription) bool {
-	next := make(map[string]Subscription, len(subs))
+func (m *member) updateSubs(subs []mq.Subscription) bool {
+	next := make(map[string]mq.Subscription, len(subs))
 	for _, s := range subs {
 		if old, ok := next[s.Topic]; ok && old.SubVersion > s.SubVersion {
 			continue
@@ -313,22 +293,22 @@ func (m *member) updateSubs(subs []Subscription) bool {
 		}
 		next[s.Topic] = s
 	}
-	changed := !maps.EqualFunc(m.subs, next, func(a, b Subscription) bool { return a.Expression == b.Expression })
+	changed := !maps.EqualFunc(m.subs, next, func(a, b mq.Subscription) bool { return a.Expression == b.Expression })
 	m.subs = next
 	return changed
 }
 
 // Unregister removes clientID from group, or from all its groups when group is "", as a
 // producer and as a consumer, and frees the queue locks it holds in them; the group's other
-// members are told. The remoting layer calls it when a client's connection closes
+// members are told. A network server calls it when a client's connection closes
 // (RocketMQ's Go client never sends UNREGISTER_CLIENT). Unknown clients and groups are no
-// error.
-func (b *Broker) Unregister(clientID, group string) error {
-	if err := b.check(); err != nil {
+// error. Errors: ErrClosed, ctx.Err(), mq.ErrInvalidArgument for an empty client id.
+func (b *Broker) Unregister(ctx context.Context, clientID, group string) error {
+	if err := b.checkCtx(ctx); err != nil {
 		return err
 	}
 	if clientID == "" {
-		return fmt.Errorf("%w: empty client id", ErrInvalidArgument)
+		return fmt.Errorf("%w: empty client id", mq.ErrInvalidArgument)
 	}
 	g := b.groups
 	var notes []note
@@ -358,21 +338,23 @@ func (b *Broker) Unregister(clientID, group string) error {
 }
 
 // ConsumerIDs returns the sorted client ids of group's members (RocketMQ's
-// GET_CONSUMER_LIST_BY_GROUP). A known group without members has none; a group the broker
-// has never seen gets ErrGroupNotExist.
-func (b *Broker) ConsumerIDs(group string) ([]string, error) {
-	if err := b.check(); err != nil {
+// GET_CONSUMER_LIST_BY_GROUP). topic names the topic whose broker a network client asks;
+// this broker knows every group, and does not use it. A known group without members has
+// none; a group the broker has never seen gets mq.ErrGroupNotExist. Errors: ErrClosed,
+// ctx.Err(), mq.ErrInvalidArgument for an empty group.
+func (b *Broker) ConsumerIDs(ctx context.Context, topic, group string) ([]string, error) {
+	if err := b.checkCtx(ctx); err != nil {
 		return nil, err
 	}
 	if group == "" {
-		return nil, fmt.Errorf("%w: empty consumer group", ErrInvalidArgument)
+		return nil, fmt.Errorf("%w: empty consumer group", mq.ErrInvalidArgument)
 	}
 	g := b.groups
 	g.mu.RLock()
 	defer g.mu.RUnlock()
 	cg, ok := g.groups[group]
 	if !ok {
-		return nil, fmt.Errorf("%w: %q", ErrGroupNotExist, group)
+		return nil, fmt.Errorf("%w: %q", mq.ErrGroupNotExist, group)
 	}
 	return slices.Sorted(maps.Keys(cg.members)), nil
 }
@@ -384,19 +366,19 @@ func (b *Broker) Members(group string) ([]Member, error) {
 		return nil, err
 	}
 	if group == "" {
-		return nil, fmt.Errorf("%w: empty consumer group", ErrInvalidArgument)
+		return nil, fmt.Errorf("%w: empty consumer group", mq.ErrInvalidArgument)
 	}
 	g := b.groups
 	g.mu.RLock()
 	defer g.mu.RUnlock()
 	cg, ok := g.groups[group]
 	if !ok {
-		return nil, fmt.Errorf("%w: %q", ErrGroupNotExist, group)
+		return nil, fmt.Errorf("%w: %q", mq.ErrGroupNotExist, group)
 	}
 	out := make([]Member, 0, len(cg.members))
 	for _, id := range slices.Sorted(maps.Keys(cg.members)) {
 		m := cg.members[id]
-		subs := slices.SortedFunc(maps.Values(m.subs), func(a, b Subscription) int { return strings.Compare(a.Topic, b.Topic) })
+		subs := slices.SortedFunc(maps.Values(m.subs), func(a, b mq.Subscription) int { return strings.Compare(a.Topic, b.Topic) })
 		out = append(out, Member{ClientID: id, Model: m.model, ConsumeType: m.consumeType, FromWhere: m.fromWhere,
 			Subscriptions: subs, LastHeartbeat: m.last})
 	}

@@ -3,6 +3,7 @@ package edge
 import (
 	"context"
 	"errors"
+	"github.com/edgemq/edgemq/edge/mq"
 	"slices"
 	"testing"
 	"time"
@@ -17,7 +18,7 @@ func TestPullUsesHeartbeatSubscription(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tag := range []string{"A", "B", "C", "A", "B"} {
-		if _, err := b.Send(ctx, &Message{Topic: "T", Tags: tag, Body: []byte(tag)}, nil); err != nil {
+		if _, err := b.Send(ctx, &mq.Message{Topic: "T", Tags: tag, Body: []byte(tag)}, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -29,18 +30,18 @@ func TestPullUsesHeartbeatSubscription(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	req := PullRequest{Group: "g", Topic: "T", QueueID: 0, Offset: 0}
+	req := mq.PullRequest{Group: "g", Queue: mq.MessageQueue{Topic: "T", QueueID: 0}, Offset: 0}
 
-	if _, err := b.Pull(ctx, req); !errors.Is(err, ErrSubscriptionNotExist) {
-		t.Fatalf("Pull before any heartbeat: err = %v, want ErrSubscriptionNotExist", err)
+	if _, err := b.Pull(ctx, req); !errors.Is(err, mq.ErrSubscriptionNotExist) {
+		t.Fatalf("Pull before any heartbeat: err = %v, want mq.ErrSubscriptionNotExist", err)
 	}
 	// A subscription to another topic is not one to T.
-	mustHeartbeat(t, b, Heartbeat{ClientID: "c", Consumers: []ConsumerData{hbConsumer("g", hbSub("U", "*", 1))}})
-	if _, err := b.Pull(ctx, req); !errors.Is(err, ErrSubscriptionNotExist) {
-		t.Fatalf("Pull without a subscription to T: err = %v, want ErrSubscriptionNotExist", err)
+	mustHeartbeat(t, b, mq.Heartbeat{ClientID: "c", Consumers: []mq.ConsumerData{hbConsumer("g", hbSub("U", "*", 1))}})
+	if _, err := b.Pull(ctx, req); !errors.Is(err, mq.ErrSubscriptionNotExist) {
+		t.Fatalf("Pull without a subscription to T: err = %v, want mq.ErrSubscriptionNotExist", err)
 	}
 
-	mustHeartbeat(t, b, Heartbeat{ClientID: "c", Consumers: []ConsumerData{hbConsumer("g", hbSub("T", "A || C", 1))}})
+	mustHeartbeat(t, b, mq.Heartbeat{ClientID: "c", Consumers: []mq.ConsumerData{hbConsumer("g", hbSub("T", "A || C", 1))}})
 	res, err := b.Pull(ctx, req)
 	if err != nil {
 		t.Fatal(err)
@@ -49,7 +50,7 @@ func TestPullUsesHeartbeatSubscription(t *testing.T) {
 	for _, m := range res.Messages {
 		tags = append(tags, m.Tags)
 	}
-	if res.Status != PullFound || !slices.Equal(tags, []string{"A", "C", "A"}) {
+	if res.Status != mq.PullFound || !slices.Equal(tags, []string{"A", "C", "A"}) {
 		t.Fatalf("Pull with the heartbeat subscription: %v %v, want FOUND [A C A]", res.Status, tags)
 	}
 	// A filter in the request wins over the subscription.
@@ -59,11 +60,11 @@ func TestPullUsesHeartbeatSubscription(t *testing.T) {
 		t.Fatalf("Pull with filter B: %+v, %v", res, err)
 	}
 	// Once the member is gone, so is the subscription.
-	if err := b.Unregister("c", ""); err != nil {
+	if err := b.Unregister(context.Background(), "c", ""); err != nil {
 		t.Fatal(err)
 	}
 	req.Filter = ""
-	if _, err := b.Pull(ctx, req); !errors.Is(err, ErrSubscriptionNotExist) {
-		t.Fatalf("Pull after the member left: err = %v, want ErrSubscriptionNotExist", err)
+	if _, err := b.Pull(ctx, req); !errors.Is(err, mq.ErrSubscriptionNotExist) {
+		t.Fatalf("Pull after the member left: err = %v, want mq.ErrSubscriptionNotExist", err)
 	}
 }

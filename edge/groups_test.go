@@ -1,8 +1,10 @@
 package edge
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"github.com/edgemq/edgemq/edge/mq"
 	"slices"
 	"strings"
 	"sync"
@@ -50,24 +52,24 @@ func (c grpChanges) none(t *testing.T) {
 	}
 }
 
-func hbConsumer(group string, subs ...Subscription) ConsumerData {
-	return ConsumerData{Group: group, Model: Clustering, FromWhere: "CONSUME_FROM_LAST_OFFSET", Subscriptions: subs}
+func hbConsumer(group string, subs ...mq.Subscription) mq.ConsumerData {
+	return mq.ConsumerData{Group: group, Model: mq.Clustering, FromWhere: "CONSUME_FROM_LAST_OFFSET", Subscriptions: subs}
 }
 
-func hbSub(topic, expr string, version int64) Subscription {
-	return Subscription{Topic: topic, Expression: expr, SubVersion: version}
+func hbSub(topic, expr string, version int64) mq.Subscription {
+	return mq.Subscription{Topic: topic, Expression: expr, SubVersion: version}
 }
 
-func mustHeartbeat(t *testing.T, b *Broker, hb Heartbeat) {
+func mustHeartbeat(t *testing.T, b *Broker, hb mq.Heartbeat) {
 	t.Helper()
-	if err := b.Heartbeat(hb); err != nil {
+	if err := b.Heartbeat(context.Background(), hb); err != nil {
 		t.Fatalf("Heartbeat(%s): %v", hb.ClientID, err)
 	}
 }
 
 func consumerIDs(t *testing.T, b *Broker, group string) []string {
 	t.Helper()
-	ids, err := b.ConsumerIDs(group)
+	ids, err := b.ConsumerIDs(context.Background(), "", group)
 	if err != nil {
 		t.Fatalf("ConsumerIDs(%q): %v", group, err)
 	}
@@ -76,17 +78,17 @@ func consumerIDs(t *testing.T, b *Broker, group string) []string {
 
 func TestHeartbeatRegisters(t *testing.T) {
 	b, c := grpClockBroker(t)
-	hb := Heartbeat{ClientID: "10.0.0.1@1", Producers: []string{"pg"},
-		Consumers: []ConsumerData{hbConsumer("g", hbSub("Telemetry", "temp || hum", 7), hbSub("%RETRY%g", "*", 7))}}
-	hb.Consumers[0].ConsumeType = ConsumeActively
+	hb := mq.Heartbeat{ClientID: "10.0.0.1@1", Producers: []string{"pg"},
+		Consumers: []mq.ConsumerData{hbConsumer("g", hbSub("Telemetry", "temp || hum", 7), hbSub("%RETRY%g", "*", 7))}}
+	hb.Consumers[0].ConsumeType = mq.ConsumeActively
 	mustHeartbeat(t, b, hb)
 
 	ms, err := b.Members("g")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Member{ClientID: "10.0.0.1@1", Model: Clustering, ConsumeType: ConsumeActively, FromWhere: "CONSUME_FROM_LAST_OFFSET",
-		Subscriptions: []Subscription{hbSub("%RETRY%g", "*", 7), hbSub("Telemetry", "temp || hum", 7)}, LastHeartbeat: grpT0}
+	want := Member{ClientID: "10.0.0.1@1", Model: mq.Clustering, ConsumeType: mq.ConsumeActively, FromWhere: "CONSUME_FROM_LAST_OFFSET",
+		Subscriptions: []mq.Subscription{hbSub("%RETRY%g", "*", 7), hbSub("Telemetry", "temp || hum", 7)}, LastHeartbeat: grpT0}
 	if len(ms) != 1 || !grpEqualMember(ms[0], want) {
 		t.Fatalf("Members = %+v, want [%+v]", ms, want)
 	}
@@ -131,7 +133,7 @@ func TestHeartbeatRegisters(t *testing.T) {
 func TestGroupsKnownAfterReopen(t *testing.T) {
 	dir := t.TempDir()
 	b := openBrokerAt(t, dir, nil)
-	mustHeartbeat(t, b, Heartbeat{ClientID: "a", Consumers: []ConsumerData{hbConsumer("g")}})
+	mustHeartbeat(t, b, mq.Heartbeat{ClientID: "a", Consumers: []mq.ConsumerData{hbConsumer("g")}})
 	cfg, _, _ := b.meta.Group("g")
 	cfg.MaxReconsumeTimes = 5
 	if err := b.meta.PutGroup(cfg); err != nil {
@@ -141,10 +143,10 @@ func TestGroupsKnownAfterReopen(t *testing.T) {
 		t.Fatal(err)
 	}
 	b = openBrokerAt(t, dir, nil)
-	if ids, err := b.ConsumerIDs("g"); err != nil || len(ids) != 0 {
+	if ids, err := b.ConsumerIDs(context.Background(), "", "g"); err != nil || len(ids) != 0 {
 		t.Fatalf("ConsumerIDs(g) after reopen = %v, %v; want [], nil", ids, err)
 	}
-	mustHeartbeat(t, b, Heartbeat{ClientID: "a", Consumers: []ConsumerData{hbConsumer("g")}})
+	mustHeartbeat(t, b, mq.Heartbeat{ClientID: "a", Consumers: []mq.ConsumerData{hbConsumer("g")}})
 	if cfg, _, _ := b.meta.Group("g"); cfg.MaxReconsumeTimes != 5 {
 		t.Fatalf("heartbeat after reopen overwrote the stored group config: %+v", cfg)
 	}
@@ -158,32 +160,32 @@ func grpEqualMember(a, b Member) bool {
 func TestConsumerIDsSorted(t *testing.T) {
 	b := openBroker(t, nil)
 	for _, id := range []string{"c@3", "a@1", "b@2"} {
-		mustHeartbeat(t, b, Heartbeat{ClientID: id, Consumers: []ConsumerData{hbConsumer("g", hbSub("T", "*", 1))}})
+		mustHeartbeat(t, b, mq.Heartbeat{ClientID: id, Consumers: []mq.ConsumerData{hbConsumer("g", hbSub("T", "*", 1))}})
 	}
 	if got, want := consumerIDs(t, b, "g"), []string{"a@1", "b@2", "c@3"}; !slices.Equal(got, want) {
 		t.Fatalf("ConsumerIDs = %v, want %v", got, want)
 	}
-	if _, err := b.ConsumerIDs("never"); !errors.Is(err, ErrGroupNotExist) {
-		t.Fatalf("ConsumerIDs(never) err = %v, want ErrGroupNotExist", err)
+	if _, err := b.ConsumerIDs(context.Background(), "", "never"); !errors.Is(err, mq.ErrGroupNotExist) {
+		t.Fatalf("ConsumerIDs(never) err = %v, want mq.ErrGroupNotExist", err)
 	}
-	if _, err := b.Members("never"); !errors.Is(err, ErrGroupNotExist) {
-		t.Fatalf("Members(never) err = %v, want ErrGroupNotExist", err)
+	if _, err := b.Members("never"); !errors.Is(err, mq.ErrGroupNotExist) {
+		t.Fatalf("Members(never) err = %v, want mq.ErrGroupNotExist", err)
 	}
-	if _, err := b.ConsumerIDs(""); !errors.Is(err, ErrInvalidArgument) {
-		t.Fatalf("ConsumerIDs(\"\") err = %v, want ErrInvalidArgument", err)
+	if _, err := b.ConsumerIDs(context.Background(), "", ""); !errors.Is(err, mq.ErrInvalidArgument) {
+		t.Fatalf("ConsumerIDs(\"\") err = %v, want mq.ErrInvalidArgument", err)
 	}
 }
 
 func TestRetryTopicOnlyForClustering(t *testing.T) {
 	b := openBroker(t, nil)
 	bc := hbConsumer("bcast", hbSub("T", "*", 1))
-	bc.Model = Broadcasting
-	mustHeartbeat(t, b, Heartbeat{ClientID: "a", Consumers: []ConsumerData{hbConsumer("clu", hbSub("T", "*", 1)), bc}})
-	cfg, ok := b.Topic(RetryTopic("clu"))
-	if !ok || cfg.ReadQueues != 1 || cfg.WriteQueues != 1 || cfg.Perm != PermReadWrite {
-		t.Fatalf("retry topic of a clustering group: %+v, %v", cfg, ok)
+	bc.Model = mq.Broadcasting
+	mustHeartbeat(t, b, mq.Heartbeat{ClientID: "a", Consumers: []mq.ConsumerData{hbConsumer("clu", hbSub("T", "*", 1)), bc}})
+	cfg, err := b.Topic(mq.RetryTopic("clu"))
+	if err != nil || cfg.ReadQueues != 1 || cfg.WriteQueues != 1 || cfg.Perm != mq.PermReadWrite {
+		t.Fatalf("retry topic of a clustering group: %+v, %v", cfg, err)
 	}
-	if _, ok := b.Topic(RetryTopic("bcast")); ok {
+	if _, err := b.Topic(mq.RetryTopic("bcast")); err == nil {
 		t.Fatal("a broadcasting group got a retry topic")
 	}
 	if g, _, _ := b.meta.Group("bcast"); !g.BroadcastEnable {
@@ -193,8 +195,8 @@ func TestRetryTopicOnlyForClustering(t *testing.T) {
 
 func TestSubscriptionReplacedOnlyByNewerVersion(t *testing.T) {
 	b := openBroker(t, nil)
-	hb := func(client string, s Subscription) {
-		mustHeartbeat(t, b, Heartbeat{ClientID: client, Consumers: []ConsumerData{hbConsumer("g", s)}})
+	hb := func(client string, s mq.Subscription) {
+		mustHeartbeat(t, b, mq.Heartbeat{ClientID: client, Consumers: []mq.ConsumerData{hbConsumer("g", s)}})
 	}
 	expr := func() string {
 		s, ok := b.groups.subscription("g", "T")
@@ -226,7 +228,7 @@ func TestSubscriptionReplacedOnlyByNewerVersion(t *testing.T) {
 		t.Fatalf("members disagree: %q, want E (version 20)", got)
 	}
 	// A topic left out of a heartbeat is no longer subscribed.
-	mustHeartbeat(t, b, Heartbeat{ClientID: "b", Consumers: []ConsumerData{hbConsumer("g")}})
+	mustHeartbeat(t, b, mq.Heartbeat{ClientID: "b", Consumers: []mq.ConsumerData{hbConsumer("g")}})
 	if got := expr(); got != "F" {
 		t.Fatalf("after b dropped T: %q, want F", got)
 	}
@@ -235,9 +237,9 @@ func TestSubscriptionReplacedOnlyByNewerVersion(t *testing.T) {
 func TestOnChange(t *testing.T) {
 	b, _ := grpClockBroker(t)
 	ca, cb, cc := newGrpChanges(), newGrpChanges(), newGrpChanges()
-	a := Heartbeat{ClientID: "a", Consumers: []ConsumerData{hbConsumer("g", hbSub("T", "*", 1))}, OnChange: ca.onChange}
-	bb := Heartbeat{ClientID: "b", Consumers: []ConsumerData{hbConsumer("g", hbSub("T", "*", 1))}, OnChange: cb.onChange}
-	cl := Heartbeat{ClientID: "c", Consumers: []ConsumerData{hbConsumer("g", hbSub("T", "*", 1))}, OnChange: cc.onChange}
+	a := mq.Heartbeat{ClientID: "a", Consumers: []mq.ConsumerData{hbConsumer("g", hbSub("T", "*", 1))}, OnChange: ca.onChange}
+	bb := mq.Heartbeat{ClientID: "b", Consumers: []mq.ConsumerData{hbConsumer("g", hbSub("T", "*", 1))}, OnChange: cb.onChange}
+	cl := mq.Heartbeat{ClientID: "c", Consumers: []mq.ConsumerData{hbConsumer("g", hbSub("T", "*", 1))}, OnChange: cc.onChange}
 	settle := func() { b.groups.notes.wait() }
 
 	mustHeartbeat(t, b, a)
@@ -258,14 +260,14 @@ func TestOnChange(t *testing.T) {
 	cb.none(t)
 
 	// A subscription change.
-	bb.Consumers = []ConsumerData{hbConsumer("g", hbSub("T", "X", 2))}
+	bb.Consumers = []mq.ConsumerData{hbConsumer("g", hbSub("T", "X", 2))}
 	mustHeartbeat(t, b, bb)
 	ca.want(t, "g")
 	settle()
 	cb.none(t)
 
 	// A new topic is a change too.
-	bb.Consumers = []ConsumerData{hbConsumer("g", hbSub("T", "X", 2), hbSub("U", "*", 2))}
+	bb.Consumers = []mq.ConsumerData{hbConsumer("g", hbSub("T", "X", 2), hbSub("U", "*", 2))}
 	mustHeartbeat(t, b, bb)
 	ca.want(t, "g")
 	settle()
@@ -275,7 +277,7 @@ func TestOnChange(t *testing.T) {
 	mustHeartbeat(t, b, cl)
 	ca.want(t, "g")
 	cb.want(t, "g")
-	if err := b.Unregister("c", "g"); err != nil {
+	if err := b.Unregister(context.Background(), "c", "g"); err != nil {
 		t.Fatal(err)
 	}
 	ca.want(t, "g")
@@ -290,8 +292,8 @@ func TestOnChange(t *testing.T) {
 func TestOnChangeOnExpiry(t *testing.T) {
 	b, c := grpClockBroker(t)
 	ca, cb := newGrpChanges(), newGrpChanges()
-	a := Heartbeat{ClientID: "a", Consumers: []ConsumerData{hbConsumer("g", hbSub("T", "*", 1))}, OnChange: ca.onChange}
-	bb := Heartbeat{ClientID: "b", Consumers: []ConsumerData{hbConsumer("g", hbSub("T", "*", 1))}, OnChange: cb.onChange}
+	a := mq.Heartbeat{ClientID: "a", Consumers: []mq.ConsumerData{hbConsumer("g", hbSub("T", "*", 1))}, OnChange: ca.onChange}
+	bb := mq.Heartbeat{ClientID: "b", Consumers: []mq.ConsumerData{hbConsumer("g", hbSub("T", "*", 1))}, OnChange: cb.onChange}
 	mustHeartbeat(t, b, a)
 	mustHeartbeat(t, b, bb)
 	ca.want(t, "g")
@@ -326,15 +328,15 @@ func TestOnChangeOnExpiry(t *testing.T) {
 func TestNoOnChangeInBroadcastingGroups(t *testing.T) {
 	b, c := grpClockBroker(t)
 	ca, cb := newGrpChanges(), newGrpChanges()
-	bc := func(client string, cb grpChanges, expr string) Heartbeat {
+	bc := func(client string, cb grpChanges, expr string) mq.Heartbeat {
 		cd := hbConsumer("g", hbSub("T", expr, 1))
-		cd.Model = Broadcasting
-		return Heartbeat{ClientID: client, Consumers: []ConsumerData{cd}, OnChange: cb.onChange}
+		cd.Model = mq.Broadcasting
+		return mq.Heartbeat{ClientID: client, Consumers: []mq.ConsumerData{cd}, OnChange: cb.onChange}
 	}
 	mustHeartbeat(t, b, bc("a", ca, "*"))
-	mustHeartbeat(t, b, bc("b", cb, "*"))         // join
-	mustHeartbeat(t, b, bc("b", cb, "X"))         // subscription change
-	if err := b.Unregister("b", ""); err != nil { // leave
+	mustHeartbeat(t, b, bc("b", cb, "*"))                               // join
+	mustHeartbeat(t, b, bc("b", cb, "X"))                               // subscription change
+	if err := b.Unregister(context.Background(), "b", ""); err != nil { // leave
 		t.Fatal(err)
 	}
 	mustHeartbeat(t, b, bc("b", cb, "*"))
@@ -375,22 +377,22 @@ func TestBlockedOnChangeDoesNotBlockHeartbeat(t *testing.T) {
 			<-release
 		}
 	}
-	mustHeartbeat(t, b, Heartbeat{ClientID: "slow", Consumers: []ConsumerData{hbConsumer("g")}, OnChange: slow})
+	mustHeartbeat(t, b, mq.Heartbeat{ClientID: "slow", Consumers: []mq.ConsumerData{hbConsumer("g")}, OnChange: slow})
 
 	// x's join gets slow's callback stuck; 200 more changes follow while it is.
 	done := make(chan error, 1)
 	go func() {
-		if err := b.Heartbeat(Heartbeat{ClientID: "x", Consumers: []ConsumerData{hbConsumer("g")}}); err != nil {
+		if err := b.Heartbeat(context.Background(), mq.Heartbeat{ClientID: "x", Consumers: []mq.ConsumerData{hbConsumer("g")}}); err != nil {
 			done <- err
 			return
 		}
 		for i := 0; i < 100; i++ {
 			id := fmt.Sprintf("c%d", i)
-			if err := b.Heartbeat(Heartbeat{ClientID: id, Consumers: []ConsumerData{hbConsumer("g")}}); err != nil {
+			if err := b.Heartbeat(context.Background(), mq.Heartbeat{ClientID: id, Consumers: []mq.ConsumerData{hbConsumer("g")}}); err != nil {
 				done <- err
 				return
 			}
-			if err := b.Unregister(id, "g"); err != nil {
+			if err := b.Unregister(context.Background(), id, "g"); err != nil {
 				done <- err
 				return
 			}
@@ -423,9 +425,9 @@ func TestBlockedOnChangeDoesNotBlockHeartbeat(t *testing.T) {
 
 func TestUnregister(t *testing.T) {
 	b := openBroker(t, nil)
-	mustHeartbeat(t, b, Heartbeat{ClientID: "a", Producers: []string{"p"}, Consumers: []ConsumerData{hbConsumer("g1"), hbConsumer("g2")}})
-	mustHeartbeat(t, b, Heartbeat{ClientID: "b", Consumers: []ConsumerData{hbConsumer("g1"), hbConsumer("g2")}})
-	if err := b.Unregister("a", "g1"); err != nil {
+	mustHeartbeat(t, b, mq.Heartbeat{ClientID: "a", Producers: []string{"p"}, Consumers: []mq.ConsumerData{hbConsumer("g1"), hbConsumer("g2")}})
+	mustHeartbeat(t, b, mq.Heartbeat{ClientID: "b", Consumers: []mq.ConsumerData{hbConsumer("g1"), hbConsumer("g2")}})
+	if err := b.Unregister(context.Background(), "a", "g1"); err != nil {
 		t.Fatal(err)
 	}
 	if got := consumerIDs(t, b, "g1"); !slices.Equal(got, []string{"b"}) {
@@ -434,7 +436,7 @@ func TestUnregister(t *testing.T) {
 	if got := consumerIDs(t, b, "g2"); !slices.Equal(got, []string{"a", "b"}) {
 		t.Fatalf("g2 = %v, want [a b]", got)
 	}
-	if err := b.Unregister("a", ""); err != nil {
+	if err := b.Unregister(context.Background(), "a", ""); err != nil {
 		t.Fatal(err)
 	}
 	if got := consumerIDs(t, b, "g2"); !slices.Equal(got, []string{"b"}) {
@@ -443,44 +445,44 @@ func TestUnregister(t *testing.T) {
 	if got := b.ProducerGroups(); len(got) != 0 {
 		t.Fatalf("producer groups after Unregister: %v", got)
 	}
-	if err := b.Unregister("nobody", ""); err != nil {
+	if err := b.Unregister(context.Background(), "nobody", ""); err != nil {
 		t.Fatalf("Unregister of an unknown client: %v", err)
 	}
-	if err := b.Unregister("", "g1"); !errors.Is(err, ErrInvalidArgument) {
-		t.Fatalf("Unregister(\"\") err = %v, want ErrInvalidArgument", err)
+	if err := b.Unregister(context.Background(), "", "g1"); !errors.Is(err, mq.ErrInvalidArgument) {
+		t.Fatalf("Unregister(\"\") err = %v, want mq.ErrInvalidArgument", err)
 	}
 }
 
 func TestHeartbeatBadInput(t *testing.T) {
-	long := strings.Repeat("g", maxGroupLen+1)
-	bad := func(f func(cd *ConsumerData)) Heartbeat {
+	long := strings.Repeat("g", mq.MaxGroupLen+1)
+	bad := func(f func(cd *mq.ConsumerData)) mq.Heartbeat {
 		good := hbConsumer("ok", hbSub("T", "*", 1))
 		cd := hbConsumer("g", hbSub("T", "A || B", 1))
 		f(&cd)
-		return Heartbeat{ClientID: "c", Producers: []string{"p"}, Consumers: []ConsumerData{good, cd}}
+		return mq.Heartbeat{ClientID: "c", Producers: []string{"p"}, Consumers: []mq.ConsumerData{good, cd}}
 	}
 	cases := []struct {
 		name string
-		hb   Heartbeat
+		hb   mq.Heartbeat
 		want error
 	}{
-		{"empty client id", Heartbeat{Consumers: []ConsumerData{hbConsumer("g")}}, ErrInvalidArgument},
-		{"empty group", bad(func(cd *ConsumerData) { cd.Group = "" }), ErrInvalidArgument},
-		{"group with a space", bad(func(cd *ConsumerData) { cd.Group = "my group" }), ErrInvalidArgument},
-		{"group with a control char", bad(func(cd *ConsumerData) { cd.Group = "g\n" }), ErrInvalidArgument},
-		{"group too long for its retry topic", bad(func(cd *ConsumerData) { cd.Group = long }), ErrInvalidArgument},
-		{"bad producer group", Heartbeat{ClientID: "c", Producers: []string{"p", "a b"}}, ErrInvalidArgument},
-		{"bad model", bad(func(cd *ConsumerData) { cd.Model = 7 }), ErrInvalidArgument},
-		{"bad consume type", bad(func(cd *ConsumerData) { cd.ConsumeType = 9 }), ErrInvalidArgument},
-		{"bad topic", bad(func(cd *ConsumerData) { cd.Subscriptions[0].Topic = "a/b" }), ErrInvalidTopic},
-		{"empty topic", bad(func(cd *ConsumerData) { cd.Subscriptions[0].Topic = "" }), ErrInvalidTopic},
-		{"reserved topic", bad(func(cd *ConsumerData) { cd.Subscriptions[0].Topic = DefaultTopic }), ErrInvalidTopic},
-		{"bad expression", bad(func(cd *ConsumerData) { cd.Subscriptions[0].Expression = "A ||" }), ErrInvalidArgument},
+		{"empty client id", mq.Heartbeat{Consumers: []mq.ConsumerData{hbConsumer("g")}}, mq.ErrInvalidArgument},
+		{"empty group", bad(func(cd *mq.ConsumerData) { cd.Group = "" }), mq.ErrInvalidArgument},
+		{"group with a space", bad(func(cd *mq.ConsumerData) { cd.Group = "my group" }), mq.ErrInvalidArgument},
+		{"group with a control char", bad(func(cd *mq.ConsumerData) { cd.Group = "g\n" }), mq.ErrInvalidArgument},
+		{"group too long for its retry topic", bad(func(cd *mq.ConsumerData) { cd.Group = long }), mq.ErrInvalidArgument},
+		{"bad producer group", mq.Heartbeat{ClientID: "c", Producers: []string{"p", "a b"}}, mq.ErrInvalidArgument},
+		{"bad model", bad(func(cd *mq.ConsumerData) { cd.Model = 7 }), mq.ErrInvalidArgument},
+		{"bad consume type", bad(func(cd *mq.ConsumerData) { cd.ConsumeType = 9 }), mq.ErrInvalidArgument},
+		{"bad topic", bad(func(cd *mq.ConsumerData) { cd.Subscriptions[0].Topic = "a/b" }), mq.ErrInvalidTopic},
+		{"empty topic", bad(func(cd *mq.ConsumerData) { cd.Subscriptions[0].Topic = "" }), mq.ErrInvalidTopic},
+		{"reserved topic", bad(func(cd *mq.ConsumerData) { cd.Subscriptions[0].Topic = mq.DefaultTopic }), mq.ErrInvalidTopic},
+		{"bad expression", bad(func(cd *mq.ConsumerData) { cd.Subscriptions[0].Expression = "A ||" }), mq.ErrInvalidArgument},
 	}
 	b := openBroker(t, nil)
 	topics := len(b.Topics())
 	for _, tc := range cases {
-		if err := b.Heartbeat(tc.hb); !errors.Is(err, tc.want) {
+		if err := b.Heartbeat(context.Background(), tc.hb); !errors.Is(err, tc.want) {
 			t.Errorf("%s: err = %v, want %v", tc.name, err, tc.want)
 		}
 	}
@@ -497,13 +499,13 @@ func TestHeartbeatBadInput(t *testing.T) {
 		t.Errorf("stored groups after rejected heartbeats: %v", gs)
 	}
 	// Retry and dead-letter topics may be subscribed.
-	mustHeartbeat(t, b, Heartbeat{ClientID: "c", Consumers: []ConsumerData{hbConsumer("g", hbSub(RetryTopic("g"), "*", 1), hbSub(DLQTopic("g"), "*", 1))}})
+	mustHeartbeat(t, b, mq.Heartbeat{ClientID: "c", Consumers: []mq.ConsumerData{hbConsumer("g", hbSub(mq.RetryTopic("g"), "*", 1), hbSub(mq.DLQTopic("g"), "*", 1))}})
 }
 
 func TestConcurrentHeartbeatsAndLocks(t *testing.T) {
 	b := openBroker(t, nil)
 	const workers, rounds = 16, 50
-	mqs := []MessageQueue{{"T", 0}, {"T", 1}, {"T", 2}, {"T", 3}}
+	mqs := []mq.MessageQueue{{Topic: "T", QueueID: 0}, {Topic: "T", QueueID: 1}, {Topic: "T", QueueID: 2}, {Topic: "T", QueueID: 3}}
 	var wg sync.WaitGroup
 	var notified sync.Map
 	for w := 0; w < workers; w++ {
@@ -512,31 +514,31 @@ func TestConcurrentHeartbeatsAndLocks(t *testing.T) {
 			defer wg.Done()
 			id := fmt.Sprintf("client-%02d", w)
 			for r := 0; r < rounds; r++ {
-				hb := Heartbeat{ClientID: id, Producers: []string{"p"},
-					Consumers: []ConsumerData{hbConsumer(fmt.Sprintf("g%d", r%3), hbSub("T", fmt.Sprintf("t%d", r), int64(r)))},
+				hb := mq.Heartbeat{ClientID: id, Producers: []string{"p"},
+					Consumers: []mq.ConsumerData{hbConsumer(fmt.Sprintf("g%d", r%3), hbSub("T", fmt.Sprintf("t%d", r), int64(r)))},
 					OnChange:  func(g string) { notified.Store(id, true) }}
-				if err := b.Heartbeat(hb); err != nil {
+				if err := b.Heartbeat(context.Background(), hb); err != nil {
 					t.Error(err)
 					return
 				}
-				if _, err := b.LockQueues("g0", id, mqs); err != nil {
+				if _, err := b.LockQueues(context.Background(), "g0", id, mqs); err != nil {
 					t.Error(err)
 					return
 				}
 				b.groups.subscription("g1", "T")
-				if _, err := b.ConsumerIDs("g0"); err != nil {
+				if _, err := b.ConsumerIDs(context.Background(), "", "g0"); err != nil {
 					t.Error(err)
 				}
 				if r%10 == 9 {
-					if err := b.UnlockQueues("g0", id, mqs); err != nil {
+					if err := b.UnlockQueues(context.Background(), "g0", id, mqs); err != nil {
 						t.Error(err)
 					}
-					if err := b.Unregister(id, ""); err != nil {
+					if err := b.Unregister(context.Background(), id, ""); err != nil {
 						t.Error(err)
 					}
 				}
 			}
-			if err := b.Heartbeat(Heartbeat{ClientID: id, Consumers: []ConsumerData{hbConsumer("g0")}}); err != nil {
+			if err := b.Heartbeat(context.Background(), mq.Heartbeat{ClientID: id, Consumers: []mq.ConsumerData{hbConsumer("g0")}}); err != nil {
 				t.Error(err)
 			}
 		}()
@@ -549,7 +551,7 @@ func TestConcurrentHeartbeatsAndLocks(t *testing.T) {
 	owners := map[string]int{}
 	for w := 0; w < workers; w++ {
 		id := fmt.Sprintf("client-%02d", w)
-		got, err := b.LockQueues("g0", id, mqs)
+		got, err := b.LockQueues(context.Background(), "g0", id, mqs)
 		if err != nil {
 			t.Fatal(err)
 		}

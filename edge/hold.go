@@ -151,8 +151,11 @@ func (h *holdService) wakeLocked(key holdKey, ws []*waiter, wake func(*waiter) b
 // parked on the message's queue at or below its offset whose filter passes its tag hash (the
 // exact tag is checked when they read). It never blocks; with no pull parked anywhere it
 // costs one atomic load, with none parked on the queue one map lookup under mu.
+//
+// With short polling (Options.ShortPolling) arrivals wake nobody: parked pulls wait for the
+// sweep, every ShortPollingWait, as RocketMQ's broker with long polling off.
 func (h *holdService) arrive(a store.Arrival) {
-	if h.n.Load() == 0 {
+	if h.n.Load() == 0 || h.b.opts.ShortPolling {
 		return
 	}
 	key := holdKey{a.Topic, a.QueueID}

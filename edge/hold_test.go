@@ -3,6 +3,7 @@ package edge
 import (
 	"context"
 	"errors"
+	"github.com/edgemq/edgemq/edge/mq"
 	"sync"
 	"testing"
 	"time"
@@ -29,11 +30,11 @@ func TestPullParkedWakesOnMatchingArrival(t *testing.T) {
 	for _, filter := range []string{"*", "A", "B || A"} {
 		t.Run(filter, func(t *testing.T) {
 			off := b.st.MaxOffset("H", 0)
-			ch := pullAsync(context.Background(), b, PullRequest{Group: "g", Topic: "H", Offset: off, Filter: filter, Suspend: true})
+			ch := pullAsync(context.Background(), b, mq.PullRequest{Group: "g", Queue: mq.MessageQueue{Topic: "H"}, Offset: off, Filter: filter, Suspend: true})
 			pullWaitParked(t, b, 1)
 			pullSend(t, b, "H", 0, "A")
 			o := pullRecv(t, ch)
-			if o.err != nil || o.res.Status != PullFound || len(o.res.Messages) != 1 ||
+			if o.err != nil || o.res.Status != mq.PullFound || len(o.res.Messages) != 1 ||
 				o.res.Messages[0].QueueOffset != off || o.res.Messages[0].Tags != "A" || o.res.NextBeginOffset != off+1 {
 				t.Fatalf("got %v %v %v next %d, want FOUND [%d] next %d", o.err, o.res.Status, pullOffsets(o.res.Messages), o.res.NextBeginOffset, off, off+1)
 			}
@@ -47,8 +48,8 @@ func TestPullParkedWakesOnMatchingArrival(t *testing.T) {
 func TestPullParkedIgnoresOtherQueuesAndTags(t *testing.T) {
 	b, clk := holdBroker(t, Options{})
 	ctx := context.Background()
-	wantA := pullAsync(ctx, b, PullRequest{Group: "a", Topic: "H", Filter: "A", Suspend: true, MaxWait: 2 * time.Second})
-	wantAll := pullAsync(ctx, b, PullRequest{Group: "all", Topic: "H", Filter: "*", Suspend: true, MaxWait: 2 * time.Second})
+	wantA := pullAsync(ctx, b, mq.PullRequest{Group: "a", Queue: mq.MessageQueue{Topic: "H"}, Filter: "A", Suspend: true, MaxWait: 2 * time.Second})
+	wantAll := pullAsync(ctx, b, mq.PullRequest{Group: "all", Queue: mq.MessageQueue{Topic: "H"}, Filter: "*", Suspend: true, MaxWait: 2 * time.Second})
 	pullWaitParked(t, b, 2)
 	// A message on the other queue wakes nobody.
 	pullSend(t, b, "H", 1, "A")
@@ -57,7 +58,7 @@ func TestPullParkedIgnoresOtherQueuesAndTags(t *testing.T) {
 	// A "B" on queue 0 wakes the "*" pull; the "A" pull was passed over in the same
 	// arrival, so once the "*" pull is back, the "A" pull's fate is known.
 	pullSend(t, b, "H", 0, "B")
-	if o := pullRecv(t, wantAll); o.err != nil || o.res.Status != PullFound || len(o.res.Messages) != 1 {
+	if o := pullRecv(t, wantAll); o.err != nil || o.res.Status != mq.PullFound || len(o.res.Messages) != 1 {
 		t.Fatalf("'*' pull: %v %v %d messages", o.err, o.res.Status, len(o.res.Messages))
 	}
 	if n := b.hold.parked(); n != 1 {
@@ -68,7 +69,7 @@ func TestPullParkedIgnoresOtherQueuesAndTags(t *testing.T) {
 	// moves past it.
 	clk.Advance(2 * time.Second)
 	o := pullRecv(t, wantA)
-	if o.err != nil || o.res.Status != PullNoMatchedMsg || len(o.res.Messages) != 0 || o.res.NextBeginOffset != 1 {
+	if o.err != nil || o.res.Status != mq.PullNoMatchedMsg || len(o.res.Messages) != 0 || o.res.NextBeginOffset != 1 {
 		t.Fatalf("'A' pull: got %v %v %v next %d, want NO_MATCHED_MSG next 1", o.err, o.res.Status, pullOffsets(o.res.Messages), o.res.NextBeginOffset)
 	}
 }
@@ -77,11 +78,11 @@ func TestPullParkedIgnoresOtherQueuesAndTags(t *testing.T) {
 // the exact check keeps the message from it.
 func TestPullParkedHashCollision(t *testing.T) {
 	b, _ := holdBroker(t, Options{})
-	ch := pullAsync(context.Background(), b, PullRequest{Group: "g", Topic: "H", Filter: "Aa", Suspend: true})
+	ch := pullAsync(context.Background(), b, mq.PullRequest{Group: "g", Queue: mq.MessageQueue{Topic: "H"}, Filter: "Aa", Suspend: true})
 	pullWaitParked(t, b, 1)
 	pullSend(t, b, "H", 0, "BB")
 	o := pullRecv(t, ch)
-	if o.err != nil || o.res.Status != PullNoMatchedMsg || len(o.res.Messages) != 0 || o.res.NextBeginOffset != 1 {
+	if o.err != nil || o.res.Status != mq.PullNoMatchedMsg || len(o.res.Messages) != 0 || o.res.NextBeginOffset != 1 {
 		t.Fatalf("got %v %v %v next %d, want NO_MATCHED_MSG next 1", o.err, o.res.Status, pullOffsets(o.res.Messages), o.res.NextBeginOffset)
 	}
 }
@@ -100,13 +101,13 @@ func TestPullParkedTimesOut(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b, clk := holdBroker(t, tc.opts)
-			ch := pullAsync(context.Background(), b, PullRequest{Group: "g", Topic: "H", Filter: "*", Suspend: true, MaxWait: tc.maxWait})
+			ch := pullAsync(context.Background(), b, mq.PullRequest{Group: "g", Queue: mq.MessageQueue{Topic: "H"}, Filter: "*", Suspend: true, MaxWait: tc.maxWait})
 			pullWaitParked(t, b, 1)
 			clk.Advance(tc.want - time.Millisecond)
 			pullStillParked(t, ch)
 			clk.Advance(time.Millisecond)
 			o := pullRecv(t, ch)
-			if o.err != nil || o.res.Status != PullNoNewMsg || o.res.NextBeginOffset != 0 {
+			if o.err != nil || o.res.Status != mq.PullNoNewMsg || o.res.NextBeginOffset != 0 {
 				t.Fatalf("got %v %v next %d, want NO_NEW_MSG next 0", o.err, o.res.Status, o.res.NextBeginOffset)
 			}
 			if n := b.hold.parked(); n != 0 {
@@ -118,8 +119,8 @@ func TestPullParkedTimesOut(t *testing.T) {
 
 func TestPullWithoutSuspendDoesNotWait(t *testing.T) {
 	b, _ := holdBroker(t, Options{})
-	res, err := b.Pull(context.Background(), PullRequest{Group: "g", Topic: "H", Filter: "*"})
-	if err != nil || res.Status != PullNoNewMsg || b.hold.parked() != 0 {
+	res, err := b.Pull(context.Background(), mq.PullRequest{Group: "g", Queue: mq.MessageQueue{Topic: "H"}, Filter: "*"})
+	if err != nil || res.Status != mq.PullNoNewMsg || b.hold.parked() != 0 {
 		t.Fatalf("got %v %v, %d parked", res.Status, err, b.hold.parked())
 	}
 }
@@ -127,7 +128,7 @@ func TestPullWithoutSuspendDoesNotWait(t *testing.T) {
 func TestPullParkedCtxEnds(t *testing.T) {
 	b, _ := holdBroker(t, Options{})
 	ctx, cancel := context.WithCancel(context.Background())
-	ch := pullAsync(ctx, b, PullRequest{Group: "g", Topic: "H", Filter: "*", Suspend: true})
+	ch := pullAsync(ctx, b, mq.PullRequest{Group: "g", Queue: mq.MessageQueue{Topic: "H"}, Filter: "*", Suspend: true})
 	pullWaitParked(t, b, 1)
 	cancel()
 	if o := pullRecv(t, ch); !errors.Is(o.err, context.Canceled) {
@@ -135,7 +136,7 @@ func TestPullParkedCtxEnds(t *testing.T) {
 	}
 	ctx, cancel = context.WithTimeout(context.Background(), 20*time.Millisecond) // real time
 	defer cancel()
-	if _, err := b.Pull(ctx, PullRequest{Group: "g", Topic: "H", Filter: "*", Suspend: true}); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := b.Pull(ctx, mq.PullRequest{Group: "g", Queue: mq.MessageQueue{Topic: "H"}, Filter: "*", Suspend: true}); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("got %v, want %v", err, context.DeadlineExceeded)
 	}
 	if n := b.hold.parked(); n != 0 {
@@ -154,7 +155,7 @@ func TestPullTenThousandCancelled(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
 		wg.Go(func() {
-			_, err := b.Pull(ctx, PullRequest{Group: "g", Topic: "H", QueueID: int32(i % 2), Filter: "*", Suspend: true})
+			_, err := b.Pull(ctx, mq.PullRequest{Group: "g", Queue: mq.MessageQueue{Topic: "H", QueueID: int32(i % 2)}, Filter: "*", Suspend: true})
 			errs <- err
 		})
 	}
@@ -186,7 +187,7 @@ func TestPullCloseAnswersParkedPulls(t *testing.T) {
 	}
 	var chs []<-chan pullOutcome
 	for i := 0; i < 20; i++ {
-		chs = append(chs, pullAsync(context.Background(), b, PullRequest{Group: "g", Topic: "H", QueueID: int32(i % 2), Filter: "*", Suspend: true}))
+		chs = append(chs, pullAsync(context.Background(), b, mq.PullRequest{Group: "g", Queue: mq.MessageQueue{Topic: "H", QueueID: int32(i % 2)}, Filter: "*", Suspend: true}))
 	}
 	pullWaitParked(t, b, 20)
 	if err := b.Close(); err != nil {
@@ -333,7 +334,7 @@ func TestHoldParkRacesArrival(t *testing.T) {
 	parkHook = func() {
 		parkHook = nil
 		go func() {
-			if _, err := b.Send(ctx, &Message{Topic: "H", Body: []byte("m")}, QueueID(1)); err != nil {
+			if _, err := b.Send(ctx, &mq.Message{Topic: "H", Body: []byte("m")}, mq.QueueIndex(1)); err != nil {
 				t.Error(err)
 			}
 		}()
@@ -342,9 +343,9 @@ func TestHoldParkRacesArrival(t *testing.T) {
 		}
 	}
 	defer func() { parkHook = nil }()
-	got := make(chan PullResult, 1)
+	got := make(chan mq.PullResult, 1)
 	go func() {
-		res, err := b.Pull(ctx, PullRequest{Group: "G", Topic: "H", QueueID: 1, Offset: 0, Filter: "*", Suspend: true})
+		res, err := b.Pull(ctx, mq.PullRequest{Group: "G", Queue: mq.MessageQueue{Topic: "H", QueueID: 1}, Offset: 0, Filter: "*", Suspend: true})
 		if err != nil {
 			t.Error(err)
 		}
@@ -352,7 +353,7 @@ func TestHoldParkRacesArrival(t *testing.T) {
 	}()
 	select {
 	case res := <-got:
-		if res.Status != PullFound || len(res.Messages) != 1 {
+		if res.Status != mq.PullFound || len(res.Messages) != 1 {
 			t.Fatalf("got %v with %d messages, want the message", res.Status, len(res.Messages))
 		}
 	case <-time.After(10 * time.Second):

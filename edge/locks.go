@@ -1,10 +1,12 @@
 package edge
 
 import (
+	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
+
+	"github.com/edgemq/edgemq/edge/mq"
 )
 
 type lockKey struct {
@@ -50,22 +52,19 @@ func (t *lockTable) releaseClient(group, client string) {
 	}
 }
 
-func validateLockRequest(group, clientID string, mqs []MessageQueue) error {
+func (b *Broker) validateLockRequest(group, clientID string, qs []mq.MessageQueue) error {
 	if group == "" || clientID == "" {
-		return fmt.Errorf("%w: empty group or client id", ErrInvalidArgument)
+		return fmt.Errorf("%w: empty group or client id", mq.ErrInvalidArgument)
 	}
-	for _, mq := range mqs {
-		var err error
-		if strings.HasPrefix(mq.Topic, RetryPrefix) || strings.HasPrefix(mq.Topic, DLQPrefix) {
-			err = validateName(mq.Topic, maxSystemTopicLen)
-		} else {
-			err = ValidateTopic(mq.Topic)
-		}
-		if err != nil {
+	for _, q := range qs {
+		if err := mq.ValidateSubscribedTopic(q.Topic); err != nil {
 			return err
 		}
-		if mq.QueueID < 0 {
-			return fmt.Errorf("%w: queue %d of topic %q", ErrInvalidArgument, mq.QueueID, mq.Topic)
+		if err := b.checkBrokerName(q.BrokerName); err != nil {
+			return err
+		}
+		if q.QueueID < 0 {
+			return fmt.Errorf("%w: queue %d of topic %q", mq.ErrInvalidArgument, q.QueueID, q.Topic)
 		}
 	}
 	return nil
@@ -81,46 +80,47 @@ func validateLockRequest(group, clientID string, mqs []MessageQueue) error {
 // layer calls when a connection closes), so the queues of a crashed orderly consumer do not
 // stall for the lock lifetime.
 //
-// Errors: ErrInvalidArgument for an empty group or client id or a negative queue id,
-// ErrInvalidTopic for a topic that is not a valid user, retry or dead-letter topic. The
-// topics need not exist. Nothing is locked on error.
-func (b *Broker) LockQueues(group, clientID string, mqs []MessageQueue) ([]MessageQueue, error) {
-	if err := b.check(); err != nil {
+// Errors: ErrClosed, ctx.Err(); mq.ErrInvalidArgument for an empty group or client id or a
+// negative queue id, mq.ErrInvalidQueue for a queue of another broker, mq.ErrInvalidTopic
+// for a topic that is not a valid user, retry or dead-letter topic. The topics need not
+// exist. Nothing is locked on error.
+func (b *Broker) LockQueues(ctx context.Context, group, clientID string, qs []mq.MessageQueue) ([]mq.MessageQueue, error) {
+	if err := b.checkCtx(ctx); err != nil {
 		return nil, err
 	}
-	if err := validateLockRequest(group, clientID, mqs); err != nil {
+	if err := b.validateLockRequest(group, clientID, qs); err != nil {
 		return nil, err
 	}
 	t := b.locks
 	now := b.clock.Now()
-	granted := make([]MessageQueue, 0, len(mqs))
+	granted := make([]mq.MessageQueue, 0, len(qs))
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for _, mq := range mqs {
-		k := lockKey{group, mq.Topic, mq.QueueID}
+	for _, q := range qs {
+		k := lockKey{group, q.Topic, q.QueueID}
 		if e, ok := t.m[k]; ok && e.client != clientID && now.Sub(e.last) <= b.opts.LockLifetime {
 			continue
 		}
 		t.m[k] = lockEntry{client: clientID, last: now}
-		granted = append(granted, mq)
+		granted = append(granted, q)
 	}
 	return granted, nil
 }
 
 // UnlockQueues frees the locks clientID holds on mqs in group (RocketMQ's UNLOCK_BATCH_MQ);
 // other clients' locks are left alone. Errors as LockQueues.
-func (b *Broker) UnlockQueues(group, clientID string, mqs []MessageQueue) error {
-	if err := b.check(); err != nil {
+func (b *Broker) UnlockQueues(ctx context.Context, group, clientID string, qs []mq.MessageQueue) error {
+	if err := b.checkCtx(ctx); err != nil {
 		return err
 	}
-	if err := validateLockRequest(group, clientID, mqs); err != nil {
+	if err := b.validateLockRequest(group, clientID, qs); err != nil {
 		return err
 	}
 	t := b.locks
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for _, mq := range mqs {
-		k := lockKey{group, mq.Topic, mq.QueueID}
+	for _, q := range qs {
+		k := lockKey{group, q.Topic, q.QueueID}
 		if e, ok := t.m[k]; ok && e.client == clientID {
 			delete(t.m, k)
 		}

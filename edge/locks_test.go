@@ -1,7 +1,9 @@
 package edge
 
 import (
+	"context"
 	"errors"
+	"github.com/edgemq/edgemq/edge/mq"
 	"slices"
 	"testing"
 	"time"
@@ -13,16 +15,16 @@ func lockBroker(t *testing.T) (*Broker, *ManualClock) {
 	return openBroker(t, &Options{Clock: c, LockLifetime: 60 * time.Second}), c
 }
 
-func lockQs(t *testing.T, b *Broker, client string, mqs ...MessageQueue) []MessageQueue {
+func lockQs(t *testing.T, b *Broker, client string, mqs ...mq.MessageQueue) []mq.MessageQueue {
 	t.Helper()
-	got, err := b.LockQueues("g", client, mqs)
+	got, err := b.LockQueues(context.Background(), "g", client, mqs)
 	if err != nil {
 		t.Fatalf("LockQueues(%s): %v", client, err)
 	}
 	return got
 }
 
-func wantLocked(t *testing.T, got []MessageQueue, want ...MessageQueue) {
+func wantLocked(t *testing.T, got []mq.MessageQueue, want ...mq.MessageQueue) {
 	t.Helper()
 	if !slices.Equal(got, want) {
 		t.Fatalf("granted %v, want %v", got, want)
@@ -30,9 +32,9 @@ func wantLocked(t *testing.T, got []MessageQueue, want ...MessageQueue) {
 }
 
 var (
-	lockQ0 = MessageQueue{"T", 0}
-	lockQ1 = MessageQueue{"T", 1}
-	lockQ2 = MessageQueue{"T", 2}
+	lockQ0 = mq.MessageQueue{Topic: "T", QueueID: 0}
+	lockQ1 = mq.MessageQueue{Topic: "T", QueueID: 1}
+	lockQ2 = mq.MessageQueue{Topic: "T", QueueID: 2}
 )
 
 func TestLockGrantRefreshRefuse(t *testing.T) {
@@ -50,7 +52,7 @@ func TestLockGrantRefreshRefuse(t *testing.T) {
 	c.Advance(21 * time.Second)
 	wantLocked(t, lockQs(t, b, "b", lockQ0), lockQ0)
 	wantLocked(t, lockQs(t, b, "a", lockQ0, lockQ1, lockQ2), lockQ1) // b locked q1 101 s ago
-	if got, err := b.LockQueues("g2", "a", []MessageQueue{lockQ0}); err != nil || !slices.Equal(got, []MessageQueue{lockQ0}) {
+	if got, err := b.LockQueues(context.Background(), "g2", "a", []mq.MessageQueue{lockQ0}); err != nil || !slices.Equal(got, []mq.MessageQueue{lockQ0}) {
 		t.Fatalf("a lock in another group: %v, %v", got, err)
 	}
 	if got := lockQs(t, b, "a"); got == nil || len(got) != 0 {
@@ -61,11 +63,11 @@ func TestLockGrantRefreshRefuse(t *testing.T) {
 func TestUnlockOnlyOwn(t *testing.T) {
 	b, _ := lockBroker(t)
 	wantLocked(t, lockQs(t, b, "a", lockQ0, lockQ1), lockQ0, lockQ1)
-	if err := b.UnlockQueues("g", "b", []MessageQueue{lockQ0, lockQ1}); err != nil {
+	if err := b.UnlockQueues(context.Background(), "g", "b", []mq.MessageQueue{lockQ0, lockQ1}); err != nil {
 		t.Fatal(err)
 	}
 	wantLocked(t, lockQs(t, b, "b", lockQ0, lockQ1))
-	if err := b.UnlockQueues("g", "a", []MessageQueue{lockQ1}); err != nil {
+	if err := b.UnlockQueues(context.Background(), "g", "a", []mq.MessageQueue{lockQ1}); err != nil {
 		t.Fatal(err)
 	}
 	wantLocked(t, lockQs(t, b, "b", lockQ0, lockQ1), lockQ1)
@@ -75,10 +77,10 @@ func TestLocksFreedByUnregisterNotByExpiry(t *testing.T) {
 	c := NewManualClock(grpT0)
 	b := openBroker(t, &Options{Clock: c, LockLifetime: 60 * time.Second, HeartbeatTimeout: 10 * time.Second, HeartbeatCheckInterval: time.Second})
 	for _, id := range []string{"a", "b"} {
-		mustHeartbeat(t, b, Heartbeat{ClientID: id, Consumers: []ConsumerData{hbConsumer("g")}})
+		mustHeartbeat(t, b, mq.Heartbeat{ClientID: id, Consumers: []mq.ConsumerData{hbConsumer("g")}})
 	}
 	wantLocked(t, lockQs(t, b, "a", lockQ0), lockQ0)
-	if _, err := b.LockQueues("other", "a", []MessageQueue{lockQ1}); err != nil {
+	if _, err := b.LockQueues(context.Background(), "other", "a", []mq.MessageQueue{lockQ1}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -89,7 +91,7 @@ func TestLocksFreedByUnregisterNotByExpiry(t *testing.T) {
 			t.Fatal("a never expired")
 		}
 		c.Advance(time.Second)
-		mustHeartbeat(t, b, Heartbeat{ClientID: "b", Consumers: []ConsumerData{hbConsumer("g")}})
+		mustHeartbeat(t, b, mq.Heartbeat{ClientID: "b", Consumers: []mq.ConsumerData{hbConsumer("g")}})
 		time.Sleep(time.Millisecond)
 	}
 	if c.Now().Sub(grpT0) >= 60*time.Second {
@@ -98,17 +100,17 @@ func TestLocksFreedByUnregisterNotByExpiry(t *testing.T) {
 	wantLocked(t, lockQs(t, b, "b", lockQ0))
 
 	// Unregister frees a's locks in the group left at once, and only there.
-	if err := b.Unregister("a", "g"); err != nil {
+	if err := b.Unregister(context.Background(), "a", "g"); err != nil {
 		t.Fatal(err)
 	}
 	wantLocked(t, lockQs(t, b, "b", lockQ0), lockQ0)
-	if got, _ := b.LockQueues("other", "b", []MessageQueue{lockQ1}); len(got) != 0 {
+	if got, _ := b.LockQueues(context.Background(), "other", "b", []mq.MessageQueue{lockQ1}); len(got) != 0 {
 		t.Fatalf("a's lock in another group was freed: %v", got)
 	}
-	if err := b.Unregister("a", ""); err != nil {
+	if err := b.Unregister(context.Background(), "a", ""); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := b.LockQueues("other", "b", []MessageQueue{lockQ1}); len(got) != 1 {
+	if got, _ := b.LockQueues(context.Background(), "other", "b", []mq.MessageQueue{lockQ1}); len(got) != 1 {
 		t.Fatalf("Unregister(a, \"\") left a's lock in another group: %v", got)
 	}
 }
@@ -118,25 +120,26 @@ func TestLockBadInput(t *testing.T) {
 	cases := []struct {
 		name          string
 		group, client string
-		mqs           []MessageQueue
+		mqs           []mq.MessageQueue
 		want          error
 	}{
-		{"empty group", "", "a", []MessageQueue{lockQ0}, ErrInvalidArgument},
-		{"empty client", "g", "", []MessageQueue{lockQ0}, ErrInvalidArgument},
-		{"bad topic", "g", "a", []MessageQueue{lockQ0, {"a b", 0}}, ErrInvalidTopic},
-		{"empty topic", "g", "a", []MessageQueue{{"", 0}}, ErrInvalidTopic},
-		{"negative queue", "g", "a", []MessageQueue{lockQ0, {"T", -1}}, ErrInvalidArgument},
+		{"empty group", "", "a", []mq.MessageQueue{lockQ0}, mq.ErrInvalidArgument},
+		{"empty client", "g", "", []mq.MessageQueue{lockQ0}, mq.ErrInvalidArgument},
+		{"bad topic", "g", "a", []mq.MessageQueue{lockQ0, {Topic: "a b", QueueID: 0}}, mq.ErrInvalidTopic},
+		{"empty topic", "g", "a", []mq.MessageQueue{{Topic: "", QueueID: 0}}, mq.ErrInvalidTopic},
+		{"negative queue", "g", "a", []mq.MessageQueue{lockQ0, {Topic: "T", QueueID: -1}}, mq.ErrInvalidArgument},
+		{"another broker's queue", "g", "a", []mq.MessageQueue{lockQ0, {Topic: "T", BrokerName: "other"}}, mq.ErrInvalidQueue},
 	}
 	for _, tc := range cases {
-		if _, err := b.LockQueues(tc.group, tc.client, tc.mqs); !errors.Is(err, tc.want) {
+		if _, err := b.LockQueues(context.Background(), tc.group, tc.client, tc.mqs); !errors.Is(err, tc.want) {
 			t.Errorf("LockQueues %s: err = %v, want %v", tc.name, err, tc.want)
 		}
-		if err := b.UnlockQueues(tc.group, tc.client, tc.mqs); !errors.Is(err, tc.want) {
+		if err := b.UnlockQueues(context.Background(), tc.group, tc.client, tc.mqs); !errors.Is(err, tc.want) {
 			t.Errorf("UnlockQueues %s: err = %v, want %v", tc.name, err, tc.want)
 		}
 	}
 	// Nothing was locked by the rejected requests.
 	wantLocked(t, lockQs(t, b, "b", lockQ0), lockQ0)
 	// Retry topics' queues may be locked (orderly consumers lock them too).
-	wantLocked(t, lockQs(t, b, "b", MessageQueue{RetryTopic("g"), 0}), MessageQueue{RetryTopic("g"), 0})
+	wantLocked(t, lockQs(t, b, "b", mq.MessageQueue{Topic: mq.RetryTopic("g")}), mq.MessageQueue{Topic: mq.RetryTopic("g")})
 }

@@ -1,11 +1,13 @@
 package edge
 
 import (
-	"errors"
+	"context"
 	"fmt"
 	"sync"
 	"time"
 
+	"github.com/edgemq/edgemq/edge/mq"
+	"github.com/edgemq/edgemq/store"
 	"github.com/edgemq/edgemq/store/meta"
 )
 
@@ -92,58 +94,84 @@ func (t *offsetTable) run() {
 	}
 }
 
-// checkQueue validates (group, topic, queue) for offset calls.
-func (b *Broker) checkQueue(group, topicName string, queueID int32) (*topic, error) {
+// checkBrokerName accepts a queue's broker name: this broker's, or empty (this broker, for
+// in-process callers).
+func (b *Broker) checkBrokerName(name string) error {
+	if name != "" && name != b.opts.BrokerName {
+		return fmt.Errorf("%w: a queue of broker %q; this is broker %q", mq.ErrInvalidQueue, name, b.opts.BrokerName)
+	}
+	return nil
+}
+
+// checkQueue validates a queue of this broker for offset calls (group "-" skips the group
+// check).
+func (b *Broker) checkQueue(group string, q mq.MessageQueue) (*topic, error) {
 	if group == "" {
-		return nil, fmt.Errorf("%w: empty consumer group", ErrInvalidArgument)
+		return nil, fmt.Errorf("%w: empty consumer group", mq.ErrInvalidArgument)
 	}
-	tp, ok := b.topics.get(topicName)
+	if err := b.checkBrokerName(q.BrokerName); err != nil {
+		return nil, err
+	}
+	tp, ok := b.topics.get(q.Topic)
 	if !ok {
-		return nil, fmt.Errorf("%w: %q", ErrTopicNotExist, topicName)
+		return nil, fmt.Errorf("%w: %q", mq.ErrTopicNotExist, q.Topic)
 	}
-	if queueID < 0 || queueID >= max(tp.cfg.ReadQueues, tp.cfg.WriteQueues) {
-		return nil, fmt.Errorf("%w: queue %d of topic %q", ErrInvalidQueue, queueID, topicName)
+	if q.QueueID < 0 || q.QueueID >= max(tp.cfg.ReadQueues, tp.cfg.WriteQueues) {
+		return nil, fmt.Errorf("%w: queue %d of topic %q", mq.ErrInvalidQueue, q.QueueID, q.Topic)
 	}
 	return tp, nil
 }
 
-// CommitOffset records that group has consumed topic's queue up to offset (the next offset to
-// consume). Offsets are kept in memory and written to disk every OffsetPersistInterval and on
-// Close.
-func (b *Broker) CommitOffset(group, topic string, queueID int32, offset int64) error {
-	if err := b.check(); err != nil {
+// CommitOffset records that group has consumed queue q up to offset (the next offset to
+// consume). Offsets are kept in memory and written to disk every OffsetPersistInterval and
+// on Close. Errors: ErrClosed, ctx.Err(), and (wrapped) mq.ErrInvalidArgument (empty
+// group, negative offset), mq.ErrTopicNotExist, mq.ErrInvalidQueue.
+func (b *Broker) CommitOffset(ctx context.Context, group string, q mq.MessageQueue, offset int64) error {
+	if err := b.checkCtx(ctx); err != nil {
 		return err
 	}
-	if _, err := b.checkQueue(group, topic, queueID); err != nil {
+	if _, err := b.checkQueue(group, q); err != nil {
 		return err
 	}
 	if offset < 0 {
-		return fmt.Errorf("%w: negative offset %d", ErrInvalidArgument, offset)
+		return fmt.Errorf("%w: negative offset %d", mq.ErrInvalidArgument, offset)
 	}
-	b.offsets.set(offsetKey{group, topic, queueID}, offset)
+	b.offsets.set(offsetKey{group, q.Topic, q.QueueID}, offset)
 	return nil
 }
 
-// ErrOffsetNotFound is returned by QueryOffset when the group has no offset for the queue.
-var ErrOffsetNotFound = errors.New("edge: no offset stored for the queue")
-
-// QueryOffset returns group's consume offset of topic's queue. When none is stored it returns
-// ErrOffsetNotFound, except for a queue whose first message (offset 0) is still stored:
-// then 0, so a new group reads from the start (RocketMQ's rule).
-func (b *Broker) QueryOffset(group, topic string, queueID int32) (int64, error) {
-	if err := b.check(); err != nil {
+// QueryOffset returns group's consume offset of queue q. When none is stored it returns
+// mq.ErrOffsetNotFound, except for a queue whose first message (offset 0) is still stored
+// and was stored less than Options.NewQueueWindow ago: then 0, so that a new group reads a
+// new topic's first messages (RocketMQ returns 0 while the first message is in memory).
+// Errors as CommitOffset's, and mq.ErrOffsetNotFound.
+func (b *Broker) QueryOffset(ctx context.Context, group string, q mq.MessageQueue) (int64, error) {
+	if err := b.checkCtx(ctx); err != nil {
 		return 0, err
 	}
-	if _, err := b.checkQueue(group, topic, queueID); err != nil {
+	if _, err := b.checkQueue(group, q); err != nil {
 		return 0, err
 	}
-	if off, ok := b.offsets.get(offsetKey{group, topic, queueID}); ok {
+	if off, ok := b.offsets.get(offsetKey{group, q.Topic, q.QueueID}); ok {
 		return off, nil
 	}
-	if b.st.MinOffset(topic, queueID) == 0 && b.st.MaxOffset(topic, queueID) > 0 {
+	if b.firstMessageIsNew(q.Topic, q.QueueID) {
 		return 0, nil
 	}
-	return 0, fmt.Errorf("%w: group %q topic %q queue %d", ErrOffsetNotFound, group, topic, queueID)
+	return 0, fmt.Errorf("%w: group %q topic %q queue %d", mq.ErrOffsetNotFound, group, q.Topic, q.QueueID)
+}
+
+// firstMessageIsNew reports whether the queue still holds its first message (offset 0) and
+// it was stored less than Options.NewQueueWindow ago.
+func (b *Broker) firstMessageIsNew(topic string, queueID int32) bool {
+	if b.opts.NewQueueWindow < 0 || b.st.MinOffset(topic, queueID) != 0 || b.st.MaxOffset(topic, queueID) == 0 {
+		return false
+	}
+	g, err := b.st.GetMessages(topic, queueID, 0, 1, nil)
+	if err != nil || g.Status != store.Found || g.Messages[0].QueueOffset != 0 {
+		return false
+	}
+	return b.clock.Now().Sub(time.UnixMilli(g.Messages[0].StoreTime)) < b.opts.NewQueueWindow
 }
 
 // ResetWhere says where ResetOffsets moves a group.
@@ -165,7 +193,7 @@ func (b *Broker) ResetOffsets(group, topic string, where ResetWhere, at time.Tim
 	if err := b.check(); err != nil {
 		return nil, err
 	}
-	tp, err := b.checkQueue(group, topic, 0)
+	tp, err := b.checkQueue(group, mq.MessageQueue{Topic: topic})
 	if err != nil {
 		return nil, err
 	}
@@ -182,7 +210,7 @@ func (b *Broker) ResetOffsets(group, topic string, where ResetWhere, at time.Tim
 				return nil, err
 			}
 		default:
-			return nil, fmt.Errorf("%w: reset position %d", ErrInvalidArgument, where)
+			return nil, fmt.Errorf("%w: reset position %d", mq.ErrInvalidArgument, where)
 		}
 		b.offsets.set(offsetKey{group, topic, q}, off)
 		out[q] = off
@@ -190,36 +218,37 @@ func (b *Broker) ResetOffsets(group, topic string, where ResetWhere, at time.Tim
 	return out, b.offsets.persist()
 }
 
-// MaxOffset returns the next offset to be written in topic's queue (0 for an empty one).
-func (b *Broker) MaxOffset(topic string, queueID int32) (int64, error) {
-	if err := b.check(); err != nil {
+// MaxOffset returns the next offset to be written in queue q (0 for an empty one). Errors:
+// ErrClosed, ctx.Err(), and (wrapped) mq.ErrTopicNotExist, mq.ErrInvalidQueue.
+func (b *Broker) MaxOffset(ctx context.Context, q mq.MessageQueue) (int64, error) {
+	if err := b.checkCtx(ctx); err != nil {
 		return 0, err
 	}
-	if _, err := b.checkQueue("-", topic, queueID); err != nil {
+	if _, err := b.checkQueue("-", q); err != nil {
 		return 0, err
 	}
-	return b.st.MaxOffset(topic, queueID), nil
+	return b.st.MaxOffset(q.Topic, q.QueueID), nil
 }
 
-// MinOffset returns the first offset still stored in topic's queue.
-func (b *Broker) MinOffset(topic string, queueID int32) (int64, error) {
-	if err := b.check(); err != nil {
+// MinOffset returns the first offset still stored in queue q. Errors as MaxOffset's.
+func (b *Broker) MinOffset(ctx context.Context, q mq.MessageQueue) (int64, error) {
+	if err := b.checkCtx(ctx); err != nil {
 		return 0, err
 	}
-	if _, err := b.checkQueue("-", topic, queueID); err != nil {
+	if _, err := b.checkQueue("-", q); err != nil {
 		return 0, err
 	}
-	return b.st.MinOffset(topic, queueID), nil
+	return b.st.MinOffset(q.Topic, q.QueueID), nil
 }
 
-// SearchOffset returns the first offset of topic's queue whose message was stored at or
-// after at, or the max offset when none was.
-func (b *Broker) SearchOffset(topic string, queueID int32, at time.Time) (int64, error) {
-	if err := b.check(); err != nil {
+// SearchOffset returns the first offset of queue q whose message was stored at or after at,
+// or the max offset when none was. Errors as MaxOffset's.
+func (b *Broker) SearchOffset(ctx context.Context, q mq.MessageQueue, at time.Time) (int64, error) {
+	if err := b.checkCtx(ctx); err != nil {
 		return 0, err
 	}
-	if _, err := b.checkQueue("-", topic, queueID); err != nil {
+	if _, err := b.checkQueue("-", q); err != nil {
 		return 0, err
 	}
-	return b.st.OffsetByTime(topic, queueID, at.UnixMilli())
+	return b.st.OffsetByTime(q.Topic, q.QueueID, at.UnixMilli())
 }

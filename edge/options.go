@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/edgemq/edgemq/edge/mq"
 	"github.com/edgemq/edgemq/store"
 )
 
@@ -59,9 +60,19 @@ type Options struct {
 	// DelayLevels are the delays of levels 1..n. Default
 	// 1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h.
 	DelayLevels []time.Duration
-	// StoreHost is the address written into message ids (RocketMQ's offsetMsgId).
-	// Default 127.0.0.1:10911.
+	// StoreHost is the address written into message ids (RocketMQ's offsetMsgId) and
+	// routes. Default 127.0.0.1:10911.
 	StoreHost netip.AddrPort
+	// BrokerName names this broker in routes and message queues. Default "edgemq".
+	BrokerName string
+	// NewQueueWindow: a group with no stored offset on a queue whose first message (offset
+	// 0) is still stored and was stored less than this long ago reads the queue from 0,
+	// whatever its consumers' consume-from-where says, so that the first messages of a topic
+	// created moments before its consumers started are not skipped (RocketMQ returns 0
+	// while the queue's first message is still in memory). On a queue with older history a
+	// new group starts where its consumers ask: with ConsumeFromLastOffset, at new
+	// messages. Default 60 s; negative: never.
+	NewQueueWindow time.Duration
 }
 
 // DefaultDelayLevels are RocketMQ's 18 delay levels.
@@ -88,6 +99,8 @@ var DefaultOptions = Options{
 	MaxReconsumeTimes:      16,
 	DelayLevels:            DefaultDelayLevels,
 	StoreHost:              netip.MustParseAddrPort("127.0.0.1:10911"),
+	BrokerName:             "edgemq",
+	NewQueueWindow:         60 * time.Second,
 }
 
 func (o *Options) withDefaults() (Options, error) {
@@ -119,20 +132,24 @@ func (o *Options) withDefaults() (Options, error) {
 	if !r.StoreHost.IsValid() {
 		r.StoreHost = d.StoreHost
 	}
+	setDefault(&r.BrokerName, d.BrokerName)
+	setDefault(&r.NewQueueWindow, d.NewQueueWindow)
 	switch {
 	case r.DefaultQueues < 0 || r.DefaultQueues > maxQueues:
-		return r, fmt.Errorf("%w: DefaultQueues %d not in 1..%d", ErrInvalidArgument, r.DefaultQueues, maxQueues)
+		return r, fmt.Errorf("%w: DefaultQueues %d not in 1..%d", mq.ErrInvalidArgument, r.DefaultQueues, maxQueues)
 	case r.MaxMessageSize < 0 || r.CompressOver < 0 || r.MaxReconsumeTimes < 0:
-		return r, fmt.Errorf("%w: negative MaxMessageSize, CompressOver or MaxReconsumeTimes", ErrInvalidArgument)
+		return r, fmt.Errorf("%w: negative MaxMessageSize, CompressOver or MaxReconsumeTimes", mq.ErrInvalidArgument)
 	case r.DefaultSuspend < 0 || r.MaxSuspend < 0 || r.ShortPollingWait < 0 || r.HoldCheckInterval < 0 ||
 		r.OffsetPersistInterval < 0 || r.HeartbeatTimeout < 0 || r.HeartbeatCheckInterval < 0 || r.LockLifetime < 0:
-		return r, fmt.Errorf("%w: negative duration in Options", ErrInvalidArgument)
+		return r, fmt.Errorf("%w: negative duration in Options", mq.ErrInvalidArgument)
+	case mq.ValidateProducerGroup(r.BrokerName) != nil:
+		return r, fmt.Errorf("%w: BrokerName %q must be 1 to 255 characters of A-Z a-z 0-9 _ - %% |", mq.ErrInvalidArgument, r.BrokerName)
 	case len(r.DelayLevels) > 64:
-		return r, fmt.Errorf("%w: %d delay levels, at most 64", ErrInvalidArgument, len(r.DelayLevels))
+		return r, fmt.Errorf("%w: %d delay levels, at most 64", mq.ErrInvalidArgument, len(r.DelayLevels))
 	}
 	for i, l := range r.DelayLevels {
 		if l <= 0 {
-			return r, fmt.Errorf("%w: delay level %d is %v", ErrInvalidArgument, i+1, l)
+			return r, fmt.Errorf("%w: delay level %d is %v", mq.ErrInvalidArgument, i+1, l)
 		}
 	}
 	return r, nil

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
+	"github.com/edgemq/edgemq/edge/mq"
 	"github.com/edgemq/edgemq/store"
 )
 
@@ -31,27 +33,27 @@ const (
 // outside 0..1024, a bad filter); ErrTopicNotExist (Pull never creates topics);
 // ErrNoPermission (the topic is not readable); ErrInvalidQueue (outside the read queues);
 // ErrSubscriptionNotExist (no filter and no subscription). A rejected pull changes nothing.
-func (b *Broker) Pull(ctx context.Context, req PullRequest) (PullResult, error) {
-	if err := b.check(); err != nil {
-		return PullResult{}, err
-	}
-	if err := ctx.Err(); err != nil {
-		return PullResult{}, err
+func (b *Broker) Pull(ctx context.Context, req mq.PullRequest) (mq.PullResult, error) {
+	if err := b.checkCtx(ctx); err != nil {
+		return mq.PullResult{}, err
 	}
 	maxMsgs, filter, err := b.checkPull(&req)
 	if err != nil {
-		return PullResult{}, err
+		return mq.PullResult{}, err
 	}
+	topic, queueID := req.Queue.Topic, req.Queue.QueueID
 	// The first pass only, as RocketMQ's storeOffsetEnable (brokerAllowSuspend && commit flag).
 	if req.CommitOffset > 0 {
-		b.offsets.set(offsetKey{req.Group, req.Topic, req.QueueID}, req.CommitOffset)
+		b.offsets.set(offsetKey{req.Group, topic, queueID}, req.CommitOffset)
 	}
-	res, suspendable, err := b.pullOnce(&req, maxMsgs, filter)
-	if err != nil || !suspendable || !req.Suspend {
+	res, wait, err := b.pullOnce(&req, maxMsgs, filter)
+	if err != nil || wait < 0 || !req.Suspend {
 		return res, err
 	}
+	// Holes (records lost with their entries) are stepped over: wait past them.
+	req.Offset = wait
 	if err := b.suspend(ctx, &req, filter); err != nil {
-		return PullResult{}, err
+		return mq.PullResult{}, err
 	}
 	// Woken or timed out: read again, never suspending twice (brokerAllowSuspend=false).
 	res, _, err = b.pullOnce(&req, maxMsgs, filter)
@@ -59,34 +61,38 @@ func (b *Broker) Pull(ctx context.Context, req PullRequest) (PullResult, error) 
 }
 
 // checkPull validates req and returns its batch size and filter (nil: everything).
-func (b *Broker) checkPull(req *PullRequest) (int, store.Filter, error) {
+func (b *Broker) checkPull(req *mq.PullRequest) (int, store.Filter, error) {
 	if req.Group == "" {
-		return 0, nil, fmt.Errorf("%w: empty consumer group", ErrInvalidArgument)
+		return 0, nil, fmt.Errorf("%w: empty consumer group", mq.ErrInvalidArgument)
 	}
-	tp, ok := b.topics.get(req.Topic)
+	if err := b.checkBrokerName(req.Queue.BrokerName); err != nil {
+		return 0, nil, err
+	}
+	topic, queueID := req.Queue.Topic, req.Queue.QueueID
+	tp, ok := b.topics.get(topic)
 	if !ok {
-		return 0, nil, fmt.Errorf("%w: %q", ErrTopicNotExist, req.Topic)
+		return 0, nil, fmt.Errorf("%w: %q", mq.ErrTopicNotExist, topic)
 	}
-	if tp.cfg.Perm&PermRead == 0 {
-		return 0, nil, fmt.Errorf("%w: topic %q is not readable", ErrNoPermission, req.Topic)
+	if tp.cfg.Perm&mq.PermRead == 0 {
+		return 0, nil, fmt.Errorf("%w: topic %q is not readable", mq.ErrNoPermission, topic)
 	}
-	if req.QueueID < 0 || req.QueueID >= tp.cfg.ReadQueues {
-		return 0, nil, fmt.Errorf("%w: queue %d of topic %q, which has %d read queues", ErrInvalidQueue, req.QueueID, req.Topic, tp.cfg.ReadQueues)
+	if queueID < 0 || queueID >= tp.cfg.ReadQueues {
+		return 0, nil, fmt.Errorf("%w: queue %d of topic %q, which has %d read queues", mq.ErrInvalidQueue, queueID, topic, tp.cfg.ReadQueues)
 	}
 	if req.Offset < 0 {
-		return 0, nil, fmt.Errorf("%w: negative offset %d", ErrInvalidArgument, req.Offset)
+		return 0, nil, fmt.Errorf("%w: negative offset %d", mq.ErrInvalidArgument, req.Offset)
 	}
 	if req.MaxMsgs < 0 || req.MaxMsgs > maxPullMsgs {
-		return 0, nil, fmt.Errorf("%w: MaxMsgs %d not in 1..%d", ErrInvalidArgument, req.MaxMsgs, maxPullMsgs)
+		return 0, nil, fmt.Errorf("%w: MaxMsgs %d not in 1..%d", mq.ErrInvalidArgument, req.MaxMsgs, maxPullMsgs)
 	}
 	if req.MaxWait < 0 {
-		return 0, nil, fmt.Errorf("%w: negative MaxWait %v", ErrInvalidArgument, req.MaxWait)
+		return 0, nil, fmt.Errorf("%w: negative MaxWait %v", mq.ErrInvalidArgument, req.MaxWait)
 	}
 	expr := req.Filter
 	if expr == "" {
-		sub, ok := b.groups.subscription(req.Group, req.Topic)
+		sub, ok := b.groups.subscription(req.Group, topic)
 		if !ok {
-			return 0, nil, fmt.Errorf("%w: group %q, topic %q", ErrSubscriptionNotExist, req.Group, req.Topic)
+			return 0, nil, fmt.Errorf("%w: group %q, topic %q", mq.ErrSubscriptionNotExist, req.Group, topic)
 		}
 		expr = sub.Expression
 	}
@@ -106,63 +112,87 @@ func parseFilter(expr string) (store.Filter, error) {
 	if expr == "*" {
 		return nil, nil
 	}
-	f, err := store.ParseTagFilter(expr)
+	f, err := mq.ParseTagFilter(expr)
 	if err != nil {
-		return nil, fmt.Errorf("%w: filter %q: %v", ErrInvalidArgument, expr, err)
+		return nil, fmt.Errorf("filter %q: %w", expr, err)
 	}
 	if f.All() {
 		return nil, nil
 	}
-	return f, nil
+	tf := &tagFilter{f: f, hashes: make([]int64, len(f.Tags()))}
+	for i, t := range f.Tags() {
+		tf.hashes[i] = store.TagHash(t)
+	}
+	return tf, nil
 }
 
-// pullOnce reads the queue once. suspendable reports a PullNoNewMsg at which a pull may wait.
-func (b *Broker) pullOnce(req *PullRequest, maxMsgs int, filter store.Filter) (res PullResult, suspendable bool, err error) {
-	g, err := b.st.GetMessages(req.Topic, req.QueueID, req.Offset, maxMsgs, filter)
+// tagFilter is a TAG expression as the store filters by it: the consume-queue tag hashes of
+// its tags first, then the exact tag.
+type tagFilter struct {
+	f      *mq.TagFilter
+	hashes []int64
+}
+
+func (t *tagFilter) MatchHash(h int64) bool    { return slices.Contains(t.hashes, h) }
+func (t *tagFilter) MatchTag(tags string) bool { return t.f.Match(tags) }
+
+// pullOnce reads the queue once. wait is the offset at which a pull that found nothing may
+// wait for a message: the queue's end, or past the holes it found there; -1 when it may
+// not wait.
+func (b *Broker) pullOnce(req *mq.PullRequest, maxMsgs int, filter store.Filter) (res mq.PullResult, wait int64, err error) {
+	g, err := b.st.GetMessages(req.Queue.Topic, req.Queue.QueueID, req.Offset, maxMsgs, filter)
 	if err != nil {
 		if errors.Is(err, store.ErrClosed) {
-			return PullResult{}, false, ErrClosed
+			return mq.PullResult{}, -1, ErrClosed
 		}
-		return PullResult{}, false, err
+		return mq.PullResult{}, -1, err
 	}
+	var suspendable bool
 	res.Status, suspendable = pullStatus(g.Status, req.Offset)
 	res.NextBeginOffset, res.MinOffset, res.MaxOffset = g.NextBeginOffset, g.MinOffset, g.MaxOffset
-	if res.Status != PullFound {
-		return res, suspendable, nil
+	if res.Status != mq.PullFound {
+		if !suspendable {
+			return res, -1, nil
+		}
+		return res, max(req.Offset, g.NextBeginOffset), nil
 	}
+	res.Messages = make([]mq.MessageExt, len(g.Messages))
 	var bytes int64
 	for i := range g.Messages {
-		if err := b.decompress(&g.Messages[i]); err != nil {
-			return PullResult{}, false, err
+		m := &g.Messages[i]
+		if err := b.decompress(m); err != nil {
+			return mq.PullResult{}, -1, err
 		}
-		bytes += int64(len(g.Messages[i].Body))
+		bytes += int64(len(m.Body))
+		res.Messages[i] = b.ext(m)
 	}
 	b.stats.out(req.Group, int64(len(g.Messages)), bytes)
-	res.Messages = g.Messages
-	return res, false, nil
+	return res, -1, nil
 }
 
 // pullStatus maps the store's status to the pull's (RocketMQ's PullMessageProcessor and the
 // table in rocketmq-protocol.md §6), and says whether the pull may wait there.
-func pullStatus(s store.GetStatus, offset int64) (st PullStatus, suspendable bool) {
+func pullStatus(s store.GetStatus, offset int64) (st mq.PullStatus, suspendable bool) {
 	switch s {
 	case store.Found:
-		return PullFound, false
+		return mq.PullFound, false
 	case store.OffsetOverflowOne: // at the queue's end: the place to wait
-		return PullNoNewMsg, true
+		return mq.PullNoNewMsg, true
 	case store.NoMessageInQueue: // a new queue's first consumer waits at 0
 		if offset != 0 {
-			return PullOffsetIllegal, false
+			return mq.PullOffsetIllegal, false
 		}
-		return PullNoNewMsg, true
-	case store.OffsetFoundNull: // holes: move on to NextBeginOffset at once
-		return PullNoNewMsg, false
+		return mq.PullNoNewMsg, true
+	case store.OffsetFoundNull:
+		// Holes (records lost with their entries) up to NextBeginOffset: as RocketMQ's
+		// PULL_NOT_FOUND, a suspended pull waits, past them.
+		return mq.PullNoNewMsg, true
 	case store.NoMatchedMessage:
-		return PullNoMatchedMsg, false
+		return mq.PullNoMatchedMsg, false
 	case store.OffsetOverflowBadly, store.OffsetTooSmall:
-		return PullOffsetIllegal, false
+		return mq.PullOffsetIllegal, false
 	}
-	return PullOffsetIllegal, false
+	return mq.PullOffsetIllegal, false
 }
 
 // suspendTimeout is how long a pull with MaxWait d may park.
@@ -179,8 +209,8 @@ func (b *Broker) suspendTimeout(d time.Duration) time.Duration {
 
 // suspend parks the pull until a wake-up or its timeout (nil: read again), ctx's end
 // (ctx.Err()) or Close (ErrClosed). The waiter is out of the hold queue when it returns.
-func (b *Broker) suspend(ctx context.Context, req *PullRequest, filter store.Filter) error {
-	w := newWaiter(holdKey{req.Topic, req.QueueID}, req.Offset, filter)
+func (b *Broker) suspend(ctx context.Context, req *mq.PullRequest, filter store.Filter) error {
+	w := newWaiter(holdKey{req.Queue.Topic, req.Queue.QueueID}, req.Offset, filter)
 	t := b.clock.NewTimer(b.suspendTimeout(req.MaxWait))
 	defer t.Stop()
 	switch b.hold.park(w) {

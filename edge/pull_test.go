@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/edgemq/edgemq/edge/mq"
 	"runtime"
 	"slices"
 	"strings"
@@ -39,7 +40,7 @@ func pullSend(t testing.TB, b *Broker, topic string, queue int32, tags ...string
 	t.Helper()
 	var last int64
 	for _, tag := range tags {
-		res, err := b.Send(context.Background(), &Message{Topic: topic, Tags: tag, Body: []byte("body-" + tag)}, QueueID(queue))
+		res, err := b.Send(context.Background(), &mq.Message{Topic: topic, Tags: tag, Body: []byte("body-" + tag)}, mq.QueueIndex(int(queue)))
 		if err != nil {
 			t.Fatalf("send %q: %v", tag, err)
 		}
@@ -49,12 +50,12 @@ func pullSend(t testing.TB, b *Broker, topic string, queue int32, tags ...string
 }
 
 type pullOutcome struct {
-	res PullResult
+	res mq.PullResult
 	err error
 }
 
 // pullAsync runs Pull in a goroutine; the result arrives on the returned channel.
-func pullAsync(ctx context.Context, b *Broker, req PullRequest) <-chan pullOutcome {
+func pullAsync(ctx context.Context, b *Broker, req mq.PullRequest) <-chan pullOutcome {
 	ch := make(chan pullOutcome, 1)
 	go func() {
 		res, err := b.Pull(ctx, req)
@@ -97,7 +98,7 @@ func pullWaitParked(t testing.TB, b *Broker, n int) {
 	}
 }
 
-func pullOffsets(msgs []Message) []int64 {
+func pullOffsets(msgs []mq.MessageExt) []int64 {
 	var out []int64
 	for _, m := range msgs {
 		out = append(out, m.QueueOffset)
@@ -116,20 +117,20 @@ func TestPullStatuses(t *testing.T) {
 		queue       int32
 		offset      int64
 		max         int
-		status      PullStatus
+		status      mq.PullStatus
 		offsets     []int64
 		next, maxOf int64
 	}{
-		{"found all", 0, 0, 0, PullFound, []int64{0, 1, 2}, 3, 3},
-		{"found one", 0, 1, 1, PullFound, []int64{1}, 2, 3},
-		{"found tail", 0, 2, 32, PullFound, []int64{2}, 3, 3},
-		{"at max: no new", 0, 3, 32, PullNoNewMsg, nil, 3, 3},
-		{"beyond max", 0, 10, 32, PullOffsetIllegal, nil, 3, 3},
-		{"empty queue at 0", 1, 0, 32, PullNoNewMsg, nil, 0, 0},
-		{"empty queue at 5", 1, 5, 32, PullOffsetIllegal, nil, 0, 0},
+		{"found all", 0, 0, 0, mq.PullFound, []int64{0, 1, 2}, 3, 3},
+		{"found one", 0, 1, 1, mq.PullFound, []int64{1}, 2, 3},
+		{"found tail", 0, 2, 32, mq.PullFound, []int64{2}, 3, 3},
+		{"at max: no new", 0, 3, 32, mq.PullNoNewMsg, nil, 3, 3},
+		{"beyond max", 0, 10, 32, mq.PullOffsetIllegal, nil, 3, 3},
+		{"empty queue at 0", 1, 0, 32, mq.PullNoNewMsg, nil, 0, 0},
+		{"empty queue at 5", 1, 5, 32, mq.PullOffsetIllegal, nil, 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			res, err := b.Pull(context.Background(), PullRequest{Group: "g", Topic: "T", QueueID: tc.queue,
+			res, err := b.Pull(context.Background(), mq.PullRequest{Group: "g", Queue: mq.MessageQueue{Topic: "T", QueueID: tc.queue},
 				Offset: tc.offset, MaxMsgs: tc.max, Filter: "*"})
 			if err != nil {
 				t.Fatal(err)
@@ -150,17 +151,17 @@ func TestPullStatusMapping(t *testing.T) {
 	for _, tc := range []struct {
 		s           store.GetStatus
 		offset      int64
-		want        PullStatus
+		want        mq.PullStatus
 		suspendable bool
 	}{
-		{store.Found, 0, PullFound, false},
-		{store.OffsetOverflowOne, 7, PullNoNewMsg, true},
-		{store.NoMessageInQueue, 0, PullNoNewMsg, true},
-		{store.NoMessageInQueue, 5, PullOffsetIllegal, false},
-		{store.OffsetFoundNull, 3, PullNoNewMsg, false},
-		{store.NoMatchedMessage, 3, PullNoMatchedMsg, false},
-		{store.OffsetOverflowBadly, 9, PullOffsetIllegal, false},
-		{store.OffsetTooSmall, 0, PullOffsetIllegal, false},
+		{store.Found, 0, mq.PullFound, false},
+		{store.OffsetOverflowOne, 7, mq.PullNoNewMsg, true},
+		{store.NoMessageInQueue, 0, mq.PullNoNewMsg, true},
+		{store.NoMessageInQueue, 5, mq.PullOffsetIllegal, false},
+		{store.OffsetFoundNull, 3, mq.PullNoNewMsg, true}, // holes: wait past them
+		{store.NoMatchedMessage, 3, mq.PullNoMatchedMsg, false},
+		{store.OffsetOverflowBadly, 9, mq.PullOffsetIllegal, false},
+		{store.OffsetTooSmall, 0, mq.PullOffsetIllegal, false},
 	} {
 		st, susp := pullStatus(tc.s, tc.offset)
 		if st != tc.want || susp != tc.suspendable {
@@ -179,19 +180,19 @@ func TestPullFilters(t *testing.T) {
 	pullSend(t, b, "F", 0, "A", "B", "C", "", "A", "Aa", "BB")
 	for _, tc := range []struct {
 		filter  string
-		status  PullStatus
+		status  mq.PullStatus
 		offsets []int64
 	}{
-		{"*", PullFound, []int64{0, 1, 2, 3, 4, 5, 6}},
-		{"A", PullFound, []int64{0, 4}},
-		{"A || B", PullFound, []int64{0, 1, 4}},
-		{" A ||C ", PullFound, []int64{0, 2, 4}},
-		{"Aa", PullFound, []int64{5}},
-		{"BB", PullFound, []int64{6}},
-		{"Z", PullNoMatchedMsg, nil},
+		{"*", mq.PullFound, []int64{0, 1, 2, 3, 4, 5, 6}},
+		{"A", mq.PullFound, []int64{0, 4}},
+		{"A || B", mq.PullFound, []int64{0, 1, 4}},
+		{" A ||C ", mq.PullFound, []int64{0, 2, 4}},
+		{"Aa", mq.PullFound, []int64{5}},
+		{"BB", mq.PullFound, []int64{6}},
+		{"Z", mq.PullNoMatchedMsg, nil},
 	} {
 		t.Run(tc.filter, func(t *testing.T) {
-			res, err := b.Pull(context.Background(), PullRequest{Group: "g", Topic: "F", Filter: tc.filter})
+			res, err := b.Pull(context.Background(), mq.PullRequest{Group: "g", Queue: mq.MessageQueue{Topic: "F"}, Filter: tc.filter})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -211,8 +212,8 @@ func TestPullFilters(t *testing.T) {
 func TestPullWithoutFilterNeedsSubscription(t *testing.T) {
 	b := openBroker(t, nil)
 	pullSend(t, b, "S", 0, "A")
-	if _, err := b.Pull(context.Background(), PullRequest{Group: "nobody", Topic: "S"}); !errors.Is(err, ErrSubscriptionNotExist) {
-		t.Fatalf("got %v, want %v", err, ErrSubscriptionNotExist)
+	if _, err := b.Pull(context.Background(), mq.PullRequest{Group: "nobody", Queue: mq.MessageQueue{Topic: "S"}}); !errors.Is(err, mq.ErrSubscriptionNotExist) {
+		t.Fatalf("got %v, want %v", err, mq.ErrSubscriptionNotExist)
 	}
 }
 
@@ -221,25 +222,26 @@ func TestPullBadInputChangesNothing(t *testing.T) {
 	if err := b.CreateTopic(TopicConfig{Name: "T", ReadQueues: 2, WriteQueues: 4}); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.CreateTopic(TopicConfig{Name: "WO", Perm: PermWrite}); err != nil {
+	if err := b.CreateTopic(TopicConfig{Name: "WO", Perm: mq.PermWrite}); err != nil {
 		t.Fatal(err)
 	}
-	ok := PullRequest{Group: "g", Topic: "T", QueueID: 1, Filter: "*", CommitOffset: 9}
+	ok := mq.PullRequest{Group: "g", Queue: mq.MessageQueue{Topic: "T", QueueID: 1}, Filter: "*", CommitOffset: 9}
 	for _, tc := range []struct {
 		name string
-		edit func(*PullRequest)
+		edit func(*mq.PullRequest)
 		want error
 	}{
-		{"empty group", func(r *PullRequest) { r.Group = "" }, ErrInvalidArgument},
-		{"unknown topic", func(r *PullRequest) { r.Topic = "Nope" }, ErrTopicNotExist},
-		{"unreadable topic", func(r *PullRequest) { r.Topic = "WO"; r.QueueID = 0 }, ErrNoPermission},
-		{"queue beyond read queues", func(r *PullRequest) { r.QueueID = 2 }, ErrInvalidQueue},
-		{"negative queue", func(r *PullRequest) { r.QueueID = -1 }, ErrInvalidQueue},
-		{"negative offset", func(r *PullRequest) { r.Offset = -1 }, ErrInvalidArgument},
-		{"MaxMsgs 2000", func(r *PullRequest) { r.MaxMsgs = 2000 }, ErrInvalidArgument},
-		{"MaxMsgs -1", func(r *PullRequest) { r.MaxMsgs = -1 }, ErrInvalidArgument},
-		{"negative MaxWait", func(r *PullRequest) { r.MaxWait = -time.Second }, ErrInvalidArgument},
-		{"bad filter", func(r *PullRequest) { r.Filter = "A || " }, ErrInvalidArgument},
+		{"empty group", func(r *mq.PullRequest) { r.Group = "" }, mq.ErrInvalidArgument},
+		{"unknown topic", func(r *mq.PullRequest) { r.Queue.Topic = "Nope" }, mq.ErrTopicNotExist},
+		{"unreadable topic", func(r *mq.PullRequest) { r.Queue.Topic = "WO"; r.Queue.QueueID = 0 }, mq.ErrNoPermission},
+		{"queue beyond read queues", func(r *mq.PullRequest) { r.Queue.QueueID = 2 }, mq.ErrInvalidQueue},
+		{"negative queue", func(r *mq.PullRequest) { r.Queue.QueueID = -1 }, mq.ErrInvalidQueue},
+		{"another broker's queue", func(r *mq.PullRequest) { r.Queue.BrokerName = "other" }, mq.ErrInvalidQueue},
+		{"negative offset", func(r *mq.PullRequest) { r.Offset = -1 }, mq.ErrInvalidArgument},
+		{"MaxMsgs 2000", func(r *mq.PullRequest) { r.MaxMsgs = 2000 }, mq.ErrInvalidArgument},
+		{"MaxMsgs -1", func(r *mq.PullRequest) { r.MaxMsgs = -1 }, mq.ErrInvalidArgument},
+		{"negative MaxWait", func(r *mq.PullRequest) { r.MaxWait = -time.Second }, mq.ErrInvalidArgument},
+		{"bad filter", func(r *mq.PullRequest) { r.Filter = "A || " }, mq.ErrInvalidArgument},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req := ok
@@ -249,10 +251,10 @@ func TestPullBadInputChangesNothing(t *testing.T) {
 			}
 		})
 	}
-	if _, ok := b.Topic("Nope"); ok {
+	if _, err := b.Topic("Nope"); err == nil {
 		t.Fatal("pull created a topic")
 	}
-	if off, err := b.QueryOffset("g", "T", 1); err == nil {
+	if off, err := b.QueryOffset(context.Background(), "g", mq.MessageQueue{Topic: "T", QueueID: 1}); err == nil {
 		t.Fatalf("rejected pulls stored offset %d", off)
 	}
 	// The good request works, and is refused after Close.
@@ -276,28 +278,28 @@ func TestPullCommitOffsetOnFirstPassOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	pullSend(t, b, "C", 0, "a", "b", "c", "d", "e")
-	res, err := b.Pull(context.Background(), PullRequest{Group: "g", Topic: "C", Offset: 5, Filter: "*", CommitOffset: 3})
-	if err != nil || res.Status != PullNoNewMsg {
+	res, err := b.Pull(context.Background(), mq.PullRequest{Group: "g", Queue: mq.MessageQueue{Topic: "C"}, Offset: 5, Filter: "*", CommitOffset: 3})
+	if err != nil || res.Status != mq.PullNoNewMsg {
 		t.Fatalf("pull: %v %v", res.Status, err)
 	}
-	if off, err := b.QueryOffset("g", "C", 0); err != nil || off != 3 {
+	if off, err := b.QueryOffset(context.Background(), "g", mq.MessageQueue{Topic: "C", QueueID: 0}); err != nil || off != 3 {
 		t.Fatalf("piggybacked offset: got %d %v, want 3", off, err)
 	}
 	// A parked pull carrying 4: the consumer commits 5 meanwhile; the second pass after the
 	// wake-up must not put 4 back.
-	ch := pullAsync(context.Background(), b, PullRequest{Group: "g", Topic: "C", Offset: 5, Filter: "*", CommitOffset: 4, Suspend: true})
+	ch := pullAsync(context.Background(), b, mq.PullRequest{Group: "g", Queue: mq.MessageQueue{Topic: "C"}, Offset: 5, Filter: "*", CommitOffset: 4, Suspend: true})
 	pullWaitParked(t, b, 1)
-	if off, _ := b.QueryOffset("g", "C", 0); off != 4 {
+	if off, _ := b.QueryOffset(context.Background(), "g", mq.MessageQueue{Topic: "C", QueueID: 0}); off != 4 {
 		t.Fatalf("first pass stored %d, want 4", off)
 	}
-	if err := b.CommitOffset("g", "C", 0, 5); err != nil {
+	if err := b.CommitOffset(context.Background(), "g", mq.MessageQueue{Topic: "C", QueueID: 0}, 5); err != nil {
 		t.Fatal(err)
 	}
 	pullSend(t, b, "C", 0, "f")
-	if o := pullRecv(t, ch); o.err != nil || o.res.Status != PullFound {
+	if o := pullRecv(t, ch); o.err != nil || o.res.Status != mq.PullFound {
 		t.Fatalf("woken pull: %v %v", o.res.Status, o.err)
 	}
-	if off, _ := b.QueryOffset("g", "C", 0); off != 5 {
+	if off, _ := b.QueryOffset(context.Background(), "g", mq.MessageQueue{Topic: "C", QueueID: 0}); off != 5 {
 		t.Fatalf("offset after the second pass: got %d, want 5", off)
 	}
 }
@@ -305,15 +307,15 @@ func TestPullCommitOffsetOnFirstPassOnly(t *testing.T) {
 func TestPullDecompressesAndCounts(t *testing.T) {
 	b := openBroker(t, &Options{CompressOver: 100})
 	body := []byte(strings.Repeat("temperature=21.5;", 100))
-	if _, err := b.Send(context.Background(), &Message{Topic: "Z", Body: body}, QueueID(0)); err != nil {
+	if _, err := b.Send(context.Background(), &mq.Message{Topic: "Z", Body: body}, mq.QueueIndex(0)); err != nil {
 		t.Fatal(err)
 	}
 	pullWaitMax(t, b, "Z", 0, 1)
-	res, err := b.Pull(context.Background(), PullRequest{Group: "g", Topic: "Z", Filter: "*"})
-	if err != nil || res.Status != PullFound || len(res.Messages) != 1 {
+	res, err := b.Pull(context.Background(), mq.PullRequest{Group: "g", Queue: mq.MessageQueue{Topic: "Z"}, Filter: "*"})
+	if err != nil || res.Status != mq.PullFound || len(res.Messages) != 1 {
 		t.Fatalf("pull: %v %v", res.Status, err)
 	}
-	if m := res.Messages[0]; string(m.Body) != string(body) || m.SysFlag&SysFlagCompressed != 0 {
+	if m := res.Messages[0]; string(m.Body) != string(body) || m.SysFlag&mq.SysFlagCompressed != 0 {
 		t.Fatalf("body of %d bytes, sysflag %x: not decompressed", len(m.Body), m.SysFlag)
 	}
 	if got := b.GroupStats("g"); got.MessagesOut != 1 || got.BytesOut != int64(len(body)) {
@@ -337,8 +339,8 @@ func TestPullConcurrentExactlyOnceInOrder(t *testing.T) {
 		wg.Go(func() {
 			for i := 0; i < perSender; i++ {
 				for q := int32(0); q < queues; q++ {
-					m := &Message{Topic: "P", Tags: fmt.Sprint("t", i%3), Body: fmt.Appendf(nil, "%d:%d", s, i)}
-					if _, err := b.Send(ctx, m, QueueID(q)); err != nil {
+					m := &mq.Message{Topic: "P", Tags: fmt.Sprint("t", i%3), Body: fmt.Appendf(nil, "%d:%d", s, i)}
+					if _, err := b.Send(ctx, m, mq.QueueIndex(int(q))); err != nil {
 						errs <- err
 						return
 					}
@@ -355,7 +357,7 @@ func TestPullConcurrentExactlyOnceInOrder(t *testing.T) {
 				}
 				var off int64
 				for off < senders*perSender {
-					res, err := b.Pull(ctx, PullRequest{Group: group, Topic: "P", QueueID: q, Offset: off, MaxMsgs: 7,
+					res, err := b.Pull(ctx, mq.PullRequest{Group: group, Queue: mq.MessageQueue{Topic: "P", QueueID: q}, Offset: off, MaxMsgs: 7,
 						Filter: "*", Suspend: true, MaxWait: time.Second})
 					if err != nil {
 						errs <- fmt.Errorf("%s queue %d at %d: %w", group, q, off, err)
@@ -402,8 +404,8 @@ func BenchmarkPullParkedWake(b *testing.B) {
 	defer close(offsets)
 	go func() {
 		for off := range offsets {
-			res, err := br.Pull(ctx, PullRequest{Group: "g", Topic: "W", Offset: off, Filter: "*", Suspend: true, MaxWait: 10 * time.Second})
-			if err == nil && (res.Status != PullFound || len(res.Messages) != 1) {
+			res, err := br.Pull(ctx, mq.PullRequest{Group: "g", Queue: mq.MessageQueue{Topic: "W"}, Offset: off, Filter: "*", Suspend: true, MaxWait: 10 * time.Second})
+			if err == nil && (res.Status != mq.PullFound || len(res.Messages) != 1) {
 				err = fmt.Errorf("pull at %d: %v with %d messages", off, res.Status, len(res.Messages))
 			}
 			results <- err
@@ -418,7 +420,7 @@ func BenchmarkPullParkedWake(b *testing.B) {
 			runtime.Gosched()
 		}
 		b.StartTimer()
-		if _, err := br.Send(ctx, &Message{Topic: "W", Body: body}, nil); err != nil {
+		if _, err := br.Send(ctx, &mq.Message{Topic: "W", Body: body}, nil); err != nil {
 			b.Fatal(err)
 		}
 		if err := <-results; err != nil {
@@ -431,12 +433,12 @@ func BenchmarkPullParkedWake(b *testing.B) {
 func BenchmarkPullFound32(b *testing.B) {
 	br := openBroker(b, &Options{Store: pullAsyncStore()})
 	const batches = 64
-	batch := make([]*Message, 32)
+	batch := make([]*mq.Message, 32)
 	for i := 0; i < batches; i++ {
 		for j := range batch {
-			batch[j] = &Message{Topic: "R", Tags: "t", Body: []byte(strings.Repeat("x", 100))}
+			batch[j] = &mq.Message{Topic: "R", Tags: "t", Body: []byte(strings.Repeat("x", 100))}
 		}
-		if _, err := br.SendBatch(context.Background(), batch, QueueID(0)); err != nil {
+		if _, err := br.SendBatch(context.Background(), batch, mq.QueueIndex(0)); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -446,8 +448,8 @@ func BenchmarkPullFound32(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		res, err := br.Pull(ctx, PullRequest{Group: "g", Topic: "R", Offset: int64(i%batches) * 32, MaxMsgs: 32, Filter: "*"})
-		if err != nil || res.Status != PullFound || len(res.Messages) != 32 {
+		res, err := br.Pull(ctx, mq.PullRequest{Group: "g", Queue: mq.MessageQueue{Topic: "R"}, Offset: int64(i%batches) * 32, MaxMsgs: 32, Filter: "*"})
+		if err != nil || res.Status != mq.PullFound || len(res.Messages) != 32 {
 			b.Fatalf("pull: %v, %d messages, %v", res.Status, len(res.Messages), err)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/edgemq/edgemq/edge/mq"
 	"github.com/edgemq/edgemq/store"
 	"github.com/edgemq/edgemq/store/commitlog"
 )
@@ -24,7 +25,7 @@ const (
 )
 
 // scheduler delivers delayed messages (RocketMQ's ScheduleMessageService). A delayed message
-// waits in queue level-1 of ScheduleTopic; it is due DelayLevels[level-1] after it was stored
+// waits in queue level-1 of mq.ScheduleTopic; it is due DelayLevels[level-1] after it was stored
 // there. Within a level messages are in due order, so each level is a FIFO and only its head
 // needs watching. One goroutine (run) serves every level: it sleeps until the earliest head
 // is due, an arrival, or Close; then it stores every due message again in its real topic and
@@ -62,7 +63,7 @@ type scheduled struct {
 	lv  *delayLevel
 	off int64 // queue offset in the schedule topic
 	due int64
-	m   *Message // the schedule copy
+	m   *store.Message // the schedule copy
 }
 
 func newScheduler(b *Broker) (*scheduler, error) {
@@ -72,7 +73,7 @@ func newScheduler(b *Broker) (*scheduler, error) {
 	}
 	n := int32(len(b.opts.DelayLevels))
 	levels := n
-	for _, q := range b.st.Queues(ScheduleTopic) {
+	for _, q := range b.st.Queues(mq.ScheduleTopic) {
 		if q.QueueID >= levels {
 			levels = q.QueueID + 1
 		}
@@ -245,7 +246,7 @@ func (s *scheduler) collect(lv *delayLevel, nowMS int64) (ms []scheduled, end in
 	}
 	q := lv.queue()
 	for len(ms) < scheduleBatch {
-		res, err := s.b.st.GetMessages(ScheduleTopic, q, off, scheduleBatch-len(ms), nil)
+		res, err := s.b.st.GetMessages(mq.ScheduleTopic, q, off, scheduleBatch-len(ms), nil)
 		if err != nil {
 			return ms, off, false, err
 		}
@@ -280,11 +281,11 @@ func (s *scheduler) collect(lv *delayLevel, nowMS int64) (ms []scheduled, end in
 // handled (delivered, or skipped as undeliverable). It stops at the first error that may
 // pass, for a retry.
 func (s *scheduler) deliver(ms []scheduled) int {
-	copies := make([]*Message, len(ms))
+	copies := make([]*store.Message, len(ms))
 	for i, sm := range ms {
 		c, err := s.unwrap(sm.m)
 		switch {
-		case errors.Is(err, errBadScheduled) || errors.Is(err, ErrInvalidTopic) || errors.Is(err, ErrTopicNotExist):
+		case errors.Is(err, errBadScheduled) || errors.Is(err, mq.ErrInvalidTopic) || errors.Is(err, mq.ErrTopicNotExist):
 			s.b.lg.Error("undeliverable delayed message: dropped", "level", sm.lv.level, "offset", sm.off, "pos", sm.m.Pos, "err", err)
 		case err != nil:
 			s.b.lg.Error("deliver delayed message: retrying", "level", sm.lv.level, "offset", sm.off, "err", err)
@@ -298,11 +299,11 @@ func (s *scheduler) deliver(ms []scheduled) int {
 
 // appendChunks appends the non-nil copies in batches of bounded size (one fsync each) and
 // returns how many messages it handled.
-func (s *scheduler) appendChunks(ms []scheduled, copies []*Message) int {
+func (s *scheduler) appendChunks(ms []scheduled, copies []*store.Message) int {
 	limit := int(min(s.b.st.Log().SegmentSize()/4, 1<<30))
 	done := 0
 	for done < len(copies) {
-		var chunk []*Message
+		var chunk []*store.Message
 		n, bytes := done, 0
 		for ; n < len(copies) && (len(chunk) == 0 || bytes+int(ms[n].m.Size) <= limit); n++ {
 			if c := copies[n]; c != nil {
@@ -318,7 +319,7 @@ func (s *scheduler) appendChunks(ms []scheduled, copies []*Message) int {
 			// One bad message fails the batch: find it.
 			for ; done < n; done++ {
 				if c := copies[done]; c != nil {
-					if err := s.b.st.Append([]*Message{c}); err != nil {
+					if err := s.b.st.Append([]*store.Message{c}); err != nil {
 						if !permanentAppendErr(err) {
 							s.b.lg.Error("deliver delayed message: retrying", "err", err)
 							return done
@@ -339,12 +340,12 @@ func permanentAppendErr(err error) bool {
 
 // unwrap returns the copy of schedule message m to store in its real topic and queue, with
 // the scheduling properties removed and everything else kept.
-func (s *scheduler) unwrap(m *Message) (*Message, error) {
-	rt := m.Properties[PropertyRealTopic]
-	if rt == "" || rt == ScheduleTopic {
+func (s *scheduler) unwrap(m *store.Message) (*store.Message, error) {
+	rt := m.Properties[mq.PropertyRealTopic]
+	if rt == "" || rt == mq.ScheduleTopic {
 		return nil, fmt.Errorf("%w: REAL_TOPIC %q", errBadScheduled, rt)
 	}
-	qs := m.Properties[PropertyRealQueueID]
+	qs := m.Properties[mq.PropertyRealQueueID]
 	q, err := strconv.ParseInt(qs, 10, 32)
 	if err != nil || q < 0 {
 		return nil, fmt.Errorf("%w: REAL_QID %q", errBadScheduled, qs)
@@ -364,9 +365,9 @@ func (s *scheduler) unwrap(m *Message) (*Message, error) {
 	c.Topic, c.QueueID = rt, int32(q)
 	c.QueueOffset, c.StoreTime, c.Pos, c.Size = 0, 0, 0, 0
 	c.Properties = maps.Clone(m.Properties)
-	delete(c.Properties, PropertyDelayLevel)
-	delete(c.Properties, PropertyRealTopic)
-	delete(c.Properties, PropertyRealQueueID)
+	delete(c.Properties, mq.PropertyDelayLevel)
+	delete(c.Properties, mq.PropertyRealTopic)
+	delete(c.Properties, mq.PropertyRealQueueID)
 	return &c, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/edgemq/edgemq/edge/mq"
 	"maps"
 	"net/netip"
 	"testing"
@@ -71,7 +72,7 @@ func schedQuiet(t testing.TB, b *Broker, topic string, queue int32, n int64) {
 }
 
 // schedRead returns every message of (topic, queue).
-func schedRead(t testing.TB, b *Broker, topic string, queue int32) []Message {
+func schedRead(t testing.TB, b *Broker, topic string, queue int32) []store.Message {
 	t.Helper()
 	res, err := b.st.GetMessages(topic, queue, 0, 1024, nil)
 	if err != nil {
@@ -80,11 +81,11 @@ func schedRead(t testing.TB, b *Broker, topic string, queue int32) []Message {
 	return res.Messages
 }
 
-func schedSend(t testing.TB, b *Broker, topic string, queue int32, level int, body string) SendResult {
+func schedSend(t testing.TB, b *Broker, topic string, queue int32, level int, body string) mq.SendResult {
 	t.Helper()
-	m := &Message{Topic: topic, Body: []byte(body)}
-	SetDelayLevel(m, level)
-	res, err := b.Send(context.Background(), m, QueueID(queue))
+	m := &mq.Message{Topic: topic, Body: []byte(body)}
+	m.SetDelayLevel(level)
+	res, err := b.Send(context.Background(), m, mq.QueueIndex(int(queue)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,17 +95,21 @@ func schedSend(t testing.TB, b *Broker, topic string, queue int32, level int, bo
 func TestDelayedMessageDeliveredWhenDue(t *testing.T) {
 	b, clk := schedBroker(t, "", schedT0, nil)
 	born := netip.MustParseAddrPort("10.1.2.3:4567")
-	m := &Message{Topic: "T", Tags: "tg", Keys: "k1 k2", Flag: 7, BornTime: schedT0.UnixMilli() - 1234, BornHost: born,
-		ReconsumeTimes: 2, Properties: map[string]string{"a": "b", PropertyUniqKey: "U1"}, Body: []byte("hello")}
-	SetDelayLevel(m, 3) // 10 s
-	res, err := b.Send(context.Background(), m, QueueID(1))
-	if err != nil {
+	// Stored as the send path stores it, with what only a remote producer or a send-back
+	// sets (born time and host, reconsume times).
+	m := &store.Message{Topic: "T", QueueID: 1, Tags: "tg", Keys: "k1 k2", Flag: 7, BornTime: schedT0.UnixMilli() - 1234, BornHost: born,
+		ReconsumeTimes: 2, Properties: map[string]string{"a": "b", mq.PropertyUniqKey: "U1", mq.PropertyDelayLevel: "3"}, Body: []byte("hello")}
+	bornTime := m.BornTime
+	if err := b.prepare(m); err != nil { // level 3: 10 s
 		t.Fatal(err)
 	}
-	if res.Topic != ScheduleTopic || res.QueueID != 2 {
+	if err := b.st.Append([]*store.Message{m}); err != nil {
+		t.Fatal(err)
+	}
+	if res := b.result(m); res.Queue.Topic != mq.ScheduleTopic || res.Queue.QueueID != 2 {
 		t.Fatalf("send result %+v: want its place in the schedule topic's level-3 queue", res)
 	}
-	schedWaitMax(t, b, ScheduleTopic, 2, 1)
+	schedWaitMax(t, b, mq.ScheduleTopic, 2, 1)
 	due := schedT0.Add(10 * time.Second)
 	schedWaitIdle(t, b, due)
 	if n := b.st.MaxOffset("T", 1); n != 0 {
@@ -116,12 +121,12 @@ func TestDelayedMessageDeliveredWhenDue(t *testing.T) {
 	schedWaitMax(t, b, "T", 1, 1)
 
 	got := schedRead(t, b, "T", 1)[0]
-	want := map[string]string{"a": "b", PropertyUniqKey: "U1"}
+	want := map[string]string{"a": "b", mq.PropertyUniqKey: "U1"}
 	if !maps.Equal(got.Properties, want) {
 		t.Fatalf("properties %v, want %v", got.Properties, want)
 	}
 	if string(got.Body) != "hello" || got.Tags != "tg" || got.Keys != "k1 k2" || got.Flag != 7 || got.SysFlag != 0 ||
-		got.BornTime != m.BornTime || got.BornHost != born || got.ReconsumeTimes != 2 || got.QueueID != 1 || got.QueueOffset != 0 {
+		got.BornTime != bornTime || got.BornHost != born || got.ReconsumeTimes != 2 || got.QueueID != 1 || got.QueueOffset != 0 {
 		t.Fatalf("delivered %+v", got)
 	}
 	if got.StoreTime != due.UnixMilli() {
@@ -133,16 +138,16 @@ func TestDelayedMessageDeliveredWhenDue(t *testing.T) {
 func TestDelayedCompressedMessageStaysCompressed(t *testing.T) {
 	b, clk := schedBroker(t, "", schedT0, &Options{CompressOver: 100})
 	body := bytes.Repeat([]byte("compress me "), 100)
-	m := &Message{Topic: "Z", Body: body}
-	SetDelayLevel(m, 1)
-	if _, err := b.Send(context.Background(), m, QueueID(0)); err != nil {
+	m := &mq.Message{Topic: "Z", Body: body}
+	m.SetDelayLevel(1)
+	if _, err := b.Send(context.Background(), m, mq.QueueIndex(0)); err != nil {
 		t.Fatal(err)
 	}
-	schedWaitMax(t, b, ScheduleTopic, 0, 1)
+	schedWaitMax(t, b, mq.ScheduleTopic, 0, 1)
 	clk.Advance(time.Second)
 	schedWaitMax(t, b, "Z", 0, 1)
 	got := schedRead(t, b, "Z", 0)[0]
-	if got.SysFlag&SysFlagCompressed == 0 || len(got.Body) >= len(body) {
+	if got.SysFlag&mq.SysFlagCompressed == 0 || len(got.Body) >= len(body) {
 		t.Fatalf("delivered sysflag %#x, %d body bytes: not compressed", got.SysFlag, len(got.Body))
 	}
 	if err := b.decompress(&got); err != nil || !bytes.Equal(got.Body, body) {
@@ -153,14 +158,14 @@ func TestDelayedCompressedMessageStaysCompressed(t *testing.T) {
 func TestDelayedMessagesDeliveredInDueOrder(t *testing.T) {
 	b, clk := schedBroker(t, "", schedT0, nil)
 	schedSend(t, b, "O", 0, 4, "A") // due at 30 s
-	schedWaitMax(t, b, ScheduleTopic, 3, 1)
+	schedWaitMax(t, b, mq.ScheduleTopic, 3, 1)
 	schedWaitIdle(t, b, schedT0.Add(30*time.Second))
 	clk.Advance(26 * time.Second)
 	schedSend(t, b, "O", 0, 1, "B") // 27 s
 	schedSend(t, b, "O", 0, 2, "C") // 31 s
 	schedSend(t, b, "O", 0, 3, "D") // 36 s
 	for q := int32(0); q < 4; q++ {
-		schedWaitMax(t, b, ScheduleTopic, q, 1)
+		schedWaitMax(t, b, mq.ScheduleTopic, q, 1)
 	}
 	schedWaitIdle(t, b, schedT0.Add(27*time.Second))
 	// All four fall due at once: they go out in due order, not level order.
@@ -178,7 +183,7 @@ func TestDelayedMessagesDeliveredInDueOrder(t *testing.T) {
 	start := clk.Now()
 	schedSend(t, b, "P", 0, 2, "5s")
 	schedSend(t, b, "P", 0, 1, "1s")
-	schedWaitMax(t, b, ScheduleTopic, 1, 2)
+	schedWaitMax(t, b, mq.ScheduleTopic, 1, 2)
 	schedWaitIdle(t, b, start.Add(time.Second))
 	clk.Advance(time.Second)
 	schedWaitMax(t, b, "P", 0, 1)
@@ -202,8 +207,8 @@ func TestDelayedManyBatches(t *testing.T) {
 	for i := 0; i < n; i++ {
 		schedSend(t, b, "M", 0, 3, fmt.Sprintf("b%03d", i)) // due at 11 s
 	}
-	schedWaitMax(t, b, ScheduleTopic, 2, n)
-	schedWaitMax(t, b, ScheduleTopic, 3, n)
+	schedWaitMax(t, b, mq.ScheduleTopic, 2, n)
+	schedWaitMax(t, b, mq.ScheduleTopic, 3, n)
 	clk.Advance(time.Minute)
 	schedWaitMax(t, b, "M", 0, 2*n)
 	for i, m := range schedRead(t, b, "M", 0) {
@@ -239,7 +244,7 @@ func schedRestartSetup(t *testing.T) (string, time.Time) {
 		}
 	}
 	for _, q := range []int32{0, 2, 4} {
-		schedWaitMax(t, b, ScheduleTopic, q, 10)
+		schedWaitMax(t, b, mq.ScheduleTopic, q, 10)
 	}
 	clk.Advance(2 * time.Second)
 	schedWaitMax(t, b, "R", 0, 10)
@@ -258,7 +263,7 @@ func schedRestartSetup(t *testing.T) (string, time.Time) {
 func TestScheduleProgressPersistedEveryInterval(t *testing.T) {
 	b, clk := schedBroker(t, "", schedT0, nil) // every 5 s
 	schedSend(t, b, "I", 0, 1, "x")
-	schedWaitMax(t, b, ScheduleTopic, 0, 1)
+	schedWaitMax(t, b, mq.ScheduleTopic, 0, 1)
 	clk.Advance(time.Second)
 	schedWaitMax(t, b, "I", 0, 1)
 	schedWaitIdle(t, b, schedT0.Add(5*time.Second))
@@ -341,7 +346,7 @@ func TestScheduleSkipsUndeliverable(t *testing.T) {
 		t.Fatal(err)
 	}
 	prop := func(kv ...string) map[string]string {
-		m := map[string]string{PropertyDelayLevel: "1"}
+		m := map[string]string{mq.PropertyDelayLevel: "1"}
 		for i := 0; i < len(kv); i += 2 {
 			m[kv[i]] = kv[i+1]
 		}
@@ -349,24 +354,24 @@ func TestScheduleSkipsUndeliverable(t *testing.T) {
 	}
 	bad := []map[string]string{
 		prop(), // no REAL_TOPIC
-		prop(PropertyRealTopic, "bad topic!", PropertyRealQueueID, "0"), // invalid name
-		prop(PropertyRealTopic, "Nope", PropertyRealQueueID, "0"),       // no such topic, no auto-creation
-		prop(PropertyRealTopic, "T", PropertyRealQueueID, "x"),          // bad queue
-		prop(PropertyRealTopic, "T"),                                    // no queue
-		prop(PropertyRealTopic, ScheduleTopic, PropertyRealQueueID, "0"),
-		prop(PropertyRealTopic, DefaultTopic, PropertyRealQueueID, "0"),
+		prop(mq.PropertyRealTopic, "bad topic!", mq.PropertyRealQueueID, "0"), // invalid name
+		prop(mq.PropertyRealTopic, "Nope", mq.PropertyRealQueueID, "0"),       // no such topic, no auto-creation
+		prop(mq.PropertyRealTopic, "T", mq.PropertyRealQueueID, "x"),          // bad queue
+		prop(mq.PropertyRealTopic, "T"),                                       // no queue
+		prop(mq.PropertyRealTopic, mq.ScheduleTopic, mq.PropertyRealQueueID, "0"),
+		prop(mq.PropertyRealTopic, mq.DefaultTopic, mq.PropertyRealQueueID, "0"),
 	}
-	var msgs []*Message
+	var msgs []*store.Message
 	for i, p := range bad {
-		msgs = append(msgs, &Message{Topic: ScheduleTopic, QueueID: 0, Properties: p, Body: []byte(fmt.Sprint("bad", i))})
+		msgs = append(msgs, &store.Message{Topic: mq.ScheduleTopic, QueueID: 0, Properties: p, Body: []byte(fmt.Sprint("bad", i))})
 	}
 	msgs = append(msgs,
-		&Message{Topic: ScheduleTopic, QueueID: 0, Properties: prop(PropertyRealTopic, "T", PropertyRealQueueID, "1"), Body: []byte("good")},
-		&Message{Topic: ScheduleTopic, QueueID: 0, Properties: prop(PropertyRealTopic, "T", PropertyRealQueueID, "5"), Body: []byte("moved")})
+		&store.Message{Topic: mq.ScheduleTopic, QueueID: 0, Properties: prop(mq.PropertyRealTopic, "T", mq.PropertyRealQueueID, "1"), Body: []byte("good")},
+		&store.Message{Topic: mq.ScheduleTopic, QueueID: 0, Properties: prop(mq.PropertyRealTopic, "T", mq.PropertyRealQueueID, "5"), Body: []byte("moved")})
 	if err := b.st.Append(msgs); err != nil {
 		t.Fatal(err)
 	}
-	schedWaitMax(t, b, ScheduleTopic, 0, int64(len(msgs)))
+	schedWaitMax(t, b, mq.ScheduleTopic, 0, int64(len(msgs)))
 	clk.Advance(time.Second)
 	schedWaitMax(t, b, "T", 1, 2)
 	if got := schedRead(t, b, "T", 1); string(got[0].Body) != "good" || string(got[1].Body) != "moved" {
@@ -398,7 +403,7 @@ func TestScheduleArriveNeverBlocks(t *testing.T) {
 	go func() {
 		defer close(done)
 		for i := 0; i < 1000; i++ {
-			b.sched.arrive(store.Arrival{Topic: ScheduleTopic})
+			b.sched.arrive(store.Arrival{Topic: mq.ScheduleTopic})
 		}
 	}()
 	select {
@@ -411,7 +416,7 @@ func TestScheduleArriveNeverBlocks(t *testing.T) {
 func TestScheduleRetriesAfterReadError(t *testing.T) {
 	b, clk := schedBroker(t, "", schedT0, nil)
 	schedSend(t, b, "E", 0, 1, "x")
-	schedWaitMax(t, b, ScheduleTopic, 0, 1)
+	schedWaitMax(t, b, mq.ScheduleTopic, 0, 1)
 	schedWaitIdle(t, b, schedT0.Add(time.Second))
 	b.st.Close() // every read fails from now on
 	clk.Advance(time.Second)

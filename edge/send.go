@@ -4,103 +4,80 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"net/netip"
 	"strconv"
-	"strings"
 	"sync"
 
+	"github.com/edgemq/edgemq/edge/mq"
+	"github.com/edgemq/edgemq/store"
 	"github.com/klauspost/compress/zstd"
 )
 
-// SendResult says where a message was stored.
-type SendResult struct {
-	// Topic, QueueID and QueueOffset say where the message is stored now: for a delayed
-	// message, its level's queue of ScheduleTopic until it is due.
-	Topic       string
-	QueueID     int32
-	QueueOffset int64
-	Pos         int64 // commitlog position: a stable id of the stored copy
-
-	host netip.AddrPort // the broker's StoreHost, for MsgID
-}
-
-// MsgID returns RocketMQ's offsetMsgId of the stored copy: the store host and the commitlog
-// position, as MessageID makes it. It is computed on each call, so that a send whose caller
-// does not need the id does not allocate one.
-func (r SendResult) MsgID() string { return MessageID(r.host, r.Pos) }
-
 // Send stores m on a write queue of its topic chosen by sel (round robin when nil) and
 // returns where. With the sync flush policy (the store's default) it returns once the message
-// is on disk. Pulls see it once the store has dispatched it to its queue, normally
-// microseconds later; a suspended pull waiting on the queue is woken by it. A message with a delay level is held in the schedule topic and delivered to its
-// topic and queue when due. Errors: ErrInvalidTopic, ErrTopicNotExist (auto-creation off),
-// ErrNoPermission, ErrInvalidQueue, ErrMessageTooLarge, ErrInvalidArgument; nothing is
+// is on disk. A message with a delay level (mq.Message.SetDelayLevel) is held in the schedule
+// topic and delivered to its topic and queue when due.
+//
+// A send to a group's retry topic (what a client does when its send-back failed) stores the
+// mq.PropertyReconsumeTime property as the message's reconsume count, and goes to the
+// group's dead-letter topic instead once that count exceeds mq.PropertyMaxReconsumeTimes
+// (Options.MaxReconsumeTimes when the message has none).
+//
+// m is not changed; the broker keeps no reference to it after Send returns. Errors:
+// ErrClosed, ctx.Err(), and (wrapped) mq.ErrInvalidArgument (nil message, bad delay level),
+// mq.ErrInvalidTopic, mq.ErrTopicNotExist (auto-creation off), mq.ErrNoPermission,
+// mq.ErrInvalidQueue (a selector's index out of range), mq.ErrMessageTooLarge; nothing is
 // stored on error.
-func (b *Broker) Send(ctx context.Context, m *Message, sel QueueSelector) (SendResult, error) {
-	tp, s, q, err := b.prepareSend(ctx, m, sel)
+func (b *Broker) Send(ctx context.Context, m *mq.Message, sel mq.QueueSelector) (mq.SendResult, error) {
+	var s store.Message
+	tp, err := b.prepareSend(ctx, m, sel, &s)
 	if err != nil {
-		return SendResult{}, err
+		return mq.SendResult{}, err
 	}
-	if s != nil {
-		res, err := b.store([]*Message{s}, []*Message{m})
-		if err != nil {
-			return SendResult{}, err
-		}
-		return res[0], nil
-	}
-	// Stored as it is: the store fills in m's placement (as store does from a copy), and an
-	// error leaves m as it was.
-	saved := *m
-	m.QueueID = q
-	if err := b.st.Append([]*Message{m}); err != nil {
-		*m = saved
-		return SendResult{}, err
+	if err := b.st.Append([]*store.Message{&s}); err != nil {
+		return mq.SendResult{}, appendErr(err)
 	}
 	tp.in.add(1, int64(len(m.Body)))
-	return b.result(m), nil
+	return b.result(&s), nil
 }
 
 // SendAsync stores m as Send does without waiting for the fsync that covers it (RocketMQ's
 // send with a SendCallback): done is called with the result once Send would have returned,
 // so that one goroutine can keep many sends in flight, and they share fsyncs (group commit).
 // Errors found before the message is written (those of Send, and the store's for a closed
-// broker or a full disk) are returned, m is left as it was, and done is not called.
-// Otherwise done is called exactly once: with the store's async flush policy before
-// SendAsync returns, else from the store's acknowledgement goroutine, in the order the
-// messages were stored; with an error if the fsync failed (the message was written, its
-// durability is unknown). done must not block; m must not be changed until done is called.
-func (b *Broker) SendAsync(ctx context.Context, m *Message, sel QueueSelector, done func(SendResult, error)) error {
+// broker or a full disk) are returned and done is not called. Otherwise done is called
+// exactly once: with the store's async flush policy before SendAsync returns, else from the
+// store's acknowledgement goroutine, in the order the messages were stored; with an error
+// if the fsync failed (the message was written, its durability is unknown). done must not
+// block; m's body and properties must not be changed until done is called.
+func (b *Broker) SendAsync(ctx context.Context, m *mq.Message, sel mq.QueueSelector, done func(mq.SendResult, error)) error {
 	if done == nil {
-		return fmt.Errorf("%w: SendAsync needs a done function", ErrInvalidArgument)
-	}
-	tp, s, q, err := b.prepareSend(ctx, m, sel)
-	if err != nil {
-		return err
-	}
-	saved := *m
-	if s == nil { // stored as it is, as in Send
-		s = m
-		m.QueueID = q
+		return fmt.Errorf("%w: SendAsync needs a done function", mq.ErrInvalidArgument)
 	}
 	op := asyncSends.Get().(*asyncSend)
 	if op.complete == nil {
 		op.complete = op.finish
 	}
-	op.b, op.tp, op.s, op.m, op.done = b, tp, s, m, done
-	if err = b.st.AppendAsync([]*Message{s}, op.complete); err != nil {
+	tp, err := b.prepareSend(ctx, m, sel, &op.s)
+	if err != nil {
 		op.release()
-		*m = saved
+		return err
 	}
-	return err
+	op.b, op.tp, op.bytes, op.done = b, tp, int64(len(m.Body)), done
+	if err = b.st.AppendAsync([]*store.Message{&op.s}, op.complete); err != nil {
+		op.release()
+	}
+	return appendErr(err)
 }
 
-// asyncSend is a SendAsync in flight. They are pooled, each with its complete method
-// value made once, so that a send in flight allocates nothing of its own.
+// asyncSend is a SendAsync in flight, with the stored copy of its message. They are pooled,
+// each with its complete method value made once, so that a send in flight allocates nothing
+// of its own.
 type asyncSend struct {
 	b        *Broker
 	tp       *topic
-	s, m     *Message // the stored copy and the caller's message (the same without a copy)
-	done     func(SendResult, error)
+	s        store.Message // what is stored; the store fills in its placement
+	bytes    int64         // the caller's body size, for the topic's counters
+	done     func(mq.SendResult, error)
 	complete func(error) // op.finish, bound once
 }
 
@@ -109,105 +86,99 @@ var asyncSends = sync.Pool{New: func() any { return new(asyncSend) }}
 // finish reports the store's outcome to the caller's done function and returns op to the
 // pool: the store calls it exactly once.
 func (op *asyncSend) finish(err error) {
-	b, tp, s, m, done := op.b, op.tp, op.s, op.m, op.done
-	op.release()
-	if err != nil {
-		done(SendResult{}, err)
-		return
+	var res mq.SendResult
+	if err == nil {
+		op.tp.in.add(1, op.bytes)
+		res = op.b.result(&op.s)
 	}
-	tp.in.add(1, int64(len(m.Body)))
-	done(b.report(s, m), nil)
+	done := op.done
+	op.release()
+	done(res, err)
 }
 
 // release clears op, so that the pool holds no message, and puts it back.
 func (op *asyncSend) release() {
-	op.b, op.tp, op.s, op.m, op.done = nil, nil, nil, nil, nil
+	op.b, op.tp, op.done, op.s = nil, nil, nil, store.Message{}
 	asyncSends.Put(op)
 }
 
-// prepareSend checks a send of m and chooses its topic tp and queue q; s is the copy to
-// store, or nil when m is stored as it is (see prepare). Nothing is changed on error.
-func (b *Broker) prepareSend(ctx context.Context, m *Message, sel QueueSelector) (tp *topic, s *Message, q int32, err error) {
-	tp, err = b.sendTopic(ctx, m.Topic)
-	if err != nil {
-		return nil, nil, 0, err
+// prepareSend checks a send of m, chooses its topic and queue and fills s with the copy to
+// store. Nothing is changed on error.
+func (b *Broker) prepareSend(ctx context.Context, m *mq.Message, sel mq.QueueSelector, s *store.Message) (*topic, error) {
+	if err := b.checkCtx(ctx); err != nil {
+		return nil, err
 	}
-	if q, err = b.chooseQueue(tp, m, sel); err != nil {
-		return nil, nil, 0, err
+	if m == nil {
+		return nil, fmt.Errorf("%w: nil message", mq.ErrInvalidArgument)
+	}
+	tp, err := b.sendTopic(m.Topic)
+	if err != nil {
+		return nil, err
+	}
+	q, err := b.chooseQueue(tp, m, sel)
+	if err != nil {
+		return nil, err
 	}
 	if err := b.checkBody(m); err != nil {
-		return nil, nil, 0, err
+		return nil, err
 	}
-	s, err = b.prepare(m, q)
-	return tp, s, q, err
-}
-
-// report copies the placement of s, the stored copy of o, into o (or not, for a delayed
-// message's queue fields, which would name the schedule queue) and returns the result of o.
-func (b *Broker) report(s, o *Message) SendResult {
-	if s.Topic == o.Topic {
-		o.QueueID, o.QueueOffset = s.QueueID, s.QueueOffset
-	}
-	o.StoreTime, o.Pos, o.Size = s.StoreTime, s.Pos, s.Size
-	return b.result(s)
+	storeCopy(m, q, s)
+	return tp, b.prepare(s)
 }
 
 // result reports where s, a stored message, is.
-func (b *Broker) result(s *Message) SendResult {
-	return SendResult{host: b.opts.StoreHost, Topic: s.Topic, QueueID: s.QueueID, QueueOffset: s.QueueOffset, Pos: s.Pos}
+func (b *Broker) result(s *store.Message) mq.SendResult {
+	return mq.SendResult{
+		Queue:       mq.MessageQueue{Topic: s.Topic, BrokerName: b.opts.BrokerName, QueueID: s.QueueID},
+		QueueOffset: s.QueueOffset, CommitLogOffset: s.Pos, StoreHost: b.opts.StoreHost,
+		UniqID: s.Properties[mq.PropertyUniqKey],
+	}
 }
 
-// validateSendTopic admits user topics and retry topics: RocketMQ clients whose send-back
-// fails send the message to %RETRY%<group> themselves.
-func validateSendTopic(name string) error {
-	if strings.HasPrefix(name, RetryPrefix) && len(name) > len(RetryPrefix) {
-		return validateName(name, maxSystemTopicLen)
-	}
-	return ValidateTopic(name)
-}
-
-// sendTopic returns the topic a send to name writes to, created if auto-creation is on.
-func (b *Broker) sendTopic(ctx context.Context, name string) (*topic, error) {
-	if err := b.check(); err != nil {
-		return nil, err
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
+// sendTopic returns the topic a send to name writes to, created if it may be. The name is
+// validated when the topic is made (topicTable.ensure), never again.
+func (b *Broker) sendTopic(name string) (*topic, error) {
 	tp, ok := b.topics.get(name)
-	if !ok || !tp.sendable {
-		if err := validateSendTopic(name); err != nil {
-			return nil, err
-		}
+	if !ok {
 		var err error
 		if tp, err = b.topics.ensure(name); err != nil {
 			return nil, err
 		}
 	}
-	if tp.cfg.Perm&PermWrite == 0 {
-		return nil, fmt.Errorf("%w: topic %q is not writable", ErrNoPermission, name)
+	if !tp.sendable {
+		return nil, fmt.Errorf("%w: %q is reserved", mq.ErrInvalidTopic, name)
+	}
+	if tp.cfg.Perm&mq.PermWrite == 0 {
+		return nil, fmt.Errorf("%w: topic %q is not writable", mq.ErrNoPermission, name)
 	}
 	return tp, nil
 }
 
-func (b *Broker) checkBody(m *Message) error {
+func (b *Broker) checkBody(m *mq.Message) error {
 	if len(m.Body) > b.opts.MaxMessageSize {
-		return fmt.Errorf("%w: body of %d bytes, max %d", ErrMessageTooLarge, len(m.Body), b.opts.MaxMessageSize)
+		return fmt.Errorf("%w: body of %d bytes, max %d", mq.ErrMessageTooLarge, len(m.Body), b.opts.MaxMessageSize)
 	}
 	return nil
 }
 
 // SendBatch stores msgs, all of one topic, contiguously on one queue, in order. The queue is
-// chosen once, by sel applied to the first message (round robin when nil).
-func (b *Broker) SendBatch(ctx context.Context, msgs []*Message, sel QueueSelector) ([]SendResult, error) {
+// chosen once, by sel applied to the first message (round robin when nil). Errors as Send's;
+// a nil message, or messages of different topics, are mq.ErrInvalidArgument. Nothing is
+// stored on error.
+func (b *Broker) SendBatch(ctx context.Context, msgs []*mq.Message, sel mq.QueueSelector) ([]mq.SendResult, error) {
+	if err := b.checkCtx(ctx); err != nil {
+		return nil, err
+	}
 	if len(msgs) == 0 {
-		if err := b.check(); err != nil {
-			return nil, err
+		return nil, nil
+	}
+	for i, m := range msgs {
+		if m == nil {
+			return nil, fmt.Errorf("%w: message %d of the batch is nil", mq.ErrInvalidArgument, i)
 		}
-		return nil, ctx.Err()
 	}
 	name := msgs[0].Topic
-	tp, err := b.sendTopic(ctx, name)
+	tp, err := b.sendTopic(name)
 	if err != nil {
 		return nil, err
 	}
@@ -215,102 +186,139 @@ func (b *Broker) SendBatch(ctx context.Context, msgs []*Message, sel QueueSelect
 	if err != nil {
 		return nil, err
 	}
-	stored := make([]*Message, len(msgs))
+	stored := make([]store.Message, len(msgs))
+	ptrs := make([]*store.Message, len(msgs))
+	var bytes int64
 	for i, m := range msgs {
 		if m.Topic != name {
-			return nil, fmt.Errorf("%w: a batch holds one topic, got %q and %q", ErrInvalidArgument, name, m.Topic)
+			return nil, fmt.Errorf("%w: a batch holds one topic, got %q and %q", mq.ErrInvalidArgument, name, m.Topic)
 		}
 		if err := b.checkBody(m); err != nil {
 			return nil, err
 		}
-		s, err := b.prepare(m, q)
-		if err != nil {
+		storeCopy(m, q, &stored[i])
+		if err := b.prepare(&stored[i]); err != nil {
 			return nil, err
 		}
-		if s == nil {
-			c := *m
-			c.QueueID = q
-			s = &c
-		}
-		stored[i] = s
+		ptrs[i] = &stored[i]
+		bytes += int64(len(m.Body))
 	}
-	return b.store(stored, msgs)
-}
-
-// store appends prepared messages and reports to the originals.
-func (b *Broker) store(stored, orig []*Message) ([]SendResult, error) {
-	if err := b.st.Append(stored); err != nil {
-		return nil, err
+	if err := b.st.Append(ptrs); err != nil {
+		return nil, appendErr(err)
 	}
-	res := make([]SendResult, len(stored))
-	var bytes int64
-	for i, s := range stored {
-		res[i] = b.report(s, orig[i])
-		bytes += int64(len(orig[i].Body))
+	res := make([]mq.SendResult, len(stored))
+	for i := range stored {
+		res[i] = b.result(&stored[i])
 	}
-	b.stats.in(orig[0].Topic, int64(len(orig)), bytes)
+	tp.in.add(int64(len(msgs)), bytes)
 	return res, nil
 }
 
-func (b *Broker) chooseQueue(tp *topic, m *Message, sel QueueSelector) (int32, error) {
+func (b *Broker) chooseQueue(tp *topic, m *mq.Message, sel mq.QueueSelector) (int32, error) {
 	n := tp.cfg.WriteQueues
 	if n <= 0 {
-		return 0, fmt.Errorf("%w: topic %q has no write queues", ErrNoPermission, tp.cfg.Name)
+		return 0, fmt.Errorf("%w: topic %q has no write queues", mq.ErrNoPermission, tp.cfg.Name)
 	}
-	var q int32
 	if sel == nil {
-		q = int32((tp.rr.Add(1) - 1) % uint32(n))
-	} else {
-		// sel gets a copy: m itself, passed to a function value, would escape, and every
-		// caller's message would move to the heap, with a selector or without.
-		c := *m
-		q = sel(n, &c)
+		return int32((tp.rr.Add(1) - 1) % uint32(n)), nil
 	}
-	if q < 0 || q >= n {
-		return 0, fmt.Errorf("%w: queue %d of topic %q, which has %d write queues", ErrInvalidQueue, q, tp.cfg.Name, n)
+	// sel gets a copy: m itself, passed to a function value, would escape, and every
+	// caller's message would move to the heap, with a selector or without.
+	c := *m
+	i := sel(int(n), &c)
+	if i < 0 || i >= int(n) {
+		return 0, fmt.Errorf("%w: queue index %d of topic %q, which has %d write queues", mq.ErrInvalidQueue, i, tp.cfg.Name, n)
 	}
-	return q, nil
+	return int32(i), nil
 }
 
-// prepare returns the copy of m to store on queue q when it must differ from m beyond its
-// queue id: compressed when large, moved to the schedule topic when delayed. It returns nil
-// when m can be stored as it is. m itself is not changed.
-func (b *Broker) prepare(m *Message, q int32) (*Message, error) {
-	level, err := DelayLevel(m)
+// prepare turns s, a copy of a message bound for its topic and queue, into what is stored:
+// a retry message carries its reconsume count, and past its limit goes to the dead-letter
+// topic; a delayed message goes to the schedule topic; a large body is compressed. The
+// properties map is copied before it is changed: the caller's stays as it was.
+func (b *Broker) prepare(s *store.Message) error {
+	if mq.IsRetryTopic(s.Topic) {
+		if err := b.prepareRetry(s); err != nil {
+			return err
+		}
+	}
+	level, err := delayOf(s.Properties)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	compress := b.opts.CompressOver > 0 && len(m.Body) > b.opts.CompressOver && m.SysFlag&SysFlagCompressed == 0
-	if level <= 0 && !compress {
-		return nil, nil
-	}
-	s := *m
-	s.QueueID = q
 	if level > 0 {
 		level = min(level, len(b.opts.DelayLevels))
-		s.Properties = maps.Clone(m.Properties)
-		s.Properties[PropertyDelayLevel] = strconv.Itoa(level)
-		s.Properties[PropertyRealTopic] = m.Topic
-		s.Properties[PropertyRealQueueID] = strconv.Itoa(int(q))
-		s.Topic = ScheduleTopic
+		s.Properties = maps.Clone(s.Properties)
+		s.Properties[mq.PropertyDelayLevel] = strconv.Itoa(level)
+		s.Properties[mq.PropertyRealTopic] = s.Topic
+		s.Properties[mq.PropertyRealQueueID] = strconv.Itoa(int(s.QueueID))
+		s.Topic = mq.ScheduleTopic
 		s.QueueID = int32(level - 1)
 		if s.BornTime == 0 { // else delivery would show the schedule copy's store time
 			s.BornTime = b.clock.Now().UnixMilli()
 		}
-		if _, err := b.topics.ensure(ScheduleTopic); err != nil {
-			return nil, err
+		if _, err := b.topics.ensure(mq.ScheduleTopic); err != nil {
+			return err
 		}
 	}
-	if compress {
-		s.Body = b.zenc.EncodeAll(m.Body, make([]byte, 0, len(m.Body)/2))
-		s.SysFlag |= SysFlagCompressed | sysFlagZstd
+	if b.opts.CompressOver > 0 && len(s.Body) > b.opts.CompressOver && s.SysFlag&mq.SysFlagCompressed == 0 {
+		s.Body = b.zenc.EncodeAll(s.Body, make([]byte, 0, len(s.Body)/2))
+		s.SysFlag |= mq.SysFlagCompressed | sysFlagZstd
 	}
-	return &s, nil
+	return nil
+}
+
+// prepareRetry handles a message a client sends to a retry topic itself (its send-back
+// failed), as RocketMQ's handleRetryAndDLQ: the mq.PropertyReconsumeTime property becomes
+// the message's reconsume count, and a message reconsumed more than its maximum
+// (mq.PropertyMaxReconsumeTimes, else Options.MaxReconsumeTimes) goes to the group's
+// dead-letter topic, undelayed.
+func (b *Broker) prepareRetry(s *store.Message) error {
+	rt, hasRT := s.Properties[mq.PropertyReconsumeTime]
+	if !hasRT {
+		return nil
+	}
+	n, err := strconv.ParseInt(rt, 10, 32)
+	if err != nil || n < 0 {
+		return fmt.Errorf("%w: %s %q", mq.ErrInvalidArgument, mq.PropertyReconsumeTime, rt)
+	}
+	maxTimes := int64(b.opts.MaxReconsumeTimes)
+	if v, ok := s.Properties[mq.PropertyMaxReconsumeTimes]; ok {
+		mx, err := strconv.ParseInt(v, 10, 32)
+		if err != nil {
+			return fmt.Errorf("%w: %s %q", mq.ErrInvalidArgument, mq.PropertyMaxReconsumeTimes, v)
+		}
+		if mx >= 0 {
+			maxTimes = mx
+		}
+	}
+	s.Properties = maps.Clone(s.Properties)
+	delete(s.Properties, mq.PropertyReconsumeTime)
+	s.ReconsumeTimes = int32(n)
+	if n <= maxTimes {
+		return nil
+	}
+	delete(s.Properties, mq.PropertyDelayLevel)
+	s.Topic, s.QueueID = mq.DLQTopic(s.Topic[len(mq.RetryPrefix):]), 0
+	tp, err := b.topics.ensure(s.Topic)
+	if err != nil {
+		return err
+	}
+	if tp.cfg.Perm&mq.PermWrite == 0 {
+		return fmt.Errorf("%w: topic %q is not writable", mq.ErrNoPermission, s.Topic)
+	}
+	return nil
+}
+
+// delayOf returns the delay level in props, 0 when none.
+func delayOf(props map[string]string) (int, error) {
+	m := mq.Message{Properties: props}
+	return m.DelayLevel()
 }
 
 // decompress restores the body of a message the broker compressed.
-func (b *Broker) decompress(m *Message) error {
-	if m.SysFlag&SysFlagCompressed == 0 || m.SysFlag&sysFlagCompressMs != sysFlagZstd {
+func (b *Broker) decompress(m *store.Message) error {
+	if m.SysFlag&mq.SysFlagCompressed == 0 || m.SysFlag&sysFlagCompressMs != sysFlagZstd {
 		return nil
 	}
 	body, err := b.zdec.DecodeAll(m.Body, nil)
@@ -318,7 +326,7 @@ func (b *Broker) decompress(m *Message) error {
 		return fmt.Errorf("edge: decompress message at %d: %w", m.Pos, err)
 	}
 	m.Body = body
-	m.SysFlag &^= SysFlagCompressed | sysFlagCompressMs
+	m.SysFlag &^= mq.SysFlagCompressed | sysFlagCompressMs
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/edgemq/edgemq/edge/mq"
 	"sync"
 	"testing"
 
@@ -13,8 +14,7 @@ import (
 
 // TestSendAsync: one goroutine keeps many sends in flight; each done gets the result Send
 // would have returned, once, in the order the messages were stored; the messages are there
-// to pull. A delayed message reports its schedule copy and leaves the original's queue
-// fields alone, as Send does.
+// to pull. A delayed message reports its schedule copy, as Send does.
 func TestSendAsync(t *testing.T) {
 	b := openBroker(t, nil) // sync flush: done comes from the store's ack goroutine
 	ctx := context.Background()
@@ -24,23 +24,20 @@ func TestSendAsync(t *testing.T) {
 	const n = 500
 	var (
 		mu    sync.Mutex
-		got   []SendResult
+		got   []mq.SendResult
 		calls = map[string]int{}
 		wg    sync.WaitGroup
 	)
 	wg.Add(n)
 	for i := range n {
-		m := &Message{Topic: "A", Body: fmt.Appendf(nil, "m%d", i)}
-		err := b.SendAsync(ctx, m, nil, func(res SendResult, err error) {
+		m := &mq.Message{Topic: "A", Body: fmt.Appendf(nil, "m%d", i)}
+		err := b.SendAsync(ctx, m, nil, func(res mq.SendResult, err error) {
 			defer wg.Done()
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
 				t.Errorf("send %d: %v", i, err)
 				return
-			}
-			if m.Pos != res.Pos || m.QueueOffset != res.QueueOffset {
-				t.Errorf("send %d: message placed at %d/%d, result says %d/%d", i, m.Pos, m.QueueOffset, res.Pos, res.QueueOffset)
 			}
 			got = append(got, res)
 			calls[res.MsgID()]++
@@ -58,7 +55,7 @@ func TestSendAsync(t *testing.T) {
 	// As after Send, a message is pulled once the store dispatched it, which may trail
 	// the acknowledgement.
 	pullWaitMax(t, b, "A", 0, n)
-	res, err := b.Pull(ctx, PullRequest{Group: "g", Topic: "A", MaxMsgs: 1024, Filter: "*"})
+	res, err := b.Pull(ctx, mq.PullRequest{Group: "g", Queue: mq.MessageQueue{Topic: "A"}, MaxMsgs: 1024, Filter: "*"})
 	if err != nil || len(res.Messages) != n || string(res.Messages[n-1].Body) != fmt.Sprintf("m%d", n-1) {
 		t.Fatalf("pulled %d messages, %v", len(res.Messages), err)
 	}
@@ -66,10 +63,10 @@ func TestSendAsync(t *testing.T) {
 		t.Fatalf("stats count %d messages in", st.MessagesIn)
 	}
 
-	d := &Message{Topic: "A", Body: []byte("later")}
-	SetDelayLevel(d, 1)
-	ch := make(chan SendResult, 1)
-	if err := b.SendAsync(ctx, d, nil, func(r SendResult, err error) {
+	d := &mq.Message{Topic: "A", Body: []byte("later")}
+	d.SetDelayLevel(1)
+	ch := make(chan mq.SendResult, 1)
+	if err := b.SendAsync(ctx, d, nil, func(r mq.SendResult, err error) {
 		if err != nil {
 			t.Error(err)
 		}
@@ -77,46 +74,41 @@ func TestSendAsync(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if r := <-ch; r.Topic != ScheduleTopic || d.QueueOffset != 0 || d.Pos != r.Pos {
-		t.Fatalf("delayed: result %+v, message queue offset %d pos %d", r, d.QueueOffset, d.Pos)
+	if r := <-ch; r.Queue.Topic != mq.ScheduleTopic || r.Queue.QueueID != 0 {
+		t.Fatalf("delayed: result %+v, want the schedule topic's level-1 queue", r)
 	}
 }
 
-// TestSendAsyncBadInput: refused sends return their error, leave the message as it was and
-// never call done.
+// TestSendAsyncBadInput: refused sends return their error and never call done.
 func TestSendAsyncBadInput(t *testing.T) {
 	b := openBroker(t, &Options{NoAutoCreateTopics: true, MaxMessageSize: 100})
 	ctx := context.Background()
 	if err := b.CreateTopic(TopicConfig{Name: "T", WriteQueues: 2}); err != nil {
 		t.Fatal(err)
 	}
-	done := func(SendResult, error) { t.Error("done called for a refused send") }
+	done := func(mq.SendResult, error) { t.Error("done called for a refused send") }
 	for _, tc := range []struct {
 		name string
-		m    *Message
-		sel  QueueSelector
+		m    *mq.Message
+		sel  mq.QueueSelector
 		want error
 	}{
-		{"bad topic", &Message{Topic: "a b"}, nil, ErrInvalidTopic},
-		{"unknown topic", &Message{Topic: "Nope"}, nil, ErrTopicNotExist},
-		{"queue out of range", &Message{Topic: "T"}, QueueID(2), ErrInvalidQueue},
-		{"too large", &Message{Topic: "T", Body: make([]byte, 101)}, nil, ErrMessageTooLarge},
+		{"bad topic", &mq.Message{Topic: "a b"}, nil, mq.ErrInvalidTopic},
+		{"unknown topic", &mq.Message{Topic: "Nope"}, nil, mq.ErrTopicNotExist},
+		{"queue out of range", &mq.Message{Topic: "T"}, mq.QueueIndex(2), mq.ErrInvalidQueue},
+		{"too large", &mq.Message{Topic: "T", Body: make([]byte, 101)}, nil, mq.ErrMessageTooLarge},
 	} {
-		before := *tc.m
 		if err := b.SendAsync(ctx, tc.m, tc.sel, done); !errors.Is(err, tc.want) {
 			t.Fatalf("%s: %v, want %v", tc.name, err, tc.want)
 		}
-		if tc.m.QueueID != before.QueueID || tc.m.Pos != before.Pos {
-			t.Fatalf("%s: refused send changed the message", tc.name)
-		}
 	}
-	if err := b.SendAsync(ctx, &Message{Topic: "T"}, nil, nil); !errors.Is(err, ErrInvalidArgument) {
+	if err := b.SendAsync(ctx, &mq.Message{Topic: "T"}, nil, nil); !errors.Is(err, mq.ErrInvalidArgument) {
 		t.Fatalf("nil done: %v", err)
 	}
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.SendAsync(ctx, &Message{Topic: "T"}, nil, done); !errors.Is(err, ErrClosed) {
+	if err := b.SendAsync(ctx, &mq.Message{Topic: "T"}, nil, done); !errors.Is(err, ErrClosed) {
 		t.Fatalf("after Close: %v", err)
 	}
 }
@@ -132,8 +124,8 @@ func TestSendAllocs(t *testing.T) {
 	b := openBroker(t, &Options{Store: &store.Options{Flush: commitlog.FlushAsync, MetaNoSync: true, SegmentSize: 16 << 20}})
 	ctx := context.Background()
 	body := make([]byte, 100)
-	send := func(sel QueueSelector) {
-		if _, err := b.Send(ctx, &Message{Topic: "Allocs", Tags: "t", Body: body}, sel); err != nil {
+	send := func(sel mq.QueueSelector) {
+		if _, err := b.Send(ctx, &mq.Message{Topic: "Allocs", Tags: "t", Body: body}, sel); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -141,7 +133,7 @@ func TestSendAllocs(t *testing.T) {
 	if n := testing.AllocsPerRun(2000, func() { send(nil) }); n > 0.1 {
 		t.Errorf("Send without a selector: %.2f allocations per call, want 0", n)
 	}
-	sel := QueueID(1)
+	sel := mq.QueueIndex(1)
 	if n := testing.AllocsPerRun(2000, func() { send(sel) }); n > 1.1 {
 		t.Errorf("Send with a selector: %.2f allocations per call, want at most 1 (the copy it is given)", n)
 	}
@@ -157,11 +149,11 @@ func TestSendAsyncAllocs(t *testing.T) {
 	b := openBroker(t, &Options{Store: &store.Options{MetaNoSync: true, SegmentSize: 16 << 20}})
 	ctx := context.Background()
 	body := make([]byte, 100)
-	m := new(Message)
+	m := new(mq.Message)
 	acked := make(chan error, 1)
-	done := func(_ SendResult, err error) { acked <- err }
+	done := func(_ mq.SendResult, err error) { acked <- err }
 	send := func() {
-		*m = Message{Topic: "Allocs", Body: body}
+		*m = mq.Message{Topic: "Allocs", Body: body}
 		if err := b.SendAsync(ctx, m, nil, done); err != nil {
 			t.Fatal(err)
 		}

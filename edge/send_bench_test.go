@@ -2,6 +2,7 @@ package edge
 
 import (
 	"context"
+	"github.com/edgemq/edgemq/edge/mq"
 	"testing"
 
 	"github.com/edgemq/edgemq/store"
@@ -18,7 +19,7 @@ func BenchmarkSendAsync100(b *testing.B) {
 	b.SetParallelism(32)
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if _, err := br.Send(ctx, &Message{Topic: "Bench", Tags: "temp", Body: body}, nil); err != nil {
+			if _, err := br.Send(ctx, &mq.Message{Topic: "Bench", Tags: "temp", Body: body}, nil); err != nil {
 				b.Error(err)
 				return
 			}

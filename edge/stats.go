@@ -1,8 +1,13 @@
 package edge
 
 import (
+	"cmp"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/edgemq/edgemq/edge/mq"
 )
 
 // TopicStats counts what producers sent to a topic since the broker opened.
@@ -66,7 +71,7 @@ func (b *Broker) Lag(group, topic string) ([]QueueLag, error) {
 	if err := b.check(); err != nil {
 		return nil, err
 	}
-	tp, err := b.checkQueue(group, topic, 0)
+	tp, err := b.checkQueue(group, mq.MessageQueue{Topic: topic})
 	if err != nil {
 		return nil, err
 	}
@@ -82,4 +87,48 @@ func (b *Broker) Lag(group, topic string) ([]QueueLag, error) {
 		out = append(out, l)
 	}
 	return out, nil
+}
+
+// QueueInfo describes one queue of a topic: the offsets it holds.
+type QueueInfo struct {
+	Topic     string
+	QueueID   int32
+	MinOffset int64 // first offset still stored
+	MaxOffset int64 // next offset to be written
+}
+
+// Queues lists the queues of topic that hold or held messages, or of every topic when topic
+// is "", sorted by topic then queue id. System topics are included.
+func (b *Broker) Queues(topic string) ([]QueueInfo, error) {
+	if err := b.check(); err != nil {
+		return nil, err
+	}
+	qs := b.st.Queues(topic)
+	out := make([]QueueInfo, len(qs))
+	for i, q := range qs {
+		out[i] = QueueInfo{Topic: q.Topic, QueueID: q.QueueID, MinOffset: q.MinOffset, MaxOffset: q.MaxOffset}
+	}
+	slices.SortFunc(out, func(a, b QueueInfo) int {
+		return cmp.Or(strings.Compare(a.Topic, b.Topic), cmp.Compare(a.QueueID, b.QueueID))
+	})
+	return out, nil
+}
+
+// StoreStats describes the commit log under the broker.
+type StoreStats struct {
+	// SegmentBytes is the size of the commit log's segment files on disk.
+	SegmentBytes int64
+	// MinPos and MaxPos bound the commit-log offsets of the messages still stored.
+	MinPos, MaxPos int64
+	// DurablePos: every message below it is on disk.
+	DurablePos int64
+}
+
+// StoreStats returns the state of the commit log.
+func (b *Broker) StoreStats() (StoreStats, error) {
+	if err := b.check(); err != nil {
+		return StoreStats{}, err
+	}
+	l := b.st.Log()
+	return StoreStats{SegmentBytes: l.Size(), MinPos: l.MinPos(), MaxPos: l.Written(), DurablePos: l.Durable()}, nil
 }

@@ -1,97 +1,42 @@
 package edge
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 
+	"github.com/edgemq/edgemq/edge/mq"
 	"github.com/edgemq/edgemq/store/meta"
 )
 
-// Topic permissions, RocketMQ's PermName bits.
-const (
-	PermInherit int32 = 1
-	PermWrite   int32 = 2
-	PermRead    int32 = 4
-	// PermReadWrite is the permission of a normal topic.
-	PermReadWrite = PermRead | PermWrite
-)
-
-// Reserved topic names and prefixes.
-const (
-	// RetryPrefix starts the retry topic of a consumer group: %RETRY%<group>.
-	RetryPrefix = "%RETRY%"
-	// DLQPrefix starts the dead-letter topic of a consumer group: %DLQ%<group>.
-	DLQPrefix = "%DLQ%"
-	// ScheduleTopic holds delayed messages until they are due, one queue per delay level.
-	ScheduleTopic = "SCHEDULE_TOPIC_XXXX"
-	// DefaultTopic is RocketMQ's template topic for auto-creation (TBW102).
-	DefaultTopic = "TBW102"
-)
-
-const (
-	maxTopicLen       = 127
-	maxSystemTopicLen = 255
-	maxQueues         = 1024
-)
+const maxQueues = 1024
 
 // TopicConfig describes a topic.
 type TopicConfig struct {
 	Name        string
 	ReadQueues  int32 // queues consumers read; default Options.DefaultQueues
 	WriteQueues int32 // queues producers write; default Options.DefaultQueues
-	Perm        int32 // PermRead|PermWrite (default) and PermInherit bits
+	Perm        int32 // mq.PermRead|mq.PermWrite (default) and mq.PermInherit bits
 	Order       bool  // ordered topic: producers should pick queues by key
-}
-
-// RetryTopic returns the retry topic of group.
-func RetryTopic(group string) string { return RetryPrefix + group }
-
-// DLQTopic returns the dead-letter topic of group.
-func DLQTopic(group string) string { return DLQPrefix + group }
-
-// ValidateTopic checks a topic name a user may create or send to: 1 to 127 characters of
-// [A-Za-z0-9_%|-], not a retry, DLQ or system topic.
-func ValidateTopic(name string) error {
-	if err := validateName(name, maxTopicLen); err != nil {
-		return err
-	}
-	if isSystemTopic(name) {
-		return fmt.Errorf("%w: %q is reserved", ErrInvalidTopic, name)
-	}
-	return nil
-}
-
-func validateName(name string, maxLen int) error {
-	if name == "" || len(name) > maxLen {
-		return fmt.Errorf("%w: %q must be 1 to %d characters", ErrInvalidTopic, name, maxLen)
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '%' || c == '|') {
-			return fmt.Errorf("%w: %q has %q; allowed are A-Z a-z 0-9 _ - %% |", ErrInvalidTopic, name, c)
-		}
-	}
-	return nil
-}
-
-func isSystemTopic(name string) bool {
-	return strings.HasPrefix(name, RetryPrefix) || strings.HasPrefix(name, DLQPrefix) ||
-		name == ScheduleTopic || name == DefaultTopic || strings.HasPrefix(name, "RMQ_SYS_")
 }
 
 // topic is a topic's config and its round-robin cursor.
 type topic struct {
-	cfg      TopicConfig
-	rr       atomic.Uint32
-	sendable bool      // the name passes validateSendTopic: sends need not check it again
+	cfg TopicConfig
+	rr  atomic.Uint32
+	// sendable: producers may send to the topic (a user topic, or a retry topic: clients
+	// whose send-back fails send to %RETRY%<group> themselves). Fixed when the topic is
+	// made, so that sends do not validate its name again.
+	sendable bool
 	in       *counters // the name's send counters in Broker.stats, found once
 }
 
 func (t *topicTable) newTopic(cfg TopicConfig) *topic {
-	return &topic{cfg: cfg, sendable: validateSendTopic(cfg.Name) == nil, in: counter(&t.b.stats.topics, cfg.Name)}
+	sendable := mq.IsRetryTopic(cfg.Name) || !mq.IsSystemTopic(cfg.Name)
+	return &topic{cfg: cfg, sendable: sendable, in: counter(&t.b.stats.topics, cfg.Name)}
 }
 
 // topicTable holds the topics in memory, backed by the meta store.
@@ -111,7 +56,7 @@ func newTopicTable(b *Broker) (*topicTable, error) {
 		t.m[s.Name] = t.newTopic(TopicConfig{Name: s.Name, ReadQueues: s.ReadQueues, WriteQueues: s.WriteQueues, Perm: s.Perm, Order: s.Order})
 	}
 	// More delay levels than when the schedule topic was made: it needs a queue for each.
-	if tp, ok := t.m[ScheduleTopic]; ok && tp.cfg.WriteQueues < int32(len(b.opts.DelayLevels)) {
+	if tp, ok := t.m[mq.ScheduleTopic]; ok && tp.cfg.WriteQueues < int32(len(b.opts.DelayLevels)) {
 		cfg := tp.cfg
 		cfg.ReadQueues, cfg.WriteQueues = int32(len(b.opts.DelayLevels)), int32(len(b.opts.DelayLevels))
 		if _, err := t.put(cfg, false); err != nil {
@@ -137,13 +82,13 @@ func (t *topicTable) put(cfg TopicConfig, create bool) (*topic, error) {
 		cfg.WriteQueues = t.b.opts.DefaultQueues
 	}
 	if cfg.Perm == 0 {
-		cfg.Perm = PermReadWrite
+		cfg.Perm = mq.PermReadWrite
 	}
 	if cfg.ReadQueues < 0 || cfg.ReadQueues > maxQueues || cfg.WriteQueues < 0 || cfg.WriteQueues > maxQueues {
-		return nil, fmt.Errorf("%w: %d read and %d write queues, each must be 1..%d", ErrInvalidArgument, cfg.ReadQueues, cfg.WriteQueues, maxQueues)
+		return nil, fmt.Errorf("%w: %d read and %d write queues, each must be 1..%d", mq.ErrInvalidArgument, cfg.ReadQueues, cfg.WriteQueues, maxQueues)
 	}
-	if cfg.Perm&^(PermRead|PermWrite|PermInherit) != 0 {
-		return nil, fmt.Errorf("%w: permission %d", ErrInvalidArgument, cfg.Perm)
+	if cfg.Perm&^(mq.PermRead|mq.PermWrite|mq.PermInherit) != 0 {
+		return nil, fmt.Errorf("%w: permission %d", mq.ErrInvalidArgument, cfg.Perm)
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -164,38 +109,33 @@ func (t *topicTable) put(cfg TopicConfig, create bool) (*topic, error) {
 }
 
 // ensure returns the topic, creating system topics (retry, DLQ, schedule) as needed and user
-// topics when auto-creation is on.
+// topics when auto-creation is on. It validates the name of a topic it creates, once.
 func (t *topicTable) ensure(name string) (*topic, error) {
 	if tp, ok := t.get(name); ok {
 		return tp, nil
 	}
+	var cfg TopicConfig
 	switch {
-	case strings.HasPrefix(name, RetryPrefix) || strings.HasPrefix(name, DLQPrefix):
-		if err := validateName(name, maxSystemTopicLen); err != nil {
+	case mq.IsRetryTopic(name) || mq.IsDLQTopic(name):
+		if err := mq.ValidateSubscribedTopic(name); err != nil {
 			return nil, err
 		}
-		tp, err := t.put(TopicConfig{Name: name, ReadQueues: 1, WriteQueues: 1, Perm: PermReadWrite}, true)
-		if err != nil && tp != nil {
-			return tp, nil // created meanwhile
-		}
-		return tp, err
-	case name == ScheduleTopic:
+		cfg = TopicConfig{Name: name, ReadQueues: 1, WriteQueues: 1, Perm: mq.PermReadWrite}
+	case name == mq.ScheduleTopic:
 		n := int32(len(t.b.opts.DelayLevels))
-		tp, err := t.put(TopicConfig{Name: name, ReadQueues: n, WriteQueues: n, Perm: PermReadWrite}, true)
-		if err != nil && tp != nil {
-			return tp, nil
+		cfg = TopicConfig{Name: name, ReadQueues: n, WriteQueues: n, Perm: mq.PermReadWrite}
+	default:
+		if err := mq.ValidateTopic(name); err != nil {
+			return nil, err
 		}
-		return tp, err
+		if t.b.opts.NoAutoCreateTopics {
+			return nil, fmt.Errorf("%w: %q", mq.ErrTopicNotExist, name)
+		}
+		cfg = TopicConfig{Name: name}
 	}
-	if err := ValidateTopic(name); err != nil {
-		return nil, err
-	}
-	if t.b.opts.NoAutoCreateTopics {
-		return nil, fmt.Errorf("%w: %q", ErrTopicNotExist, name)
-	}
-	tp, err := t.put(TopicConfig{Name: name}, true)
+	tp, err := t.put(cfg, true)
 	if err != nil && tp != nil {
-		return tp, nil
+		return tp, nil // created meanwhile
 	}
 	return tp, err
 }
@@ -204,7 +144,7 @@ func (t *topicTable) delete(name string) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if _, ok := t.m[name]; !ok {
-		return fmt.Errorf("%w: %q", ErrTopicNotExist, name)
+		return fmt.Errorf("%w: %q", mq.ErrTopicNotExist, name)
 	}
 	if err := t.b.meta.DeleteTopic(name); err != nil {
 		return fmt.Errorf("edge: delete topic %q: %w", name, err)
@@ -230,7 +170,7 @@ func (b *Broker) CreateTopic(cfg TopicConfig) error {
 	if err := b.check(); err != nil {
 		return err
 	}
-	if err := ValidateTopic(cfg.Name); err != nil {
+	if err := mq.ValidateTopic(cfg.Name); err != nil {
 		return err
 	}
 	_, err := b.topics.put(cfg, true)
@@ -243,7 +183,7 @@ func (b *Broker) UpdateTopic(cfg TopicConfig) error {
 	if err := b.check(); err != nil {
 		return err
 	}
-	if err := ValidateTopic(cfg.Name); err != nil {
+	if err := mq.ValidateTopic(cfg.Name); err != nil {
 		return err
 	}
 	_, err := b.topics.put(cfg, false)
@@ -259,13 +199,35 @@ func (b *Broker) DeleteTopic(name string) error {
 	return b.topics.delete(name)
 }
 
-// Topic returns a topic's config.
-func (b *Broker) Topic(name string) (TopicConfig, bool) {
+// Topic returns a topic's config. Errors: ErrClosed; mq.ErrTopicNotExist.
+func (b *Broker) Topic(name string) (TopicConfig, error) {
+	if err := b.check(); err != nil {
+		return TopicConfig{}, err
+	}
 	tp, ok := b.topics.get(name)
 	if !ok {
-		return TopicConfig{}, false
+		return TopicConfig{}, fmt.Errorf("%w: %q", mq.ErrTopicNotExist, name)
 	}
-	return tp.cfg, true
+	return tp.cfg, nil
+}
+
+// Route returns the route of topic: this broker, at Options.StoreHost, with the topic's
+// queues and permission (what a name server answers for a topic this broker serves).
+// Errors: ErrClosed, ctx.Err(), mq.ErrTopicNotExist.
+func (b *Broker) Route(ctx context.Context, topic string) (mq.TopicRoute, error) {
+	if err := b.checkCtx(ctx); err != nil {
+		return mq.TopicRoute{}, err
+	}
+	tp, ok := b.topics.get(topic)
+	if !ok {
+		return mq.TopicRoute{}, fmt.Errorf("%w: %q", mq.ErrTopicNotExist, topic)
+	}
+	name := b.opts.BrokerName
+	return mq.TopicRoute{
+		Topic:   topic,
+		Brokers: []mq.BrokerData{{Name: name, Addrs: map[int64]string{mq.MasterID: b.opts.StoreHost.String()}}},
+		Queues:  []mq.QueueData{{BrokerName: name, ReadQueues: tp.cfg.ReadQueues, WriteQueues: tp.cfg.WriteQueues, Perm: tp.cfg.Perm}},
+	}, nil
 }
 
 // Topics lists every topic, system topics included, sorted by name.

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/edgemq/edgemq/edge"
+	"github.com/edgemq/edgemq/edge/mq"
 	"github.com/edgemq/edgemq/store"
 	"github.com/edgemq/edgemq/store/commitlog"
 )
@@ -120,9 +121,9 @@ func topicCommand(fs *flag.FlagSet) func([]string, io.Writer) error {
 		for _, c := range *perm {
 			switch c {
 			case 'r':
-				p |= edge.PermRead
+				p |= mq.PermRead
 			case 'w':
-				p |= edge.PermWrite
+				p |= mq.PermWrite
 			default:
 				return fmt.Errorf("%w: -perm %q: use r, w or rw", errUsage, *perm)
 			}
@@ -133,9 +134,13 @@ func topicCommand(fs *flag.FlagSet) func([]string, io.Writer) error {
 			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "TOPIC\tREAD\tWRITE\tPERM\tORDER\tMESSAGES IN")
 			for _, t := range b.Topics() {
+				qs, err := b.Queues(t.Name)
+				if err != nil {
+					return err
+				}
 				var n int64
-				for q := int32(0); q < max(t.ReadQueues, t.WriteQueues); q++ {
-					n += b.Store().MaxOffset(t.Name, q) - b.Store().MinOffset(t.Name, q)
+				for _, q := range qs {
+					n += q.MaxOffset - q.MinOffset
 				}
 				fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%v\t%d\n", t.Name, t.ReadQueues, t.WriteQueues, permString(t.Perm), t.Order, n)
 			}
@@ -153,10 +158,10 @@ func topicCommand(fs *flag.FlagSet) func([]string, io.Writer) error {
 
 func permString(p int32) string {
 	s := ""
-	if p&edge.PermRead != 0 {
+	if p&mq.PermRead != 0 {
 		s += "r"
 	}
-	if p&edge.PermWrite != 0 {
+	if p&mq.PermWrite != 0 {
 		s += "w"
 	}
 	return s
@@ -183,18 +188,18 @@ func sendCommand(fs *flag.FlagSet) func([]string, io.Writer) error {
 			return err
 		}
 		defer b.Close()
-		var sel edge.QueueSelector
+		var sel mq.QueueSelector
 		switch {
 		case *queue >= 0:
-			sel = edge.QueueID(int32(*queue))
+			sel = mq.QueueIndex(*queue)
 		case *key != "":
-			sel = edge.ShardingKey(*key)
+			sel = mq.ShardingKey(*key)
 		}
 		w := newSendWindow(*inflight, out)
 		defer func() { err = cmp.Or(err, w.wait()) }()
 		send := func(body string) error {
-			m := &edge.Message{Topic: *topic, Tags: *tags, Keys: *keys, Body: []byte(body)}
-			edge.SetDelayLevel(m, *delay)
+			m := &mq.Message{Topic: *topic, Tags: *tags, Keys: *keys, Body: []byte(body)}
+			m.SetDelayLevel(*delay)
 			return w.send(b, m, sel)
 		}
 		if len(args) > 0 {
@@ -231,7 +236,7 @@ func newSendWindow(n int, out io.Writer) *sendWindow {
 
 // send sends m once a slot is free; it returns the error of a refused send, or of an earlier
 // send whose acknowledgement failed.
-func (w *sendWindow) send(b *edge.Broker, m *edge.Message, sel edge.QueueSelector) error {
+func (w *sendWindow) send(b *edge.Broker, m *mq.Message, sel mq.QueueSelector) error {
 	w.slots <- struct{}{}
 	w.mu.Lock()
 	err := w.err
@@ -245,12 +250,12 @@ func (w *sendWindow) send(b *edge.Broker, m *edge.Message, sel edge.QueueSelecto
 	return err
 }
 
-func (w *sendWindow) done(res edge.SendResult, err error) {
+func (w *sendWindow) done(res mq.SendResult, err error) {
 	w.mu.Lock()
 	if err != nil {
 		w.err = cmp.Or(w.err, err)
 	} else {
-		fmt.Fprintf(w.out, "%s queue=%d offset=%d\n", res.MsgID(), res.QueueID, res.QueueOffset)
+		fmt.Fprintf(w.out, "%s queue=%d offset=%d\n", res.MsgID(), res.Queue.QueueID, res.QueueOffset)
 	}
 	w.mu.Unlock()
 	<-w.slots
@@ -283,33 +288,39 @@ func consumeCommand(fs *flag.FlagSet) func([]string, io.Writer) error {
 			return err
 		}
 		defer b.Close()
-		cfg, ok := b.Topic(*topic)
-		if !ok {
-			return fmt.Errorf("%w: %q", edge.ErrTopicNotExist, *topic)
+		ctx := context.Background()
+		cfg, err := b.Topic(*topic)
+		if err != nil {
+			return err
 		}
 		offsets := make([]int64, cfg.ReadQueues)
 		for q := range offsets {
+			queue := mq.MessageQueue{Topic: *topic, QueueID: int32(q)}
+			var off int64
 			switch *from {
 			case "first":
-				offsets[q] = b.Store().MinOffset(*topic, int32(q))
+				off, err = b.MinOffset(ctx, queue)
 			case "last":
-				offsets[q] = b.Store().MaxOffset(*topic, int32(q))
+				off, err = b.MaxOffset(ctx, queue)
 			case "stored":
-				off, err := b.QueryOffset(*group, *topic, int32(q))
-				if err != nil {
-					off = b.Store().MinOffset(*topic, int32(q))
+				if off, err = b.QueryOffset(ctx, *group, queue); errors.Is(err, mq.ErrOffsetNotFound) {
+					off, err = b.MinOffset(ctx, queue)
 				}
-				offsets[q] = off
 			default:
 				return fmt.Errorf("%w: -from %q", errUsage, *from)
 			}
+			if err != nil {
+				return err
+			}
+			offsets[q] = off
 		}
 		n := 0
 		idle := time.Now()
 		for time.Since(idle) < *wait && (*limit == 0 || n < *limit) {
 			got := false
 			for q := range offsets {
-				res, err := b.Pull(context.Background(), edge.PullRequest{Group: *group, Topic: *topic, QueueID: int32(q),
+				queue := mq.MessageQueue{Topic: *topic, QueueID: int32(q)}
+				res, err := b.Pull(ctx, mq.PullRequest{Group: *group, Queue: queue,
 					Offset: offsets[q], MaxMsgs: 32, Filter: *filter, Suspend: true, MaxWait: 100 * time.Millisecond})
 				if err != nil {
 					return err
@@ -318,15 +329,15 @@ func consumeCommand(fs *flag.FlagSet) func([]string, io.Writer) error {
 					if *limit > 0 && n >= *limit {
 						break
 					}
-					fmt.Fprintf(out, "%s queue=%d offset=%d tags=%q keys=%q %s\n", edge.MessageID(edge.DefaultOptions.StoreHost, m.Pos), m.QueueID, m.QueueOffset, m.Tags, m.Keys, printable(m.Body))
+					fmt.Fprintf(out, "%s queue=%d offset=%d tags=%q keys=%q %s\n", m.MsgID(), m.QueueID, m.QueueOffset, m.Tags, m.Keys, printable(m.Body))
 					n++
 					offsets[q] = m.QueueOffset + 1
 					got = true
 				}
-				if res.Status != edge.PullFound {
+				if res.Status != mq.PullFound {
 					offsets[q] = res.NextBeginOffset
 				}
-				if err := b.CommitOffset(*group, *topic, int32(q), offsets[q]); err != nil {
+				if err := b.CommitOffset(ctx, *group, queue, offsets[q]); err != nil {
 					return err
 				}
 			}
@@ -398,7 +409,11 @@ func printLag(b *edge.Broker, out io.Writer, group, topic string) error {
 		if l.ConsumerOffset >= 0 {
 			co = fmt.Sprint(l.ConsumerOffset)
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%d\n", l.QueueID, b.Store().MinOffset(topic, l.QueueID), l.MaxOffset, co, l.Lag)
+		minOff, err := b.MinOffset(context.Background(), mq.MessageQueue{Topic: topic, QueueID: l.QueueID})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%d\n", l.QueueID, minOff, l.MaxOffset, co, l.Lag)
 	}
 	return tw.Flush()
 }
@@ -419,20 +434,20 @@ func statsCommand(fs *flag.FlagSet) func([]string, io.Writer) error {
 			}
 			return printLag(b, out, *group, *topic)
 		}
-		qs := b.Store().Queues(*topic)
-		sort.Slice(qs, func(i, j int) bool {
-			if qs[i].Topic != qs[j].Topic {
-				return qs[i].Topic < qs[j].Topic
-			}
-			return qs[i].QueueID < qs[j].QueueID
-		})
+		qs, err := b.Queues(*topic)
+		if err != nil {
+			return err
+		}
 		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "TOPIC\tQUEUE\tMIN\tMAX")
 		for _, q := range qs {
 			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\n", q.Topic, q.QueueID, q.MinOffset, q.MaxOffset)
 		}
-		log := b.Store().Log()
-		fmt.Fprintf(tw, "\ncommitlog\t%d bytes\tpositions %d..%d\n", log.Size(), log.MinPos(), log.Written())
+		ss, err := b.StoreStats()
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(tw, "\ncommitlog\t%d bytes\tpositions %d..%d\n", ss.SegmentBytes, ss.MinPos, ss.MaxPos)
 		return tw.Flush()
 	}
 }

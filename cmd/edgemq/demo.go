@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/edgemq/edgemq/consumer"
 	"github.com/edgemq/edgemq/edge"
+	"github.com/edgemq/edgemq/edge/mq"
 	"github.com/edgemq/edgemq/store/commitlog"
 )
 
@@ -73,12 +75,15 @@ func runDemo(b *edge.Broker, out io.Writer, dc demoConfig) error {
 		"push consumers: group %q concurrent, group %q orderly\n",
 		dc.producers, dc.messages, dc.body, dc.topic, dc.flush, dc.group, orderlyGroup)
 
-	if _, ok := b.Topic(dc.topic); !ok {
+	if _, err := b.Topic(dc.topic); errors.Is(err, mq.ErrTopicNotExist) {
 		if err := b.CreateTopic(edge.TopicConfig{Name: dc.topic}); err != nil {
 			return err
 		}
 	}
-	cfg, _ := b.Topic(dc.topic)
+	cfg, err := b.Topic(dc.topic)
+	if err != nil {
+		return err
+	}
 
 	var received, ordered atomic.Int64
 	var latMu sync.Mutex
@@ -163,7 +168,7 @@ func runDemo(b *edge.Broker, out io.Writer, dc demoConfig) error {
 				payload[16+i] = byte('a' + (p+i)%26)
 			}
 			for i := 0; i < n; i++ {
-				m := &edge.Message{Topic: dc.topic, Tags: "temp", Keys: fmt.Sprintf("sensor-%d", p), Body: slices.Clone(payload)}
+				m := &mq.Message{Topic: dc.topic, Tags: "temp", Keys: fmt.Sprintf("sensor-%d", p), Body: slices.Clone(payload)}
 				binary.BigEndian.PutUint64(m.Body, run)
 				binary.BigEndian.PutUint64(m.Body[8:], uint64(time.Now().UnixNano()))
 				if _, err := b.Send(ctx, m, nil); err != nil {

@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/edgemq/edgemq/edge"
+	"github.com/edgemq/edgemq/edge/mq"
 	"github.com/edgemq/edgemq/store"
 	"github.com/edgemq/edgemq/store/commitlog"
 )
@@ -56,8 +57,8 @@ func runEdgeMQ(ctx context.Context, j job, dir string) (result, error) {
 // each reused once its send is done, so that the harness makes no garbage of its own.
 func pipelined(ctx context.Context, b *edge.Broker, body []byte, window int) (send, flush func() error) {
 	type slot struct {
-		m    edge.Message
-		done func(edge.SendResult, error)
+		m    mq.Message
+		done func(mq.SendResult, error)
 	}
 	free := make(chan *slot, window)
 	var (
@@ -66,7 +67,7 @@ func pipelined(ctx context.Context, b *edge.Broker, body []byte, window int) (se
 	)
 	for range window {
 		sl := new(slot)
-		sl.done = func(_ edge.SendResult, err error) {
+		sl.done = func(_ mq.SendResult, err error) {
 			if err != nil {
 				mu.Lock()
 				firstErr = cmp.Or(firstErr, err)
@@ -78,7 +79,7 @@ func pipelined(ctx context.Context, b *edge.Broker, body []byte, window int) (se
 	}
 	send = func() error {
 		sl := <-free
-		sl.m = edge.Message{Topic: topic, Body: body}
+		sl.m = mq.Message{Topic: topic, Body: body}
 		if err := b.SendAsync(ctx, &sl.m, nil, sl.done); err != nil {
 			free <- sl
 			return err
@@ -111,17 +112,23 @@ func edgeMQSend(ctx context.Context, j job, dir string) (result, error) {
 	}()
 	body := make([]byte, j.Size)
 	send := func() error {
-		_, err := b.Send(ctx, &edge.Message{Topic: topic, Body: body}, nil)
+		_, err := b.Send(ctx, &mq.Message{Topic: topic, Body: body}, nil)
 		return err
 	}
 	const warmup = 1000
+	var last mq.SendResult
 	for range warmup {
-		m := &edge.Message{Topic: topic, Body: body}
-		if _, err := b.Send(ctx, m, nil); err != nil {
+		r, err := b.Send(ctx, &mq.Message{Topic: topic, Body: body}, nil)
+		if err != nil {
 			return res, err
 		}
-		res.RecordBytes = int64(m.Size)
+		last = r
 	}
+	stored, err := b.ViewMessage(ctx, last.CommitLogOffset)
+	if err != nil {
+		return res, err
+	}
+	res.RecordBytes = int64(stored.StoreSize)
 	var flush func() error
 	if j.Pipelined {
 		send, flush = pipelined(ctx, b, body, j.Window)
@@ -131,8 +138,11 @@ func edgeMQSend(ctx context.Context, j job, dir string) (result, error) {
 	if err != nil {
 		return res, err
 	}
-	lg := b.Store().Log()
-	logUsed := lg.Written() - lg.MinPos()
+	ss, err := b.StoreStats()
+	if err != nil {
+		return res, err
+	}
+	logUsed := ss.MaxPos - ss.MinPos
 	err = b.Close()
 	b = nil
 	if err != nil {

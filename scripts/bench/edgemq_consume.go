@@ -9,6 +9,7 @@ import (
 
 	"github.com/edgemq/edgemq/consumer"
 	"github.com/edgemq/edgemq/edge"
+	"github.com/edgemq/edgemq/edge/mq"
 )
 
 // consumeTopic is the EdgeMQ topic of the push-consume runs: j.Queues queues.
@@ -30,20 +31,20 @@ func edgeMQConsume(ctx context.Context, j job, dir string) (result, error) {
 		return res, err
 	}
 	body := make([]byte, j.Size)
-	batch := make([]*edge.Message, 64)
+	batch := make([]*mq.Message, 64)
 	for k, sent := int32(0), int64(0); sent < j.N; k, sent = k+1, sent+int64(len(batch)) {
 		batch = batch[:min(int64(len(batch)), j.N-sent)]
 		for i := range batch {
-			batch[i] = &edge.Message{Topic: consumeTopic, Body: body}
+			batch[i] = &mq.Message{Topic: consumeTopic, Body: body}
 		}
-		if _, err := b.SendBatch(ctx, batch, edge.QueueID(k%queues)); err != nil {
+		if _, err := b.SendBatch(ctx, batch, mq.QueueIndex(int(k%queues))); err != nil {
 			return res, fmt.Errorf("pre-fill: %w", err)
 		}
 	}
 	maxOffsets := func() (int64, error) {
 		var sum int64
 		for q := range queues {
-			n, err := b.MaxOffset(consumeTopic, q)
+			n, err := b.MaxOffset(ctx, mq.MessageQueue{Topic: consumeTopic, QueueID: q})
 			if err != nil {
 				return 0, err
 			}
@@ -72,7 +73,7 @@ func edgeMQConsume(ctx context.Context, j job, dir string) (result, error) {
 	if err != nil {
 		return res, err
 	}
-	var listener any = consumer.ConcurrentListener(func(context.Context, []*consumer.Message, *consumer.ConcurrentlyContext) (consumer.ConsumeConcurrentlyStatus, error) {
+	var listener consumer.Listener = consumer.ConcurrentListener(func(context.Context, []*consumer.Message, *consumer.ConcurrentlyContext) (consumer.ConsumeConcurrentlyStatus, error) {
 		return consumer.ConsumeSuccess, nil
 	})
 	if j.Orderly {
@@ -165,7 +166,7 @@ func edgeMQPushLatency(ctx context.Context, j job, dir string) (result, error) {
 		}
 	}
 	res, err := p.run(j, func(body []byte) error {
-		_, err := b.Send(ctx, &edge.Message{Topic: topic, Body: body}, nil)
+		_, err := b.Send(ctx, &mq.Message{Topic: topic, Body: body}, nil)
 		return err
 	})
 	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)

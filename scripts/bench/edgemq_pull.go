@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/edgemq/edgemq/edge"
+	"github.com/edgemq/edgemq/edge/mq"
 )
 
 const group = "bench"
@@ -23,11 +23,11 @@ func edgeMQPull(ctx context.Context, j job, dir string) (result, error) {
 	}
 	defer b.Close()
 	body := make([]byte, j.Size)
-	batch := make([]*edge.Message, 64)
+	batch := make([]*mq.Message, 64)
 	for sent := int64(0); sent < j.N; sent += int64(len(batch)) {
 		batch = batch[:min(int64(len(batch)), j.N-sent)]
 		for i := range batch {
-			batch[i] = &edge.Message{Topic: topic, Body: body}
+			batch[i] = &mq.Message{Topic: topic, Body: body}
 		}
 		if _, err := b.SendBatch(ctx, batch, nil); err != nil {
 			return res, fmt.Errorf("pre-fill: %w", err)
@@ -35,7 +35,7 @@ func edgeMQPull(ctx context.Context, j job, dir string) (result, error) {
 	}
 	// Wait until the last message is dispatched to the consume queue.
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
-		r, err := b.Pull(ctx, edge.PullRequest{Group: group, Topic: topic, MaxMsgs: 1, Filter: "*"})
+		r, err := b.Pull(ctx, mq.PullRequest{Group: group, Queue: mq.MessageQueue{Topic: topic}, MaxMsgs: 1, Filter: "*"})
 		if err != nil {
 			return res, fmt.Errorf("pre-fill: %w", err)
 		}
@@ -52,7 +52,7 @@ func edgeMQPull(ctx context.Context, j job, dir string) (result, error) {
 	}
 	var got, off int64
 	for got < j.N {
-		req := edge.PullRequest{Group: group, Topic: topic, Offset: off, MaxMsgs: 32, Filter: "*"}
+		req := mq.PullRequest{Group: group, Queue: mq.MessageQueue{Topic: topic}, Offset: off, MaxMsgs: 32, Filter: "*"}
 		if j.Ack {
 			req.CommitOffset = off // 0 is not committed; the first pull has nothing to commit
 		}
@@ -61,7 +61,7 @@ func edgeMQPull(ctx context.Context, j job, dir string) (result, error) {
 			sp.end()
 			return res, err
 		}
-		if r.Status != edge.PullFound {
+		if r.Status != mq.PullFound {
 			sp.end()
 			return res, fmt.Errorf("pull at %d: %v after %d messages", off, r.Status, got)
 		}
@@ -90,7 +90,7 @@ func edgeMQLatency(ctx context.Context, j job, dir string) (result, error) {
 	wg.Go(func() {
 		var off int64
 		for int(p.got.Load()) < p.total() {
-			r, err := b.Pull(cctx, edge.PullRequest{Group: group, Topic: topic, Offset: off, MaxMsgs: 32, Filter: "*", Suspend: true, MaxWait: time.Second})
+			r, err := b.Pull(cctx, mq.PullRequest{Group: group, Queue: mq.MessageQueue{Topic: topic}, Offset: off, MaxMsgs: 32, Filter: "*", Suspend: true, MaxWait: time.Second})
 			if err != nil {
 				if !errors.Is(err, context.Canceled) {
 					pullErr = err
@@ -105,7 +105,7 @@ func edgeMQLatency(ctx context.Context, j job, dir string) (result, error) {
 		}
 	})
 	res, err := p.run(j, func(body []byte) error {
-		_, err := b.Send(ctx, &edge.Message{Topic: topic, Body: body}, nil)
+		_, err := b.Send(ctx, &mq.Message{Topic: topic, Body: body}, nil)
 		return err
 	})
 	cancel()
