@@ -79,6 +79,7 @@ func TestExampleConfigDefaultsAreTheDefaults(t *testing.T) {
 	if err := parseConfig(c, uncommented(t), "edgemq.toml"); err != nil {
 		t.Fatal(err)
 	}
+	checked := make(map[string]bool)
 	eo, so, cl := edge.DefaultOptions, store.DefaultOptions, commitlog.DefaultOptions
 	for _, tc := range []struct {
 		name      string
@@ -86,43 +87,49 @@ func TestExampleConfigDefaultsAreTheDefaults(t *testing.T) {
 	}{
 		{"data_dir", c.dataDir, "./data"},
 		{"log_level", c.logLevel, slog.LevelInfo},
-		{"segment_size", c.store.SegmentSize, cl.SegmentSize},
-		{"flush", c.store.Flush, cl.Flush},
-		{"flush_interval", c.store.FlushInterval, cl.FlushInterval},
-		{"flush_bytes", c.store.FlushBytes, cl.FlushBytes},
-		{"queue_flush_interval", c.store.QueueFlushInterval, so.QueueFlushInterval},
-		{"queue_flush_bytes", c.store.QueueFlushBytes, so.QueueFlushBytes},
-		{"queue_segment_entries", c.store.QueueSegmentEntries, so.QueueSegmentEntries},
-		{"max_dispatch_lag", c.store.MaxDispatchLag, so.MaxDispatchLag},
-		{"resident_bytes", c.store.ResidentBytes, cl.ResidentBytes},
-		{"queue_resident_bytes", c.store.QueueResidentBytes, cqueue.DefaultOptions.ResidentBytes},
-		{"prefault_bytes", c.store.PrefaultBytes, cl.PrefaultBytes},
-		{"prefault_rate", c.store.PrefaultRate, cl.PrefaultRate},
-		{"max_age", c.store.MaxAge, cl.MaxAge},
-		{"max_bytes", c.store.MaxBytes, cl.MaxBytes},
-		{"max_used_ratio", c.store.MaxUsedRatio, cl.MaxUsedRatio},
-		{"on_full", c.store.OnFull, cl.OnFull},
-		{"retention_interval", c.store.RetentionInterval, cl.RetentionInterval},
-		{"max_pull_bytes", c.store.MaxPullBytes, so.MaxPullBytes},
-		{"max_message_size", c.broker.MaxMessageSize, eo.MaxMessageSize},
-		{"compress_over", c.broker.CompressOver, eo.CompressOver},
-		{"default_queues", c.broker.DefaultQueues, eo.DefaultQueues},
-		{"auto_create_topics", c.broker.NoAutoCreateTopics, eo.NoAutoCreateTopics},
-		{"default_suspend", c.broker.DefaultSuspend, eo.DefaultSuspend},
-		{"max_suspend", c.broker.MaxSuspend, eo.MaxSuspend},
-		{"short_polling", c.broker.ShortPolling, eo.ShortPolling},
-		{"short_polling_wait", c.broker.ShortPollingWait, eo.ShortPollingWait},
-		{"hold_check_interval", c.broker.HoldCheckInterval, eo.HoldCheckInterval},
-		{"offset_persist_interval", c.broker.OffsetPersistInterval, eo.OffsetPersistInterval},
-		{"heartbeat_timeout", c.broker.HeartbeatTimeout, eo.HeartbeatTimeout},
-		{"heartbeat_check_interval", c.broker.HeartbeatCheckInterval, eo.HeartbeatCheckInterval},
-		{"lock_lifetime", c.broker.LockLifetime, eo.LockLifetime},
-		{"max_reconsume_times", c.broker.MaxReconsumeTimes, eo.MaxReconsumeTimes},
-		{"delay_levels", c.broker.DelayLevels, eo.DelayLevels},
-		{"store_host", c.broker.StoreHost, eo.StoreHost},
+		{"store.segment_size", c.store.SegmentSize, cl.SegmentSize},
+		{"store.flush", c.store.Flush, cl.Flush},
+		{"store.flush_interval", c.store.FlushInterval, cl.FlushInterval},
+		{"store.flush_bytes", c.store.FlushBytes, cl.FlushBytes},
+		{"store.queue_flush_interval", c.store.QueueFlushInterval, so.QueueFlushInterval},
+		{"store.queue_flush_bytes", c.store.QueueFlushBytes, so.QueueFlushBytes},
+		{"store.queue_segment_entries", c.store.QueueSegmentEntries, so.QueueSegmentEntries},
+		{"store.max_dispatch_lag", c.store.MaxDispatchLag, so.MaxDispatchLag},
+		{"store.resident_bytes", c.store.ResidentBytes, cl.ResidentBytes},
+		{"store.queue_resident_bytes", c.store.QueueResidentBytes, cqueue.DefaultOptions.ResidentBytes},
+		{"store.prefault_bytes", c.store.PrefaultBytes, cl.PrefaultBytes},
+		{"store.prefault_rate", c.store.PrefaultRate, cl.PrefaultRate},
+		{"store.max_age", c.store.MaxAge, cl.MaxAge},
+		{"store.max_bytes", c.store.MaxBytes, cl.MaxBytes},
+		{"store.max_used_ratio", c.store.MaxUsedRatio, cl.MaxUsedRatio},
+		{"store.on_full", c.store.OnFull, cl.OnFull},
+		{"store.retention_interval", c.store.RetentionInterval, cl.RetentionInterval},
+		{"store.max_pull_bytes", c.store.MaxPullBytes, so.MaxPullBytes},
+		{"broker.max_message_size", c.broker.MaxMessageSize, eo.MaxMessageSize},
+		{"broker.compress_over", c.broker.CompressOver, eo.CompressOver},
+		{"broker.default_queues", c.broker.DefaultQueues, eo.DefaultQueues},
+		{"broker.auto_create_topics", c.broker.NoAutoCreateTopics, eo.NoAutoCreateTopics},
+		{"broker.default_suspend", c.broker.DefaultSuspend, eo.DefaultSuspend},
+		{"broker.max_suspend", c.broker.MaxSuspend, eo.MaxSuspend},
+		{"broker.short_polling", c.broker.ShortPolling, eo.ShortPolling},
+		{"broker.short_polling_wait", c.broker.ShortPollingWait, eo.ShortPollingWait},
+		{"broker.hold_check_interval", c.broker.HoldCheckInterval, eo.HoldCheckInterval},
+		{"broker.offset_persist_interval", c.broker.OffsetPersistInterval, eo.OffsetPersistInterval},
+		{"broker.heartbeat_timeout", c.broker.HeartbeatTimeout, eo.HeartbeatTimeout},
+		{"broker.heartbeat_check_interval", c.broker.HeartbeatCheckInterval, eo.HeartbeatCheckInterval},
+		{"broker.lock_lifetime", c.broker.LockLifetime, eo.LockLifetime},
+		{"broker.max_reconsume_times", c.broker.MaxReconsumeTimes, eo.MaxReconsumeTimes},
+		{"broker.delay_levels", c.broker.DelayLevels, eo.DelayLevels},
+		{"broker.store_host", c.broker.StoreHost, eo.StoreHost},
 	} {
 		if !reflect.DeepEqual(tc.got, tc.want) {
 			t.Errorf("%s: file says %v, default is %v", tc.name, tc.got, tc.want)
+		}
+		checked[tc.name] = true
+	}
+	for _, s := range settings {
+		if name := s.describe().name(); !checked[name] {
+			t.Errorf("%s: this test does not check its default", name)
 		}
 	}
 }

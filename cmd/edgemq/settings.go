@@ -35,6 +35,22 @@ const defaultDataDir = "./data"
 // parsing and validation, default, flag, help text, and entry in configs/edgemq.toml
 // (regenerate that with `go generate ./cmd/edgemq`). Keys are listed by section, in the
 // order of the file.
+//
+// To add a key, add an item[T] here, T being the option field's type, with
+//   - section and key: the TOML names, lower_snake_case; the flag is then -section.key;
+//   - kind: how values are written: size, durationKind, integer, floatKind, boolKind, text,
+//     oneOf, durationsKind or addrPortKind (a new Go type needs a kind in setting.go);
+//   - def: the default from the owning package's DefaultOptions, never a literal;
+//   - check: what the key accepts beyond its kind (positive, notNegative, positiveOrOff,
+//     between, or a rule of its own), so that a bad value fails at load with its line; refuse
+//     0 where the options read 0 as "the default";
+//   - set: the assignment to the config's field;
+//   - doc: sentences for configs/edgemq.toml; the first is also the flag's help.
+//
+// Then run go generate ./cmd/edgemq, and give the key a value other than its default in
+// testdata/every-key.toml and in TestConfigRoundTrip's want, and a line in
+// TestExampleConfigDefaultsAreTheDefaults: the tests fail until each is done. A new [section]
+// goes in sections first.
 var settings = []setting{
 	item[string]{
 		key:   "data_dir",
