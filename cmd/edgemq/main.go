@@ -139,26 +139,29 @@ func usage(w io.Writer) {
 	}
 	fmt.Fprint(w, `
 Every command but version and help opens a data dir in-process (-data, default ./data, or
-data_dir in the -config file; configs/edgemq.conf documents every key). A data dir is held by
-one process at a time: a second one fails at once, naming the holder's pid.
+data_dir in the -config file). A data dir is held by one process at a time: a second one
+fails at once, naming the holder's pid.
+
+Settings come from a TOML file (-config FILE; configs/edgemq.toml documents every key) and
+from flags named as the keys, -section.key: -store.flush async. Flags override the file,
+which overrides the defaults.
 Run 'edgemq help <command>' for a command's flags.
 `)
 }
 
-// commonFlags adds -config and -data, and returns a loader of the resulting config.
+// commonFlags adds -config and a flag for every config key (-data for data_dir), and
+// returns a loader of the resulting config: defaults, then the file, then the flags.
 func commonFlags(fs *flag.FlagSet) func() (*config, error) {
-	cfgPath := fs.String("config", "", "config `file` (key = value lines; see configs/edgemq.conf)")
-	data := fs.String("data", "", "data `dir` (default: data_dir of the config file, else ./data)")
+	cfgPath := fs.String("config", "", "config `file` in TOML (configs/edgemq.toml documents every key)")
+	applyFlags := configFlags(fs)
 	return func() (*config, error) {
-		c := &config{dataDir: "./data"}
+		c := newConfig()
 		if *cfgPath != "" {
 			if err := loadConfig(c, *cfgPath); err != nil {
 				return nil, err
 			}
 		}
-		if *data != "" {
-			c.dataDir = *data
-		}
+		applyFlags(c)
 		return c, nil
 	}
 }

@@ -1,0 +1,375 @@
+package main
+
+//go:generate go test . -run TestExampleConfigIsTheTable -update
+
+import (
+	"log/slog"
+	"net/netip"
+	"time"
+
+	"github.com/edgemq/edgemq/edge"
+	"github.com/edgemq/edgemq/store"
+	"github.com/edgemq/edgemq/store/commitlog"
+	"github.com/edgemq/edgemq/store/cqueue"
+)
+
+// A section is a [table] of the config file; "" is the top level, whose keys come first.
+type section struct {
+	name string
+	doc  string
+}
+
+// sections are the config file's tables, in the order configs/edgemq.toml lists them.
+var sections = []section{
+	{"", ""},
+	{"store", "The message store (packages store and store/commitlog): commitlog segments and " +
+		"flushing, consume queues, memory, and retention."},
+	{"broker", "The broker (package edge): messages, topics, pulls and long polling, consumer " +
+		"groups, retries and delayed messages."},
+}
+
+// defaultDataDir is data_dir's default; it belongs to the command, not to a package.
+const defaultDataDir = "./data"
+
+// settings is the one table of config keys. Each entry is the single source of its key's
+// parsing and validation, default, flag, help text, and entry in configs/edgemq.toml
+// (regenerate that with `go generate ./cmd/edgemq`). Keys are listed by section, in the
+// order of the file.
+//
+// To add a key, add an item[T] here, T being the option field's type, with
+//   - section and key: the TOML names, lower_snake_case; the flag is then -section.key;
+//   - kind: how values are written: size, durationKind, integer, floatKind, boolKind, text,
+//     oneOf, durationsKind or addrPortKind (a new Go type needs a kind in setting.go);
+//   - def: the default from the owning package's DefaultOptions, never a literal;
+//   - check: what the key accepts beyond its kind (positive, notNegative, positiveOrOff,
+//     between, or a rule of its own), so that a bad value fails at load with its line; refuse
+//     0 where the options read 0 as "the default";
+//   - set: the assignment to the config's field;
+//   - doc: sentences for configs/edgemq.toml; the first is also the flag's help.
+//
+// Then run go generate ./cmd/edgemq, and give the key a value other than its default in
+// testdata/every-key.toml and in TestConfigRoundTrip's want, and a line in
+// TestExampleConfigDefaultsAreTheDefaults: the tests fail until each is done. A new [section]
+// goes in sections first.
+var settings = []setting{
+	item[string]{
+		key:   "data_dir",
+		flag:  "data",
+		kind:  text("dir"),
+		def:   defaultDataDir,
+		check: rule[string]{"a path, not empty", func(s string) bool { return s != "" }},
+		set:   func(c *config, v string) { c.dataDir = v },
+		doc: "Where the store lives: commitlog, consume queues and meta.db. One process at a time " +
+			"holds a data dir; a second one fails at once, naming the holder's pid.",
+	},
+	item[slog.Level]{
+		key: "log_level",
+		kind: oneOf("level", choice[slog.Level]{"debug", slog.LevelDebug}, choice[slog.Level]{"info", slog.LevelInfo},
+			choice[slog.Level]{"warn", slog.LevelWarn}, choice[slog.Level]{"error", slog.LevelError}),
+		def: slog.LevelInfo,
+		set: func(c *config, v slog.Level) { c.logLevel = v },
+		doc: "The least severe of the broker's reports that are written to stderr.",
+	},
+
+	// [store]: store.Options, and the commitlog defaults it passes on.
+	item[int64]{
+		section: "store", key: "segment_size",
+		kind:  size[int64](),
+		def:   commitlog.DefaultOptions.SegmentSize,
+		check: between(size[int64](), 64<<10, 2<<30),
+		set:   func(c *config, v int64) { c.store.SegmentSize = v },
+		doc: "Size of each commitlog segment file, preallocated. A data dir keeps the size it " +
+			"was created with, and a different value fails at open: leave it unset to open any " +
+			"dir. At most 1GiB on 32-bit ARM, whose address space must hold the mapped segments.",
+	},
+	item[commitlog.FlushMode]{
+		section: "store", key: "flush",
+		kind: oneOf("mode", choice[commitlog.FlushMode]{"sync", commitlog.FlushSync},
+			choice[commitlog.FlushMode]{"async", commitlog.FlushAsync}),
+		def: commitlog.DefaultOptions.Flush,
+		set: func(c *config, v commitlog.FlushMode) { c.store.Flush = v },
+		doc: "The flush policy: when a send returns. sync: once an fsync covers it (concurrent sends share one: " +
+			"group commit), so an acknowledged message survives a power cut. async: at once; a " +
+			"flush runs every flush_interval or once flush_bytes are unflushed.",
+	},
+	item[time.Duration]{
+		section: "store", key: "flush_interval",
+		kind:  durationKind,
+		def:   commitlog.DefaultOptions.FlushInterval,
+		check: positive[time.Duration](),
+		set:   func(c *config, v time.Duration) { c.store.FlushInterval = v },
+		doc:   "How often an async commitlog flushes.",
+	},
+	item[int64]{
+		section: "store", key: "flush_bytes",
+		kind:  size[int64](),
+		def:   commitlog.DefaultOptions.FlushBytes,
+		check: positive[int64](),
+		set:   func(c *config, v int64) { c.store.FlushBytes = v },
+		doc:   "An async commitlog also flushes once this much is unflushed.",
+	},
+	item[time.Duration]{
+		section: "store", key: "queue_flush_interval",
+		kind:  durationKind,
+		def:   store.DefaultOptions.QueueFlushInterval,
+		check: positive[time.Duration](),
+		set:   func(c *config, v time.Duration) { c.store.QueueFlushInterval = v },
+		doc:   "How often consume queues are fsynced and the dispatch checkpoint written.",
+	},
+	item[int64]{
+		section: "store", key: "queue_flush_bytes",
+		kind:  size[int64](),
+		def:   store.DefaultOptions.QueueFlushBytes,
+		check: positive[int64](),
+		set:   func(c *config, v int64) { c.store.QueueFlushBytes = v },
+		doc: "Consume queues are also synced once this much log was dispatched since the last " +
+			"time. It bounds what recovery after a crash dispatches again.",
+	},
+	item[int]{
+		section: "store", key: "queue_segment_entries",
+		kind:  integer[int](),
+		def:   store.DefaultOptions.QueueSegmentEntries,
+		check: between(integer[int](), 1, 1<<26),
+		set:   func(c *config, v int) { c.store.QueueSegmentEntries = v },
+		doc: "20-byte entries per consume-queue file (65536 make 1.25MiB). Only one file per " +
+			"queue is mapped: lower it on 32-bit boxes with hundreds of queues.",
+	},
+	item[int64]{
+		section: "store", key: "max_dispatch_lag",
+		kind:  size[int64](),
+		def:   store.DefaultOptions.MaxDispatchLag,
+		check: positiveOrOff[int64](),
+		set:   func(c *config, v int64) { c.store.MaxDispatchLag = v },
+		doc: "Sends wait (at most 1s) while consume queues lag this much log behind. It bounds " +
+			"what a restart replays and how stale consumers' view of the queues gets under a flood.",
+	},
+	item[int64]{
+		section: "store", key: "resident_bytes",
+		kind:  size[int64](),
+		def:   commitlog.DefaultOptions.ResidentBytes,
+		check: positiveOrOff[int64](),
+		set:   func(c *config, v int64) { c.store.ResidentBytes = v },
+		doc: "How much of the mapped commitlog stays in the process's resident set (RSS) behind " +
+			"the write position. Older pages are dropped from the process, not from the page " +
+			"cache, and read back from it by a consumer that needs them. Turned off, every " +
+			"page stays resident: RSS grows to the mapped segments.",
+	},
+	item[int64]{
+		section: "store", key: "queue_resident_bytes",
+		kind:  size[int64](),
+		def:   cqueue.DefaultOptions.ResidentBytes,
+		check: positiveOrOff[int64](),
+		set:   func(c *config, v int64) { c.store.QueueResidentBytes = v },
+		doc:   "The same as resident_bytes, for each consume queue's mapped file.",
+	},
+	item[int64]{
+		section: "store", key: "prefault_bytes",
+		kind:  size[int64](),
+		def:   commitlog.DefaultOptions.PrefaultBytes,
+		check: positiveOrOff[int64](),
+		set:   func(c *config, v int64) { c.store.PrefaultBytes = v },
+		doc: "How far ahead of the write position a busy async commitlog is mapped for writing. " +
+			"Sends then do not each take the page fault of a new page (about 4us on a VM) under " +
+			"the append lock. The pages are dirty zeros until written: a flush meanwhile writes " +
+			"up to this many zeros, which is why a slow log (prefault_rate) is not prefaulted, " +
+			"and flush = \"sync\" never.",
+	},
+	item[int64]{
+		section: "store", key: "prefault_rate",
+		kind:  size[int64](),
+		def:   commitlog.DefaultOptions.PrefaultRate,
+		check: positive[int64](),
+		set:   func(c *config, v int64) { c.store.PrefaultRate = v },
+		doc:   "The write rate, bytes a second, from which the commitlog counts as busy and is prefaulted.",
+	},
+	item[time.Duration]{
+		section: "store", key: "max_age",
+		kind:  durationKind,
+		def:   commitlog.DefaultOptions.MaxAge,
+		check: positiveOrOff[time.Duration](),
+		set:   func(c *config, v time.Duration) { c.store.MaxAge = v },
+		doc:   "Retention: delete segments whose newest record is older than this.",
+	},
+	item[int64]{
+		section: "store", key: "max_bytes",
+		kind:  size[int64](),
+		def:   commitlog.DefaultOptions.MaxBytes,
+		check: notNegative[int64](),
+		set:   func(c *config, v int64) { c.store.MaxBytes = v },
+		doc: "Retention: the byte quota of all commitlog segments; the oldest go first. 0: no " +
+			"quota; else at least two segments.",
+	},
+	item[float64]{
+		section: "store", key: "max_used_ratio",
+		kind: floatKind,
+		def:  commitlog.DefaultOptions.MaxUsedRatio,
+		check: rule[float64]{"more than 0 and at most 1, or negative to turn it off",
+			func(v float64) bool { return v < 0 || v > 0 && v <= 1 }},
+		set: func(c *config, v float64) { c.store.MaxUsedRatio = v },
+		doc: "Retention: delete the oldest segments while the file system is fuller than this.",
+	},
+	item[commitlog.OnFull]{
+		section: "store", key: "on_full",
+		kind: oneOf("policy", choice[commitlog.OnFull]{"fail", commitlog.FailWrites},
+			choice[commitlog.OnFull]{"dropOldest", commitlog.DropOldest}),
+		def: commitlog.DefaultOptions.OnFull,
+		set: func(c *config, v commitlog.OnFull) { c.store.OnFull = v },
+		doc: "What a send does on a full disk. fail: return an error to the sender and keep " +
+			"every message. dropOldest: delete the oldest segments to make room.",
+	},
+	item[time.Duration]{
+		section: "store", key: "retention_interval",
+		kind:  durationKind,
+		def:   commitlog.DefaultOptions.RetentionInterval,
+		check: positive[time.Duration](),
+		set:   func(c *config, v time.Duration) { c.store.RetentionInterval = v },
+		doc:   "How often retention runs.",
+	},
+	item[int]{
+		section: "store", key: "max_pull_bytes",
+		kind:  size[int](),
+		def:   store.DefaultOptions.MaxPullBytes,
+		check: positive[int](),
+		set:   func(c *config, v int) { c.store.MaxPullBytes = v },
+		doc:   "Most bytes of messages one pull returns. A pull always returns at least one message.",
+	},
+
+	// [broker]: edge.Options.
+	item[int]{
+		section: "broker", key: "max_message_size",
+		kind:  size[int](),
+		def:   edge.DefaultOptions.MaxMessageSize,
+		check: positive[int](),
+		// The store's too: verify opens the store alone, and it checks segments hold two.
+		set: func(c *config, v int) { c.broker.MaxMessageSize, c.store.MaxMessageSize = v, v },
+		doc: "The largest message body a send accepts. Segments must hold two of them: at most " +
+			"about half of store.segment_size.",
+	},
+	item[int]{
+		section: "broker", key: "compress_over",
+		kind:  size[int](),
+		def:   edge.DefaultOptions.CompressOver,
+		check: notNegative[int](),
+		set:   func(c *config, v int) { c.broker.CompressOver = v },
+		doc: "Compress (zstd) bodies larger than this before storing them; consumers get the " +
+			"original bytes. 0: never.",
+	},
+	item[int32]{
+		section: "broker", key: "default_queues",
+		kind:  integer[int32](),
+		def:   edge.DefaultOptions.DefaultQueues,
+		check: between(integer[int32](), 1, 1024),
+		set:   func(c *config, v int32) { c.broker.DefaultQueues = v },
+		doc:   "Read and write queues of a topic created without counts, as on its first send.",
+	},
+	item[bool]{
+		section: "broker", key: "auto_create_topics",
+		kind: boolKind,
+		def:  !edge.DefaultOptions.NoAutoCreateTopics,
+		set:  func(c *config, v bool) { c.broker.NoAutoCreateTopics = !v },
+		doc:  "Create a topic on its first send. false: a send to an unknown topic fails.",
+	},
+	item[time.Duration]{
+		section: "broker", key: "default_suspend",
+		kind:  durationKind,
+		def:   edge.DefaultOptions.DefaultSuspend,
+		check: positive[time.Duration](),
+		set:   func(c *config, v time.Duration) { c.broker.DefaultSuspend = v },
+		doc:   "How long a pull that finds nothing waits for a message when it asks for no particular wait.",
+	},
+	item[time.Duration]{
+		section: "broker", key: "max_suspend",
+		kind:  durationKind,
+		def:   edge.DefaultOptions.MaxSuspend,
+		check: positive[time.Duration](),
+		set:   func(c *config, v time.Duration) { c.broker.MaxSuspend = v },
+		doc:   "The longest any pull waits.",
+	},
+	item[bool]{
+		section: "broker", key: "short_polling",
+		kind: boolKind,
+		def:  edge.DefaultOptions.ShortPolling,
+		set:  func(c *config, v bool) { c.broker.ShortPolling = v },
+		doc: "Turn long polling off: a pull waits at most short_polling_wait, and parked pulls are " +
+			"re-checked that often.",
+	},
+	item[time.Duration]{
+		section: "broker", key: "short_polling_wait",
+		kind:  durationKind,
+		def:   edge.DefaultOptions.ShortPollingWait,
+		check: positive[time.Duration](),
+		set:   func(c *config, v time.Duration) { c.broker.ShortPollingWait = v },
+		doc:   "The longest a pull waits with short_polling.",
+	},
+	item[time.Duration]{
+		section: "broker", key: "hold_check_interval",
+		kind:  durationKind,
+		def:   edge.DefaultOptions.HoldCheckInterval,
+		check: positive[time.Duration](),
+		set:   func(c *config, v time.Duration) { c.broker.HoldCheckInterval = v },
+		doc:   "How often parked pulls are re-checked against their queues.",
+	},
+	item[time.Duration]{
+		section: "broker", key: "offset_persist_interval",
+		kind:  durationKind,
+		def:   edge.DefaultOptions.OffsetPersistInterval,
+		check: positive[time.Duration](),
+		set:   func(c *config, v time.Duration) { c.broker.OffsetPersistInterval = v },
+		doc:   "How often consumer offsets are written to meta.db. They are also written on shutdown.",
+	},
+	item[time.Duration]{
+		section: "broker", key: "heartbeat_timeout",
+		kind:  durationKind,
+		def:   edge.DefaultOptions.HeartbeatTimeout,
+		check: positive[time.Duration](),
+		set:   func(c *config, v time.Duration) { c.broker.HeartbeatTimeout = v },
+		doc:   "A group member not heard from for this long is dropped.",
+	},
+	item[time.Duration]{
+		section: "broker", key: "heartbeat_check_interval",
+		kind:  durationKind,
+		def:   edge.DefaultOptions.HeartbeatCheckInterval,
+		check: positive[time.Duration](),
+		set:   func(c *config, v time.Duration) { c.broker.HeartbeatCheckInterval = v },
+		doc:   "How often group members are checked against heartbeat_timeout.",
+	},
+	item[time.Duration]{
+		section: "broker", key: "lock_lifetime",
+		kind:  durationKind,
+		def:   edge.DefaultOptions.LockLifetime,
+		check: positive[time.Duration](),
+		set:   func(c *config, v time.Duration) { c.broker.LockLifetime = v },
+		doc:   "How long a queue lock of an orderly consumer lives unless renewed.",
+	},
+	item[int32]{
+		section: "broker", key: "max_reconsume_times",
+		kind:  integer[int32](),
+		def:   edge.DefaultOptions.MaxReconsumeTimes,
+		check: positive[int32](),
+		set:   func(c *config, v int32) { c.broker.MaxReconsumeTimes = v },
+		doc: "A message reconsumed this many times goes to its group's dead-letter topic " +
+			"(%DLQ%group), unless the consumer gives its own maximum.",
+	},
+	item[[]time.Duration]{
+		section: "broker", key: "delay_levels",
+		kind: durationsKind,
+		def:  edge.DefaultOptions.DelayLevels,
+		check: rule[[]time.Duration]{"1 to 64 durations, each more than 0", func(ds []time.Duration) bool {
+			for _, d := range ds {
+				if d <= 0 {
+					return false
+				}
+			}
+			return len(ds) > 0 && len(ds) <= 64
+		}},
+		set: func(c *config, v []time.Duration) { c.broker.DelayLevels = v },
+		doc: "The delays of the levels of delayed messages and retries, level 1 first.",
+	},
+	item[netip.AddrPort]{
+		section: "broker", key: "store_host",
+		kind: addrPortKind,
+		def:  edge.DefaultOptions.StoreHost,
+		set:  func(c *config, v netip.AddrPort) { c.broker.StoreHost = v },
+		doc:  "The address written into message ids (RocketMQ's offsetMsgId).",
+	},
+}
