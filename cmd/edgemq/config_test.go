@@ -121,6 +121,8 @@ func TestExampleConfigDefaultsAreTheDefaults(t *testing.T) {
 		{"broker.max_reconsume_times", c.broker.MaxReconsumeTimes, eo.MaxReconsumeTimes},
 		{"broker.delay_levels", c.broker.DelayLevels, eo.DelayLevels},
 		{"broker.store_host", c.broker.StoreHost, eo.StoreHost},
+		{"broker.broker_name", c.broker.BrokerName, eo.BrokerName},
+		{"broker.new_queue_window", c.broker.NewQueueWindow, eo.NewQueueWindow},
 	} {
 		if !reflect.DeepEqual(tc.got, tc.want) {
 			t.Errorf("%s: file says %v, default is %v", tc.name, tc.got, tc.want)
@@ -218,6 +220,8 @@ func TestConfigRoundTrip(t *testing.T) {
 		MaxReconsumeTimes:      3,
 		DelayLevels:            []time.Duration{time.Second, time.Minute, time.Hour},
 		StoreHost:              netip.MustParseAddrPort("[::1]:9876"),
+		BrokerName:             "gateway-7",
+		NewQueueWindow:         2 * time.Minute,
 	}
 	if !reflect.DeepEqual(got.Store, want.Store) {
 		t.Errorf("store options:\n got %+v\nwant %+v", *got.Store, *want.Store)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/edgemq/edgemq/edge"
+	"github.com/edgemq/edgemq/edge/mq"
 	"github.com/edgemq/edgemq/store"
 	"github.com/edgemq/edgemq/store/commitlog"
 	"github.com/edgemq/edgemq/store/cqueue"
@@ -370,6 +371,27 @@ var settings = []setting{
 		kind: addrPortKind,
 		def:  edge.DefaultOptions.StoreHost,
 		set:  func(c *config, v netip.AddrPort) { c.broker.StoreHost = v },
-		doc:  "The address written into message ids (RocketMQ's offsetMsgId).",
+		doc:  "The address written into message ids (RocketMQ's offsetMsgId) and topic routes.",
+	},
+	item[string]{
+		section: "broker", key: "broker_name",
+		kind: text("name"),
+		def:  edge.DefaultOptions.BrokerName,
+		check: rule[string]{"1 to 255 characters of A-Z a-z 0-9 _ - % |", func(s string) bool {
+			return mq.ValidateProducerGroup(s) == nil
+		}},
+		set: func(c *config, v string) { c.broker.BrokerName = v },
+		doc: "The name of this broker in topic routes and message queues.",
+	},
+	item[time.Duration]{
+		section: "broker", key: "new_queue_window",
+		kind:  durationKind,
+		def:   edge.DefaultOptions.NewQueueWindow,
+		check: positiveOrOff[time.Duration](),
+		set:   func(c *config, v time.Duration) { c.broker.NewQueueWindow = v },
+		doc: "A consumer group without an offset on a queue reads it from its first message when " +
+			"that message is younger than this: a new topic's first messages, sent moments before " +
+			"its consumers started, are not skipped. On a queue with older history a new group " +
+			"starts where its consumers ask (by default, at new messages). Negative: never.",
 	},
 }
