@@ -14,10 +14,11 @@ const (
 	osCreate = os.O_RDWR | os.O_CREATE | os.O_TRUNC
 	filePerm = 0o644
 	dirPerm  = 0o755
-
-	// maxSegmentEntries keeps one file's mapping far below 2 GiB for 32-bit platforms.
-	maxSegmentEntries = 1 << 26
 )
+
+// MaxSegmentEntries is the largest Options.SegmentEntries: it keeps one file's mapping far
+// below 2 GiB for 32-bit platforms.
+const MaxSegmentEntries = 1 << 26
 
 // Options configures Open. A nil *Options, or a zero field, takes the value in
 // DefaultOptions.
@@ -25,7 +26,7 @@ type Options struct {
 	// FS is the file system holding the queue's files. Default vfs.OS.
 	FS vfs.FS
 
-	// SegmentEntries is the number of entries per file, at most 1<<26. Default 65536,
+	// SegmentEntries is the number of entries per file, 1 to MaxSegmentEntries (1<<26). Default 65536,
 	// which makes 1.25 MiB files. Only the active (last) file is mapped, so this is also a
 	// queue's mapped address space: lower it on 32-bit boxes with many queues, raise it to
 	// have fewer files. It is part of a directory's format: Open refuses files of another
@@ -113,8 +114,8 @@ func Open(dir string, opts *Options) (*Queue, error) {
 			o.Logger = opts.Logger
 		}
 	}
-	if o.SegmentEntries < 1 || o.SegmentEntries > maxSegmentEntries {
-		return nil, fmt.Errorf("cqueue: SegmentEntries %d out of range [1, %d]", o.SegmentEntries, maxSegmentEntries)
+	if o.SegmentEntries < 1 || o.SegmentEntries > MaxSegmentEntries {
+		return nil, fmt.Errorf("cqueue: SegmentEntries %d out of range [1, %d]", o.SegmentEntries, MaxSegmentEntries)
 	}
 	q := &Queue{dir: dir, fs: o.FS, n: int64(o.SegmentEntries), log: o.Logger}
 	q.initResident(o.ResidentBytes)
