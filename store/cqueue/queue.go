@@ -1,8 +1,10 @@
 package cqueue
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -137,7 +139,9 @@ func (q *Queue) fileSize() int { return int(q.n * EntrySize) }
 // Append writes e at offset off. off must be Max(); on an empty queue (Min() == Max())
 // it may be any value >= Max(), and the queue then starts at off (its old, empty files
 // are replaced by one named for off). Otherwise it returns an error wrapping
-// ErrOffsetExists (off < Max) or ErrGap (off > Max); an invalid e wraps ErrInvalidEntry.
+// ErrOffsetExists (off < Max) or ErrGap (off > Max); an invalid e wraps ErrInvalidEntry,
+// and off above MaxInt64-SegmentEntries (where the next file's name would overflow)
+// ErrOffsetTooLarge.
 // When the active file is full, Append syncs it and creates the next one; if that fails
 // (allocation wraps vfs.ErrNoSpace on a full disk) the queue is unchanged and a later
 // Append retries. The entry is durable after Sync; readers see it when Append returns.
@@ -157,6 +161,8 @@ func (q *Queue) Append(off int64, e Entry) error {
 	switch {
 	case off < hi:
 		return fmt.Errorf("%w: offset %d, max %d", ErrOffsetExists, off, hi)
+	case off > math.MaxInt64-q.n:
+		return fmt.Errorf("%w: offset %d: a queue's offsets end at %d", ErrOffsetTooLarge, off, int64(math.MaxInt64-q.n))
 	case len(q.segs) == 0 || (off > hi && lo == hi):
 		if err := q.rebaseLocked(off); err != nil {
 			return err
@@ -313,6 +319,9 @@ func (q *Queue) Read(off int64, dst []Entry) (int, error) {
 // "the record's store time is at least T" is; the store uses it to find an offset by
 // time. An error from fn or from reading stops the search and is returned.
 func (q *Queue) Search(fn func(Entry) (bool, error)) (int64, error) {
+	if fn == nil {
+		return 0, errors.New("cqueue: Search needs a function")
+	}
 	lo, hi := q.min.Load(), q.max.Load()
 	for lo < hi {
 		mid := lo + (hi-lo)/2
