@@ -7,6 +7,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -388,10 +389,16 @@ func (s *Store) rollback() {
 	}
 }
 
+// check reports whether Append may store m.
 func (s *Store) check(m *Message) error {
 	switch {
+	case m == nil:
+		return fmt.Errorf("%w: nil message", ErrInvalidMessage)
 	case m.Topic == "" || len(m.Topic) > 255:
 		return fmt.Errorf("%w: topic %q must be 1 to 255 bytes", ErrInvalidMessage, m.Topic)
+	case m.Topic == "." || m.Topic == ".." || strings.ContainsAny(m.Topic, "/\\\x00"):
+		// The topic names its consume queues' directory (queueDir).
+		return fmt.Errorf("%w: topic %q is not a directory name (it must not be . or .. nor hold / \\ or NUL)", ErrInvalidMessage, m.Topic)
 	case m.QueueID < 0:
 		return fmt.Errorf("%w: queue id %d", ErrInvalidMessage, m.QueueID)
 	case len(m.Body) > s.opts.MaxMessageSize:
