@@ -616,6 +616,7 @@ func (l *Log) AppendDeferred(storeTime int64, payloads [][]byte, pos []int64) (i
 // AfterAppend does what follows an append that ended at end: it drops the pages that fell
 // out of the resident window and wakes the flusher when a flush is due.
 func (l *Log) AfterAppend(end int64) {
+	end = min(end, l.written.Load()) // an end past the log would stop drops and prefaults for good
 	l.maybeDropBehind(end)
 	l.kickPrefault(end)
 	if l.opts.Flush == FlushSync || end-l.durable.Load() >= l.opts.FlushBytes {
@@ -666,10 +667,13 @@ func (l *Log) rollLocked() error {
 }
 
 // WaitDurable blocks until an fsync covers every byte before end (a value returned by
-// Append), or the flush failed.
+// Append), or the flush failed. An end past what was appended is an error.
 func (l *Log) WaitDurable(end int64) error {
 	if l.durable.Load() >= end {
 		return nil
+	}
+	if w := l.written.Load(); end > w { // it would wait for good
+		return fmt.Errorf("commitlog: WaitDurable(%d) past the end of the log, %d: not an end Append returned", end, w)
 	}
 	select {
 	case l.kick <- struct{}{}:
