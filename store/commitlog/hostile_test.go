@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"math"
+	"os"
+	"path/filepath"
 	"runtime/debug"
 	"testing"
 	"time"
@@ -141,3 +144,101 @@ func TestHostileCalls(t *testing.T) {
 		})
 	}
 }
+
+// TestHostileOpen opens logs from hostile paths and directories: each fails with an error
+// naming what is wrong, and leaves the files as they were.
+func TestHostileOpen(t *testing.T) {
+	t.Run("empty path", func(t *testing.T) {
+		if _, err := Open("", &Options{SegmentSize: testSegSize}); err == nil {
+			t.Error("Open(\"\") succeeded")
+		}
+	})
+	t.Run("path is a file", func(t *testing.T) {
+		f := filepath.Join(t.TempDir(), "f")
+		if err := os.WriteFile(f, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Open(f, &Options{SegmentSize: testSegSize}); err == nil {
+			t.Error("Open(regular file) succeeded")
+		}
+	})
+	t.Run("segment is a directory", func(t *testing.T) {
+		dir := t.TempDir()
+		if err := os.Mkdir(filepath.Join(dir, segmentName(0)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Open(dir, &Options{SegmentSize: testSegSize}); err == nil {
+			t.Error("Open succeeded")
+		}
+	})
+	t.Run("checkpoint is a directory", func(t *testing.T) {
+		dir := t.TempDir()
+		openTest(t, dir, Options{}).Close()
+		ck := filepath.Join(dir, checkpointName)
+		if err := os.Remove(ck); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Mkdir(ck, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Open(dir, &Options{SegmentSize: testSegSize}); err == nil {
+			t.Error("Open succeeded")
+		}
+	})
+	// A log of 3 segments reopened with twice the segment size: its second segment's base
+	// is no multiple of the size. Before, Open extended every segment with zeros, found the
+	// log ending short of the next segment and moved the later ones aside: records lost.
+	t.Run("reopened with a larger segment size", func(t *testing.T) {
+		dir := t.TempDir()
+		l := openTest(t, dir, Options{})
+		for i := 0; len(*l.segs.Load()) < 3; i++ {
+			appendOne(t, l, 1, payload(i))
+		}
+		l.Close()
+		before := dirState(t, dir)
+		l2, err := Open(dir, &Options{SegmentSize: 2 * testSegSize})
+		if err == nil {
+			l2.Close()
+			t.Fatal("Open succeeded")
+		}
+		if want := "another SegmentSize"; !bytes.Contains([]byte(err.Error()), []byte(want)) {
+			t.Errorf("got %q, want it to contain %q", err, want)
+		}
+		if after := dirState(t, dir); after != before {
+			t.Errorf("the failed Open changed the files:\nbefore %s\nafter  %s", before, after)
+		}
+		openTest(t, dir, Options{}).Close()
+	})
+	t.Run("segment named for the end of positions", func(t *testing.T) {
+		dir := t.TempDir()
+		base := int64(math.MaxInt64 / testSegSize * testSegSize)
+		if err := os.WriteFile(filepath.Join(dir, segmentName(base)), make([]byte, testSegSize), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		l, err := Open(dir, &Options{SegmentSize: testSegSize})
+		if err == nil {
+			l.Close()
+			t.Fatal("Open succeeded: positions in the segment would overflow")
+		}
+	})
+}
+
+// dirState describes the files of dir, their sizes and contents' hashes.
+func dirState(t *testing.T, dir string) string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	for _, e := range ents {
+		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&b, "%s:%d:%x ", e.Name(), len(data), castagnoliSum(data))
+	}
+	return b.String()
+}
+
+func castagnoliSum(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -142,9 +143,20 @@ func (l *Log) load() error {
 	}
 	lastBase := int64(-1)
 	for _, name := range names {
-		if base, ok := parseSegmentName(name); ok {
-			lastBase = max(lastBase, base)
+		base, ok := parseSegmentName(name)
+		if !ok {
+			continue
 		}
+		// Segment k starts at k*SegmentSize: a base that is no multiple was written with
+		// another segment size, which reading (or extending) the segments would corrupt.
+		if base%l.opts.SegmentSize != 0 {
+			return fmt.Errorf("commitlog: %s starts at position %d, no multiple of SegmentSize %d: the log was written with another SegmentSize; open it with that one",
+				filepath.Join(l.dir, name), base, l.opts.SegmentSize)
+		}
+		if base > math.MaxInt64-l.opts.SegmentSize {
+			return fmt.Errorf("commitlog: %s starts at position %d, where a segment would end past the largest position", filepath.Join(l.dir, name), base)
+		}
+		lastBase = max(lastBase, base)
 	}
 	var segs []*segment
 	freshBase := int64(0) // where an empty log starts
