@@ -56,8 +56,8 @@ type Store struct {
 	closed atomic.Bool
 }
 
-// Open opens or creates dir/meta.db, which must be in an existing directory,
-// and creates any missing buckets.
+// Open opens or creates dir/meta.db, which must be in an existing directory
+// (not ""), and creates any missing buckets.
 func Open(dir string, opts *Options) (*Store, error) {
 	o := DefaultOptions
 	if opts != nil {
@@ -65,6 +65,9 @@ func Open(dir string, opts *Options) (*Store, error) {
 		if o.Timeout == 0 {
 			o.Timeout = DefaultOptions.Timeout
 		}
+	}
+	if dir == "" { // else meta.db would be made in the working directory
+		return nil, errors.New("meta: empty dir path")
 	}
 	path := filepath.Join(dir, FileName)
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: o.Timeout, NoSync: o.NoSync})
@@ -94,6 +97,14 @@ func (s *Store) Close() error {
 	}
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("meta: close: %w", err)
+	}
+	return nil
+}
+
+// checkOpen returns ErrClosed after Close: for calls with nothing to do.
+func (s *Store) checkOpen() error {
+	if s.closed.Load() {
+		return ErrClosed
 	}
 	return nil
 }
