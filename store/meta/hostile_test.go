@@ -1,9 +1,11 @@
 package meta
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -148,4 +150,60 @@ func TestHostileOpen(t *testing.T) {
 		t.Fatalf("empty meta.db: %v", err)
 	}
 	s.Close()
+}
+
+// TestDamagedFile flips bytes in the data pages of a meta.db (bbolt checksums only its meta
+// pages) and uses it: every call returns, with an error or without, and none crashes the
+// process. bbolt trusts its pages: before, damage made it fault reading past its mapping
+// (a fatal error, not a panic) or panic on an index out of range.
+func TestDamagedFile(t *testing.T) {
+	dir := t.TempDir()
+	s := testOpen(t, dir)
+	for i := range 200 {
+		topic := fmt.Sprintf("topic-%d", i)
+		must(t, s.PutTopic(Topic{Name: topic, ReadQueues: 4}))
+		must(t, s.SetOffsets([]Offset{{Group: "g", Topic: topic, QueueID: 1, Offset: int64(i)}}))
+	}
+	must(t, s.Close())
+	good, err := os.ReadFile(filepath.Join(dir, FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const pageSize = 4096 // bbolt's pages 0 and 1 are the checksummed meta pages
+	seeds := 100
+	if testing.Short() {
+		seeds = 25
+	}
+	damaged := 0
+	for seed := range uint64(seeds) {
+		rng := rand.New(rand.NewPCG(seed, 1))
+		b := bytes.Clone(good)
+		for range 8 {
+			b[2*pageSize+rng.IntN(len(b)-2*pageSize)] ^= byte(1 + rng.IntN(255))
+		}
+		d := t.TempDir()
+		must(t, os.WriteFile(filepath.Join(d, FileName), b, 0o600))
+		s, err := Open(d, &Options{NoSync: true, Timeout: -1})
+		if err != nil {
+			continue
+		}
+		for _, f := range []func() error{
+			func() error { _, err := s.Topics(); return err },
+			func() error { _, err := s.Offsets(); return err },
+			func() error { return s.PutTopic(Topic{Name: "new"}) },
+			func() error { _, _, err := s.Topic("topic-7"); return err },
+			func() error { return s.DeleteOffsets("g", "") },
+		} {
+			if err := f(); err != nil && strings.Contains(err.Error(), "is damaged") {
+				if !errors.Is(err, ErrCorrupt) {
+					t.Errorf("seed %d: %v does not match ErrCorrupt", seed, err)
+				}
+				damaged++
+			}
+		}
+		s.Close()
+	}
+	if damaged == 0 {
+		t.Errorf("no call of %d seeds found the file damaged: the test damages nothing bbolt reads", seeds)
+	}
 }
