@@ -1,7 +1,6 @@
 package store
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -179,7 +178,7 @@ func (o *Options) validate() error {
 		return fmt.Errorf("%w: %w", ErrOptions, err)
 	}
 	if o.SegmentSize != 0 {
-		if err := o.checkMessageSize(o.SegmentSize); err != nil {
+		if err := o.checkMessageSize(o.SegmentSize, false); err != nil {
 			return fmt.Errorf("%w: %w", ErrOptions, err)
 		}
 	}
@@ -191,19 +190,24 @@ const maxMessageSize = commitlog.MaxSegmentSize/2 - propertySlack
 
 // checkMessageSize reports whether segments of segSize bytes hold messages of MaxMessageSize:
 // every message the store accepts must fit in a segment, and Open asks for room for two, so
-// that a segment is not rolled for every large message.
-// MaxMessageSize must be in range [0, maxMessageSize] (validate).
-func (o *Options) checkMessageSize(segSize int64) error {
+// that a segment is not rolled for every large message. MaxMessageSize must be in range
+// [0, maxMessageSize] (validate). fixed says the data dir set segSize, which cannot change.
+func (o *Options) checkMessageSize(segSize int64, fixed bool) error {
 	need := 2 * (int64(o.MaxMessageSize) + propertySlack)
 	if need <= segSize {
 		return nil
 	}
-	msg := fmt.Sprintf("SegmentSize %d too small for MaxMessageSize %d: a segment must hold two records of up to MaxMessageSize + %d bytes (tags, keys, properties, framing): raise SegmentSize to at least %d",
-		segSize, o.MaxMessageSize, propertySlack, need)
-	if fit := segSize/2 - propertySlack; fit > 0 {
-		msg += fmt.Sprintf(" or lower MaxMessageSize to at most %d", fit)
+	fit := segSize/2 - propertySlack
+	why := fmt.Sprintf("a segment must hold two records of up to MaxMessageSize + %d bytes (tags, keys, properties, framing)", propertySlack)
+	switch {
+	case !fixed && fit > 0:
+		return fmt.Errorf("SegmentSize %d too small for MaxMessageSize %d: %s: raise SegmentSize to at least %d or lower MaxMessageSize to at most %d", segSize, o.MaxMessageSize, why, need, fit)
+	case !fixed:
+		return fmt.Errorf("SegmentSize %d too small for MaxMessageSize %d: %s: raise SegmentSize to at least %d", segSize, o.MaxMessageSize, why, need)
+	case fit > 0:
+		return fmt.Errorf("data dir has %d-byte segments, too small for MaxMessageSize %d: %s: lower MaxMessageSize to at most %d (a data dir keeps its segment size)", segSize, o.MaxMessageSize, why, fit)
 	}
-	return errors.New(msg)
+	return fmt.Errorf("data dir has %d-byte segments, too small for any message: %s", segSize, why)
 }
 
 // logOptions returns the options of the store's commitlog, but for OnRetention.

@@ -151,10 +151,13 @@ func TestMessageSizeAgainstStoredSegments(t *testing.T) {
 	if !errors.Is(err, ErrSettings) {
 		t.Fatalf("got %v, want ErrSettings", err)
 	}
-	for _, w := range []string{"1048576-byte segments", "MaxMessageSize 4194304", "lower MaxMessageSize to at most 458752"} {
+	for _, w := range []string{"data dir has 1048576-byte segments", "MaxMessageSize 4194304", "lower MaxMessageSize to at most 458752"} {
 		if !strings.Contains(err.Error(), w) {
 			t.Errorf("got %q, want it to contain %q", err, w)
 		}
+	}
+	if strings.Contains(err.Error(), "raise SegmentSize") {
+		t.Errorf("got %q: a data dir's segment size cannot be raised", err)
 	}
 	s = openStore(t, dir, Options{SegmentSize: 0, MaxMessageSize: 458752})
 	s.Close()

@@ -196,8 +196,8 @@ func (s *Store) checkSettings() error {
 		} else if s.opts.SegmentSize != set.SegmentSize {
 			return fmt.Errorf("%w: data dir has %d-byte segments, options ask for %d", ErrSettings, set.SegmentSize, s.opts.SegmentSize)
 		}
-		if err := s.opts.checkMessageSize(s.opts.SegmentSize); err != nil {
-			return fmt.Errorf("%w: data dir has %d-byte segments: %w", ErrSettings, s.opts.SegmentSize, err)
+		if err := s.opts.checkMessageSize(s.opts.SegmentSize, true); err != nil {
+			return fmt.Errorf("%w: %w", ErrSettings, err)
 		}
 		if err := s.opts.logOptions().Validate(); err != nil {
 			return fmt.Errorf("%w: data dir has %d-byte segments: %w", ErrSettings, s.opts.SegmentSize, err)
@@ -205,7 +205,7 @@ func (s *Store) checkSettings() error {
 	}
 	if s.opts.SegmentSize == 0 {
 		s.opts.SegmentSize = commitlog.DefaultOptions.SegmentSize
-		if err := s.opts.checkMessageSize(s.opts.SegmentSize); err != nil {
+		if err := s.opts.checkMessageSize(s.opts.SegmentSize, false); err != nil {
 			return fmt.Errorf("%w: %w (SegmentSize 0 takes the default)", ErrOptions, err)
 		}
 		if err := s.opts.logOptions().Validate(); err != nil {
