@@ -16,8 +16,8 @@ var (
 	// ErrBadRecord is returned when a record's payload does not decode as a message.
 	ErrBadRecord = errors.New("store: record does not decode as a message")
 	// ErrSettings is returned by Open when the options contradict what the data dir was
-	// written with (segment size, schema version), or the data dir's segments cannot hold a
-	// message of Options.MaxMessageSize.
+	// written with (segment size, schema version), the data dir's segments cannot hold a
+	// message of Options.MaxMessageSize, or meta.db records a segment size out of range.
 	ErrSettings = errors.New("store: options contradict the data dir")
 	// ErrOptions is returned (wrapped) by Open for an option out of range or contradicting
 	// another, before Open creates or writes anything. The error names the option and says
