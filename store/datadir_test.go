@@ -16,7 +16,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/edgemq/edgemq/store/commitlog"
+	"github.com/edgemq/edgemq/store/cqueue"
 	"github.com/edgemq/edgemq/store/dirlock"
+	"github.com/edgemq/edgemq/store/meta"
 )
 
 // TestOpenChild is not a real test: run as a child process of the tests below, it opens the
@@ -188,7 +191,8 @@ func mountReadOnly(t *testing.T, dir string) string {
 // system: each fails with an error naming the path and the read-only file system.
 func TestOpenReadOnlyFS(t *testing.T) {
 	data := t.TempDir()
-	s := openStore(t, data, Options{})
+	o := testOptions(Options{})
+	s := openStore(t, data, o)
 	appendN(t, s, "T", 0, 0, 10)
 	s.Close()
 	empty := t.TempDir()
@@ -202,7 +206,6 @@ func TestOpenReadOnlyFS(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := tc.dir(t)
-			o := testOptions(Options{})
 			var s *Store
 			err := call(t, "Open", func() (err error) { s, err = Open(dir, &o); return err })
 			if err == nil {
@@ -213,6 +216,40 @@ func TestOpenReadOnlyFS(t *testing.T) {
 				t.Errorf("got %q, want EROFS naming %s", err, dir)
 			}
 		})
+	}
+	// Each part of the store, opened on its own in the read-only data dir.
+	t.Run("parts", func(t *testing.T) {
+		dir := mountReadOnly(t, data)
+		for _, tc := range []struct {
+			name string
+			open func() error
+		}{
+			{"dirlock", func() error { l, err := dirlock.Acquire(dir); closeIf(err, l.Release); return err }},
+			{"meta", func() error { m, err := meta.Open(dir, &meta.Options{Timeout: -1}); closeIf(err, m.Close); return err }},
+			{"commitlog", func() error {
+				l, err := commitlog.Open(filepath.Join(dir, commitlogDir), &commitlog.Options{SegmentSize: o.SegmentSize})
+				closeIf(err, l.Close)
+				return err
+			}},
+			{"cqueue", func() error {
+				q, err := cqueue.Open(filepath.Join(dir, queuesDir, "T", "0"), &cqueue.Options{SegmentEntries: o.QueueSegmentEntries})
+				closeIf(err, q.Close)
+				return err
+			}},
+		} {
+			err := call(t, tc.name, tc.open)
+			t.Logf("%s: %v", tc.name, err)
+			if !errors.Is(err, syscall.EROFS) || !strings.Contains(err.Error(), dir) {
+				t.Errorf("%s: got %v, want EROFS naming %s", tc.name, err, dir)
+			}
+		}
+	})
+}
+
+// closeIf calls close when err is nil: for a part that opened where it should not have.
+func closeIf(err error, close func() error) {
+	if err == nil {
+		close()
 	}
 }
 
