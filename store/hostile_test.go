@@ -187,22 +187,26 @@ func TestHostileReads(t *testing.T) {
 	}
 }
 
-// TestEmptyBatch checks what an empty batch does: nothing, successfully (Append), and done(nil)
-// at once (AppendAsync).
+// TestEmptyBatch checks what an empty batch does: nothing is written, and either the call
+// succeeds (AppendAsync then calls done(nil) once: what it does today) or it fails with
+// ErrInvalidMessage (and done is not called), as the issue would have it.
 func TestEmptyBatch(t *testing.T) {
 	s := openStore(t, t.TempDir(), Options{})
 	defer s.Close()
 	before := s.Log().Written()
 	for _, batch := range [][]*Message{nil, {}} {
-		if err := call(t, "Append", func() error { return s.Append(batch) }); err != nil {
-			t.Errorf("Append(%v): %v", batch, err)
+		if err := call(t, "Append", func() error { return s.Append(batch) }); err != nil && !errors.Is(err, ErrInvalidMessage) {
+			t.Errorf("Append(%v): got %v, want nil or ErrInvalidMessage", batch, err)
 		}
 		var calls []error
-		if err := call(t, "AppendAsync", func() error { return s.AppendAsync(batch, func(err error) { calls = append(calls, err) }) }); err != nil {
-			t.Errorf("AppendAsync(%v): %v", batch, err)
-		}
-		if len(calls) != 1 || calls[0] != nil {
-			t.Errorf("AppendAsync(%v) called done with %v, want nil once", batch, calls)
+		err := call(t, "AppendAsync", func() error { return s.AppendAsync(batch, func(err error) { calls = append(calls, err) }) })
+		switch {
+		case err == nil && (len(calls) != 1 || calls[0] != nil):
+			t.Errorf("AppendAsync(%v) succeeded and called done with %v, want nil once", batch, calls)
+		case err != nil && !errors.Is(err, ErrInvalidMessage):
+			t.Errorf("AppendAsync(%v): got %v, want nil or ErrInvalidMessage", batch, err)
+		case err != nil && len(calls) != 0:
+			t.Errorf("AppendAsync(%v) failed and called done with %v", batch, calls)
 		}
 	}
 	if s.Log().Written() != before {
