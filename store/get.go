@@ -112,7 +112,8 @@ func (s *Store) GetMessages(topic string, queueID int32, offset int64, maxMsgs i
 			break
 		}
 		if arena == nil {
-			arena = make([]byte, 0, min(s.opts.MaxPullBytes, int(buf[0].Size)*min(maxMsgs, n)+256))
+			// The entry's size comes from disk: in int64, a damaged one cannot overflow the hint.
+			arena = make([]byte, 0, min(int64(s.opts.MaxPullBytes), int64(buf[0].Size)*int64(min(maxMsgs, n))+256))
 			res.Messages = make([]Message, 0, min(maxMsgs, n))
 		}
 		for i := 0; i < n && found < maxMsgs && (found == 0 || bytes < s.opts.MaxPullBytes); i++ {

@@ -7,24 +7,31 @@ import (
 	"time"
 
 	"github.com/edgemq/edgemq/store/commitlog"
+	"github.com/edgemq/edgemq/store/cqueue"
 	"github.com/edgemq/edgemq/store/vfs"
 )
 
 // Options configures a Store. A zero field takes its default; nil Options means all defaults.
+// A value outside the range a field's comment gives makes Open fail with an error wrapping
+// ErrOptions, before it creates or writes anything.
 type Options struct {
 	// FS is the storage layer of the commitlog and the consume queues. Default vfs.OS.
 	// (The meta store and the dir lock always use the real file system.)
 	FS vfs.FS
-	// SegmentSize is the commitlog segment size in bytes. Default: what the data dir was
-	// created with, else 64 MiB.
+	// SegmentSize is the commitlog segment size in bytes, commitlog.MinSegmentSize to
+	// commitlog.MaxSegmentSize, and at least 2 × (MaxMessageSize + 64 KiB): a segment holds
+	// two of the largest records. Default: what the data dir was created with, else 64 MiB.
+	// A data dir keeps the size it was created with (ErrSettings).
 	SegmentSize int64
-	// QueueSegmentEntries is the number of 20-byte entries per consume-queue file.
-	// Default 65536 (1.25 MiB).
+	// QueueSegmentEntries is the number of 20-byte entries per consume-queue file, 1 to
+	// cqueue.MaxSegmentEntries. Default 65536 (1.25 MiB).
 	QueueSegmentEntries int
-	// Flush is the commitlog flush policy. Default commitlog.FlushSync: Append returns after
-	// an fsync covers its records, shared by concurrent appenders (group commit).
+	// Flush is the commitlog flush policy, FlushSync or FlushAsync. Default
+	// commitlog.FlushSync: Append returns after an fsync covers its records, shared by
+	// concurrent appenders (group commit).
 	Flush commitlog.FlushMode
-	// FlushInterval is the async flush period. Default 500 ms.
+	// FlushInterval is the async flush period. Default 500 ms. Negative durations and byte
+	// counts are refused here and below, unless a field's comment says negative disables.
 	FlushInterval time.Duration
 	// FlushBytes makes an async log flush once this many bytes are unflushed. Default 4 MiB.
 	FlushBytes int64
@@ -58,16 +65,17 @@ type Options struct {
 	PrefaultRate int64
 	// MaxAge deletes commitlog segments older than this. Default 72 h; negative disables.
 	MaxAge time.Duration
-	// MaxBytes is the commitlog byte quota. Default 0: none.
+	// MaxBytes is the commitlog byte quota, at least two segments. Default 0: none.
 	MaxBytes int64
-	// MaxUsedRatio deletes the oldest segments while the file system is fuller than this.
-	// Default 0.75; negative disables.
+	// MaxUsedRatio deletes the oldest segments while the file system is fuller than this
+	// fraction, in (0, 1]. Default 0.75; negative disables.
 	MaxUsedRatio float64
 	// OnFull is what an append does on a full disk. Default commitlog.FailWrites.
 	OnFull commitlog.OnFull
 	// RetentionInterval is how often retention runs. Default 10 s.
 	RetentionInterval time.Duration
-	// MaxMessageSize is the largest body Append accepts, in bytes. Default 4 MiB.
+	// MaxMessageSize is the largest body Append accepts, in bytes, at most
+	// commitlog.MaxSegmentSize/2 - 64 KiB (and see SegmentSize). Default 4 MiB.
 	MaxMessageSize int
 	// MaxPullBytes bounds the bytes of messages one GetMessages returns (at least one
 	// message is always returned). Default 256 KiB.
@@ -105,6 +113,9 @@ var DefaultOptions = Options{
 	Now:                 time.Now,
 }
 
+// withDefaults returns the options with defaults filled in, or an error wrapping ErrOptions
+// for the first one out of range. SegmentSize may still be 0: the data dir decides it
+// (checkSettings), and then checkMessageSize and logOptions().Validate() check it.
 func (o *Options) withDefaults() (Options, error) {
 	var r Options
 	if o != nil {
@@ -138,8 +149,85 @@ func (o *Options) withDefaults() (Options, error) {
 	if r.Logger == nil {
 		r.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	if r.MaxMessageSize < 0 || r.MaxPullBytes < 0 || r.QueueFlushInterval < 0 || r.QueueSegmentEntries < 0 || r.QueueFlushBytes < 0 {
-		return r, fmt.Errorf("store: negative MaxMessageSize, MaxPullBytes, QueueFlushInterval or QueueSegmentEntries")
+	return r, r.validate()
+}
+
+// validate checks options with their defaults filled in.
+func (o *Options) validate() error {
+	d := DefaultOptions
+	switch {
+	case o.MaxPullBytes < 0:
+		return fmt.Errorf("%w: MaxPullBytes %d is negative (want > 0, or 0 for the default %d)", ErrOptions, o.MaxPullBytes, d.MaxPullBytes)
+	case o.QueueFlushInterval < 0:
+		return fmt.Errorf("%w: QueueFlushInterval %v is negative (want > 0, or 0 for the default %v)", ErrOptions, o.QueueFlushInterval, d.QueueFlushInterval)
+	case o.QueueFlushBytes < 0:
+		return fmt.Errorf("%w: QueueFlushBytes %d is negative (want > 0, or 0 for the default %d)", ErrOptions, o.QueueFlushBytes, d.QueueFlushBytes)
+	case o.MaxMessageSize < 0 || int64(o.MaxMessageSize) > maxMessageSize:
+		return fmt.Errorf("%w: MaxMessageSize %d out of range [0, %d] (0 takes the default %d)", ErrOptions, o.MaxMessageSize, int64(maxMessageSize), d.MaxMessageSize)
+	case o.QueueSegmentEntries < 1 || o.QueueSegmentEntries > cqueue.MaxSegmentEntries:
+		return fmt.Errorf("%w: QueueSegmentEntries %d out of range [1, %d] (0 takes the default %d)", ErrOptions, o.QueueSegmentEntries, cqueue.MaxSegmentEntries, d.QueueSegmentEntries)
 	}
-	return r, nil
+	// The data dir may set SegmentSize (0 here): checkSettings checks what depends on it
+	// once it is known.
+	lo := o.logOptions()
+	if lo.SegmentSize == 0 {
+		lo.SegmentSize = commitlog.MinSegmentSize
+		lo.MaxBytes = min(lo.MaxBytes, 0)
+	}
+	if err := lo.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrOptions, err)
+	}
+	if o.SegmentSize != 0 {
+		if err := o.checkMessageSize(o.SegmentSize, false); err != nil {
+			return fmt.Errorf("%w: %w", ErrOptions, err)
+		}
+	}
+	return nil
+}
+
+// maxMessageSize is the largest MaxMessageSize: two records of it fill the largest segment.
+const maxMessageSize = commitlog.MaxSegmentSize/2 - propertySlack
+
+// checkMessageSize reports whether segments of segSize bytes hold messages of MaxMessageSize:
+// every message the store accepts must fit in a segment, and Open asks for room for two, so
+// that a segment is not rolled for every large message. MaxMessageSize must be in range
+// [0, maxMessageSize] (validate). fixed says the data dir set segSize, which cannot change.
+func (o *Options) checkMessageSize(segSize int64, fixed bool) error {
+	need := 2 * (int64(o.MaxMessageSize) + propertySlack)
+	if need <= segSize {
+		return nil
+	}
+	fit := segSize/2 - propertySlack
+	why := fmt.Sprintf("a segment must hold two records of up to MaxMessageSize + %d bytes (tags, keys, properties, framing)", propertySlack)
+	switch {
+	case !fixed && fit > 0:
+		return fmt.Errorf("SegmentSize %d too small for MaxMessageSize %d: %s: raise SegmentSize to at least %d or lower MaxMessageSize to at most %d", segSize, o.MaxMessageSize, why, need, fit)
+	case !fixed:
+		return fmt.Errorf("SegmentSize %d too small for MaxMessageSize %d: %s: raise SegmentSize to at least %d", segSize, o.MaxMessageSize, why, need)
+	case fit > 0:
+		return fmt.Errorf("data dir has %d-byte segments, too small for MaxMessageSize %d: %s: lower MaxMessageSize to at most %d (a data dir keeps its segment size)", segSize, o.MaxMessageSize, why, fit)
+	}
+	return fmt.Errorf("data dir has %d-byte segments, too small for any message: %s", segSize, why)
+}
+
+// logOptions returns the options of the store's commitlog, but for OnRetention.
+func (o *Options) logOptions() *commitlog.Options {
+	return &commitlog.Options{
+		FS:                o.FS,
+		SegmentSize:       o.SegmentSize,
+		Flush:             o.Flush,
+		FlushInterval:     o.FlushInterval,
+		FlushBytes:        o.FlushBytes,
+		MaxAge:            o.MaxAge,
+		MaxBytes:          o.MaxBytes,
+		MaxUsedRatio:      o.MaxUsedRatio,
+		OnFull:            o.OnFull,
+		RetentionInterval: o.RetentionInterval,
+		ResidentBytes:     o.ResidentBytes,
+		PrefaultBytes:     o.PrefaultBytes,
+		PrefaultRate:      o.PrefaultRate,
+		PayloadVersion:    PayloadVersion,
+		Now:               o.Now,
+		Logger:            o.Logger,
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -105,14 +106,18 @@ type undo struct {
 	next int64
 }
 
-// Open opens the store in dir, creating it if needed. It takes the data dir's lock (a second
-// process fails at once with an error naming the holder's pid), opens the meta store,
-// recovers the commitlog, checks the consume queues against it, and rebuilds them past their
-// last good entry.
+// Open opens the store in dir, creating it if needed. It checks the options first (an
+// error wrapping ErrOptions names the one out of range, and nothing is created), takes the
+// data dir's lock (a second process fails at once with an error naming the holder's pid),
+// opens the meta store, recovers the commitlog, checks the consume queues against it, and
+// rebuilds them past their last good entry.
 func Open(dir string, opts *Options) (st *Store, err error) {
 	o, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
+	}
+	if dir == "" {
+		return nil, errors.New("store: empty data dir path")
 	}
 	if err := o.FS.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("store: create %s: %w", dir, err)
@@ -144,29 +149,9 @@ func Open(dir string, opts *Options) (st *Store, err error) {
 	if err := s.checkSettings(); err != nil {
 		return nil, err
 	}
-	if int64(o.MaxMessageSize)+propertySlack > s.opts.SegmentSize/2 {
-		return nil, fmt.Errorf("%w: MaxMessageSize %d needs segments of at least %d bytes, have %d", ErrSettings, o.MaxMessageSize, 2*(int64(o.MaxMessageSize)+propertySlack), s.opts.SegmentSize)
-	}
-	s.log, err = commitlog.Open(filepath.Join(dir, commitlogDir), &commitlog.Options{
-		FS:                o.FS,
-		SegmentSize:       s.opts.SegmentSize,
-		Flush:             o.Flush,
-		FlushInterval:     o.FlushInterval,
-		FlushBytes:        o.FlushBytes,
-		MaxAge:            o.MaxAge,
-		MaxBytes:          o.MaxBytes,
-		MaxUsedRatio:      o.MaxUsedRatio,
-		OnFull:            o.OnFull,
-		RetentionInterval: o.RetentionInterval,
-		ResidentBytes:     o.ResidentBytes,
-		PrefaultBytes:     o.PrefaultBytes,
-		PrefaultRate:      o.PrefaultRate,
-		PayloadVersion:    PayloadVersion,
-		Now:               o.Now,
-		Logger:            o.Logger,
-		OnRetention:       s.trimQueues,
-	})
-	if err != nil {
+	lo := s.opts.logOptions()
+	lo.OnRetention = s.trimQueues
+	if s.log, err = commitlog.Open(filepath.Join(dir, commitlogDir), lo); err != nil {
 		return nil, err
 	}
 	if err := s.recoverQueues(); err != nil {
@@ -181,24 +166,51 @@ func Open(dir string, opts *Options) (st *Store, err error) {
 	return s, nil
 }
 
-// checkSettings reconciles the options with the settings the data dir was created with.
+// checkSettings reconciles the options with the settings the data dir was created with, and
+// sets the segment size. The settings bind once the commitlog has a segment: an Open that
+// failed before (options that an older version checked too late, a disk error) may have
+// recorded settings that nothing was stored under. It checks the options that depend on the
+// segment size before it records any settings.
 func (s *Store) checkSettings() error {
 	set, ok, err := s.meta.Settings()
 	if err != nil {
 		return err
 	}
 	if ok {
+		if ok, err = commitlog.HasSegments(s.opts.FS, filepath.Join(s.dir, commitlogDir)); err != nil {
+			return err
+		}
+		if !ok {
+			s.lg.Info("the data dir has settings but no commitlog segment: ignoring them", "segment_size", set.SegmentSize, "flush", set.FlushPolicy)
+		}
+	}
+	if ok {
 		if set.SchemaVersion != PayloadVersion {
 			return fmt.Errorf("%w: data dir has schema version %d, this build reads %d", ErrSettings, set.SchemaVersion, PayloadVersion)
+		}
+		if set.SegmentSize < commitlog.MinSegmentSize || set.SegmentSize > commitlog.MaxSegmentSize {
+			return fmt.Errorf("%w: meta.db records a segment size of %d, out of range [%d, %d]: damaged settings", ErrSettings, set.SegmentSize, commitlog.MinSegmentSize, int64(commitlog.MaxSegmentSize))
 		}
 		if s.opts.SegmentSize == 0 {
 			s.opts.SegmentSize = set.SegmentSize
 		} else if s.opts.SegmentSize != set.SegmentSize {
 			return fmt.Errorf("%w: data dir has %d-byte segments, options ask for %d", ErrSettings, set.SegmentSize, s.opts.SegmentSize)
 		}
+		if err := s.opts.checkMessageSize(s.opts.SegmentSize, true); err != nil {
+			return fmt.Errorf("%w: %w", ErrSettings, err)
+		}
+		if err := s.opts.logOptions().Validate(); err != nil {
+			return fmt.Errorf("%w: data dir has %d-byte segments: %w", ErrSettings, s.opts.SegmentSize, err)
+		}
 	}
 	if s.opts.SegmentSize == 0 {
 		s.opts.SegmentSize = commitlog.DefaultOptions.SegmentSize
+		if err := s.opts.checkMessageSize(s.opts.SegmentSize, false); err != nil {
+			return fmt.Errorf("%w: %w (SegmentSize 0 takes the default)", ErrOptions, err)
+		}
+		if err := s.opts.logOptions().Validate(); err != nil {
+			return fmt.Errorf("%w: %w (SegmentSize 0 takes the default %d)", ErrOptions, err, s.opts.SegmentSize)
+		}
 	}
 	if !ok || set.FlushPolicy != s.opts.Flush.String() {
 		return s.meta.PutSettings(meta.Settings{SchemaVersion: PayloadVersion, FlushPolicy: s.opts.Flush.String(), SegmentSize: s.opts.SegmentSize})
@@ -377,10 +389,16 @@ func (s *Store) rollback() {
 	}
 }
 
+// check reports whether Append may store m.
 func (s *Store) check(m *Message) error {
 	switch {
+	case m == nil:
+		return fmt.Errorf("%w: nil message", ErrInvalidMessage)
 	case m.Topic == "" || len(m.Topic) > 255:
 		return fmt.Errorf("%w: topic %q must be 1 to 255 bytes", ErrInvalidMessage, m.Topic)
+	case m.Topic == "." || m.Topic == ".." || strings.ContainsAny(m.Topic, "/\\\x00"):
+		// The topic names its consume queues' directory (queueDir).
+		return fmt.Errorf("%w: topic %q is not a directory name (it must not be . or .. nor hold / \\ or NUL)", ErrInvalidMessage, m.Topic)
 	case m.QueueID < 0:
 		return fmt.Errorf("%w: queue id %d", ErrInvalidMessage, m.QueueID)
 	case len(m.Body) > s.opts.MaxMessageSize:

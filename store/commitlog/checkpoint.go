@@ -38,16 +38,32 @@ func (l *Log) openCheckpoint() (int64, error) {
 	if err != nil && !errors.Is(err, io.EOF) {
 		return 0, fmt.Errorf("commitlog: read checkpoint: %w", err)
 	}
-	for c := 0; c+checkpointCopy <= n; c += checkpointCopy {
-		p := b[c : c+checkpointCopy]
-		if crc32.Checksum(p[:8], castagnoli) == binary.BigEndian.Uint32(p[8:]) {
-			return int64(binary.BigEndian.Uint64(p[:8])), nil
-		}
+	if pos, ok := parseCheckpoint(b[:n]); ok {
+		return pos, nil
 	}
 	if n > 0 {
 		l.lg.Warn("checkpoint fails its checksum: recovering from the first segment")
 	}
 	return -1, nil
+}
+
+// parseCheckpoint returns the position in the first whole copy in b that verifies, and
+// whether one did.
+func parseCheckpoint(b []byte) (int64, bool) {
+	for c := 0; c+checkpointCopy <= len(b) && c < checkpointSize; c += checkpointCopy {
+		p := b[c : c+checkpointCopy]
+		if crc32.Checksum(p[:8], castagnoli) == binary.BigEndian.Uint32(p[8:]) {
+			return int64(binary.BigEndian.Uint64(p[:8])), true
+		}
+	}
+	return 0, false
+}
+
+// putCheckpoint encodes pos as the checkpoint file's two copies.
+func putCheckpoint(b *[checkpointSize]byte, pos int64) {
+	binary.BigEndian.PutUint64(b[:8], uint64(pos))
+	binary.BigEndian.PutUint32(b[8:], crc32.Checksum(b[:8], castagnoli))
+	copy(b[checkpointCopy:], b[:checkpointCopy])
 }
 
 func (l *Log) writeCheckpoint(pos int64, sync bool) error {
@@ -59,9 +75,7 @@ func (l *Log) writeCheckpoint(pos int64, sync bool) error {
 		l.ckpt = f
 	}
 	var b [checkpointSize]byte
-	binary.BigEndian.PutUint64(b[:8], uint64(pos))
-	binary.BigEndian.PutUint32(b[8:], crc32.Checksum(b[:8], castagnoli))
-	copy(b[checkpointCopy:], b[:checkpointCopy])
+	putCheckpoint(&b, pos)
 	if _, err := l.ckpt.WriteAt(b[:], 0); err != nil {
 		return fmt.Errorf("commitlog: write checkpoint: %w", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -142,9 +143,20 @@ func (l *Log) load() error {
 	}
 	lastBase := int64(-1)
 	for _, name := range names {
-		if base, ok := parseSegmentName(name); ok {
-			lastBase = max(lastBase, base)
+		base, ok := parseSegmentName(name)
+		if !ok {
+			continue
 		}
+		// Segment k starts at k*SegmentSize: a base that is no multiple was written with
+		// another segment size, which reading (or extending) the segments would corrupt.
+		if base%l.opts.SegmentSize != 0 {
+			return fmt.Errorf("commitlog: %s starts at position %d, no multiple of SegmentSize %d: the log was written with another SegmentSize; open it with that one",
+				filepath.Join(l.dir, name), base, l.opts.SegmentSize)
+		}
+		if base > math.MaxInt64-l.opts.SegmentSize {
+			return fmt.Errorf("commitlog: %s starts at position %d, where a segment would end past the largest position", filepath.Join(l.dir, name), base)
+		}
+		lastBase = max(lastBase, base)
 	}
 	var segs []*segment
 	freshBase := int64(0) // where an empty log starts
@@ -616,6 +628,7 @@ func (l *Log) AppendDeferred(storeTime int64, payloads [][]byte, pos []int64) (i
 // AfterAppend does what follows an append that ended at end: it drops the pages that fell
 // out of the resident window and wakes the flusher when a flush is due.
 func (l *Log) AfterAppend(end int64) {
+	end = min(end, l.written.Load()) // an end past the log would stop drops and prefaults for good
 	l.maybeDropBehind(end)
 	l.kickPrefault(end)
 	if l.opts.Flush == FlushSync || end-l.durable.Load() >= l.opts.FlushBytes {
@@ -666,10 +679,13 @@ func (l *Log) rollLocked() error {
 }
 
 // WaitDurable blocks until an fsync covers every byte before end (a value returned by
-// Append), or the flush failed.
+// Append), or the flush failed. An end past what was appended is an error.
 func (l *Log) WaitDurable(end int64) error {
 	if l.durable.Load() >= end {
 		return nil
+	}
+	if w := l.written.Load(); end > w { // it would wait for good
+		return fmt.Errorf("commitlog: WaitDurable(%d) past the end of the log, %d: not an end Append returned", end, w)
 	}
 	select {
 	case l.kick <- struct{}{}:

@@ -425,12 +425,12 @@ func TestReaderHoldsSegmentThroughRetention(t *testing.T) {
 
 func TestOptionsValidation(t *testing.T) {
 	// The largest segment a mapping's length (an int) can hold.
-	if max := int64(maxSegmentSize); max != 1<<31 && max != 1<<30 || int64(int(max)) != max || int(max) < 0 {
-		t.Fatalf("maxSegmentSize %d does not fit an int of %d bits", max, strconv.IntSize)
+	if max := int64(MaxSegmentSize); max != 1<<31 && max != 1<<30 || int64(int(max)) != max || int(max) < 0 {
+		t.Fatalf("MaxSegmentSize %d does not fit an int of %d bits", max, strconv.IntSize)
 	}
 	for _, o := range []Options{
 		{SegmentSize: 1000},
-		{SegmentSize: maxSegmentSize + 1},
+		{SegmentSize: MaxSegmentSize + 1},
 		{Flush: 7},
 		{MaxBytes: testSegSize, SegmentSize: testSegSize},
 		{MaxUsedRatio: 1.5},

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"strconv"
 	"time"
 
@@ -22,11 +23,16 @@ const (
 	FlushAsync
 )
 
+// String returns "sync" or "async", as ParseFlushMode reads them, or "FlushMode(n)" for
+// a value that is neither.
 func (m FlushMode) String() string {
-	if m == FlushAsync {
+	switch m {
+	case FlushSync:
+		return "sync"
+	case FlushAsync:
 		return "async"
 	}
-	return "sync"
+	return "FlushMode(" + strconv.Itoa(int(m)) + ")"
 }
 
 // ParseFlushMode parses "sync" or "async".
@@ -66,9 +72,9 @@ type Options struct {
 	// FS is the storage layer. Default vfs.OS.
 	FS vfs.FS
 	// SegmentSize is the size in bytes of every segment file, header included.
-	// Default 64 MiB; at least 64 KiB, at most 2 GiB (1 GiB on 32-bit platforms, where a
-	// mapping's length is an int; mind the address space there, which must also hold up to
-	// MaxMapped sealed segments).
+	// Default 64 MiB; at least MinSegmentSize (64 KiB), at most MaxSegmentSize (2 GiB, 1 GiB
+	// on 32-bit platforms, where a mapping's length is an int; mind the address space there,
+	// which must also hold up to MaxMapped sealed segments).
 	SegmentSize int64
 	// Flush is the flush policy. Default FlushSync.
 	Flush FlushMode
@@ -83,7 +89,8 @@ type Options struct {
 	// under it. Default 0: no byte quota. When set, at least 2 segments.
 	MaxBytes int64
 	// MaxUsedRatio deletes the oldest segments while the file system holding the log is more
-	// than this fraction full (0..1). Default 0.75; negative disables.
+	// than this fraction full, in (0, 1]. Default 0.75; negative disables. Above 1, and NaN,
+	// are refused.
 	MaxUsedRatio float64
 	// OnFull is the policy when the file system is full. Default FailWrites.
 	OnFull OnFull
@@ -148,11 +155,20 @@ var DefaultOptions = Options{
 	Now:               time.Now,
 }
 
-const minSegmentSize = 64 << 10
+// MinSegmentSize is the smallest SegmentSize Open accepts.
+const MinSegmentSize = 64 << 10
 
-// maxSegmentSize is the largest segment: 2 GiB, or 1 GiB where int, a mapping's length, has
-// 32 bits.
-const maxSegmentSize = 1 << (30 + strconv.IntSize/64)
+// MaxSegmentSize is the largest SegmentSize Open accepts: 2 GiB, or 1 GiB where int, a
+// mapping's length, has 32 bits.
+const MaxSegmentSize = 1 << (30 + strconv.IntSize/64)
+
+// Validate reports the first option out of range, as Open would, without touching the
+// disk: a caller that sets up more than the log (the store) can refuse bad options before
+// it writes anything. A nil *Options is valid.
+func (o *Options) Validate() error {
+	_, err := o.withDefaults()
+	return err
+}
 
 func (o *Options) withDefaults() (Options, error) {
 	var r Options
@@ -200,18 +216,28 @@ func (o *Options) withDefaults() (Options, error) {
 		r.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	switch {
-	case r.SegmentSize < minSegmentSize || r.SegmentSize > maxSegmentSize:
-		return r, fmt.Errorf("commitlog: SegmentSize %d out of range [%d, %d]", r.SegmentSize, minSegmentSize, int64(maxSegmentSize))
+	case r.SegmentSize < MinSegmentSize || r.SegmentSize > MaxSegmentSize:
+		return r, fmt.Errorf("commitlog: SegmentSize %d out of range [%d, %d]", r.SegmentSize, MinSegmentSize, int64(MaxSegmentSize))
 	case r.Flush != FlushSync && r.Flush != FlushAsync:
-		return r, fmt.Errorf("commitlog: unknown flush mode %d", r.Flush)
-	case r.FlushInterval < 0 || r.FlushBytes < 0 || r.RetentionInterval < 0 || r.MaxMapped < 0 || r.PrefaultRate < 0:
-		return r, fmt.Errorf("commitlog: negative interval, byte count, rate or MaxMapped")
-	case r.MaxBytes < 0 || (r.MaxBytes > 0 && r.MaxBytes < 2*r.SegmentSize):
-		return r, fmt.Errorf("commitlog: MaxBytes %d must be 0 or at least two segments (%d)", r.MaxBytes, 2*r.SegmentSize)
-	case r.MaxUsedRatio > 1:
-		return r, fmt.Errorf("commitlog: MaxUsedRatio %v above 1", r.MaxUsedRatio)
+		return r, fmt.Errorf("commitlog: unknown Flush mode %d (want FlushSync or FlushAsync)", r.Flush)
+	case r.FlushInterval < 0:
+		return r, fmt.Errorf("commitlog: FlushInterval %v is negative (want > 0, or 0 for the default %v)", r.FlushInterval, d.FlushInterval)
+	case r.FlushBytes < 0:
+		return r, fmt.Errorf("commitlog: FlushBytes %d is negative (want > 0, or 0 for the default %d)", r.FlushBytes, d.FlushBytes)
+	case r.RetentionInterval < 0:
+		return r, fmt.Errorf("commitlog: RetentionInterval %v is negative (want > 0, or 0 for the default %v)", r.RetentionInterval, d.RetentionInterval)
+	case r.MaxMapped < 0:
+		return r, fmt.Errorf("commitlog: MaxMapped %d is negative (want > 0, or 0 for the default %d)", r.MaxMapped, d.MaxMapped)
+	case r.PrefaultRate < 0:
+		return r, fmt.Errorf("commitlog: PrefaultRate %d is negative (want > 0, or 0 for the default %d)", r.PrefaultRate, d.PrefaultRate)
+	case r.MaxBytes < 0:
+		return r, fmt.Errorf("commitlog: MaxBytes %d is negative (want 0 for no quota, or at least two segments)", r.MaxBytes)
+	case r.MaxBytes > 0 && r.MaxBytes < 2*r.SegmentSize:
+		return r, fmt.Errorf("commitlog: MaxBytes %d must be 0 (no quota) or at least two segments (%d)", r.MaxBytes, 2*r.SegmentSize)
+	case r.MaxUsedRatio > 1 || math.IsNaN(r.MaxUsedRatio):
+		return r, fmt.Errorf("commitlog: MaxUsedRatio %v out of range (want a fraction in (0, 1], 0 for the default %v, or negative to disable)", r.MaxUsedRatio, d.MaxUsedRatio)
 	case r.OnFull != FailWrites && r.OnFull != DropOldest:
-		return r, fmt.Errorf("commitlog: unknown OnFull policy %d", r.OnFull)
+		return r, fmt.Errorf("commitlog: unknown OnFull policy %d (want FailWrites or DropOldest)", r.OnFull)
 	}
 	return r, nil
 }

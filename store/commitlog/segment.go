@@ -1,7 +1,9 @@
 package commitlog
 
 import (
+	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -22,6 +24,24 @@ func parseSegmentName(name string) (int64, bool) {
 	}
 	base, err := strconv.ParseInt(s, 10, 64)
 	return base, err == nil && base >= 0
+}
+
+// HasSegments reports whether dir holds a segment file, as a log that was ever opened there
+// does; a missing dir holds none.
+func HasSegments(fs vfs.FS, dir string) (bool, error) {
+	names, err := fs.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("commitlog: list %s: %w", dir, err)
+	}
+	for _, name := range names {
+		if _, ok := parseSegmentName(name); ok {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // segment is one file of the log. Its mapping is reference counted: readers acquire it, and

@@ -29,8 +29,9 @@ var (
 	// including one whose file retention deleted while the read was waiting.
 	ErrOffsetTooSmall = errors.New("cqueue: offset below min")
 
-	// ErrOffsetTooLarge is returned (wrapped) by Read for an offset above Max and by Get for
-	// an offset at or above Max.
+	// ErrOffsetTooLarge is returned (wrapped) by Read for an offset above Max, by Get for
+	// an offset at or above Max, and by Append for an offset within SegmentEntries of
+	// math.MaxInt64, past which file names and Max would overflow.
 	ErrOffsetTooLarge = errors.New("cqueue: offset beyond max")
 )
 

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/binary"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -22,6 +23,10 @@ func (q *Queue) load() (err error) {
 	var segs []*segment
 	for _, name := range names {
 		if base, ok := parseFileName(name); ok {
+			if base > math.MaxInt64-q.n { // Append never names a file so: its end would overflow
+				return fmt.Errorf("%w: %s: file name offset %d beyond the last queue offset %d",
+					ErrCorrupt, filepath.Join(q.dir, name), base, int64(math.MaxInt64-q.n))
+			}
 			segs = append(segs, &segment{base: base, path: filepath.Join(q.dir, name)})
 		}
 	}

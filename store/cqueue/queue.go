@@ -1,8 +1,10 @@
 package cqueue
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -14,10 +16,11 @@ const (
 	osCreate = os.O_RDWR | os.O_CREATE | os.O_TRUNC
 	filePerm = 0o644
 	dirPerm  = 0o755
-
-	// maxSegmentEntries keeps one file's mapping far below 2 GiB for 32-bit platforms.
-	maxSegmentEntries = 1 << 26
 )
+
+// MaxSegmentEntries is the largest Options.SegmentEntries: it keeps one file's mapping far
+// below 2 GiB for 32-bit platforms.
+const MaxSegmentEntries = 1 << 26
 
 // Options configures Open. A nil *Options, or a zero field, takes the value in
 // DefaultOptions.
@@ -25,7 +28,7 @@ type Options struct {
 	// FS is the file system holding the queue's files. Default vfs.OS.
 	FS vfs.FS
 
-	// SegmentEntries is the number of entries per file, at most 1<<26. Default 65536,
+	// SegmentEntries is the number of entries per file, 1 to MaxSegmentEntries (1<<26). Default 65536,
 	// which makes 1.25 MiB files. Only the active (last) file is mapped, so this is also a
 	// queue's mapped address space: lower it on 32-bit boxes with many queues, raise it to
 	// have fewer files. It is part of a directory's format: Open refuses files of another
@@ -113,8 +116,8 @@ func Open(dir string, opts *Options) (*Queue, error) {
 			o.Logger = opts.Logger
 		}
 	}
-	if o.SegmentEntries < 1 || o.SegmentEntries > maxSegmentEntries {
-		return nil, fmt.Errorf("cqueue: SegmentEntries %d out of range [1, %d]", o.SegmentEntries, maxSegmentEntries)
+	if o.SegmentEntries < 1 || o.SegmentEntries > MaxSegmentEntries {
+		return nil, fmt.Errorf("cqueue: SegmentEntries %d out of range [1, %d]", o.SegmentEntries, MaxSegmentEntries)
 	}
 	q := &Queue{dir: dir, fs: o.FS, n: int64(o.SegmentEntries), log: o.Logger}
 	q.initResident(o.ResidentBytes)
@@ -136,7 +139,9 @@ func (q *Queue) fileSize() int { return int(q.n * EntrySize) }
 // Append writes e at offset off. off must be Max(); on an empty queue (Min() == Max())
 // it may be any value >= Max(), and the queue then starts at off (its old, empty files
 // are replaced by one named for off). Otherwise it returns an error wrapping
-// ErrOffsetExists (off < Max) or ErrGap (off > Max); an invalid e wraps ErrInvalidEntry.
+// ErrOffsetExists (off < Max) or ErrGap (off > Max); an invalid e wraps ErrInvalidEntry,
+// and off above MaxInt64-SegmentEntries (where the next file's name would overflow)
+// ErrOffsetTooLarge.
 // When the active file is full, Append syncs it and creates the next one; if that fails
 // (allocation wraps vfs.ErrNoSpace on a full disk) the queue is unchanged and a later
 // Append retries. The entry is durable after Sync; readers see it when Append returns.
@@ -156,6 +161,8 @@ func (q *Queue) Append(off int64, e Entry) error {
 	switch {
 	case off < hi:
 		return fmt.Errorf("%w: offset %d, max %d", ErrOffsetExists, off, hi)
+	case off > math.MaxInt64-q.n:
+		return fmt.Errorf("%w: offset %d: a queue's offsets end at %d", ErrOffsetTooLarge, off, int64(math.MaxInt64-q.n))
 	case len(q.segs) == 0 || (off > hi && lo == hi):
 		if err := q.rebaseLocked(off); err != nil {
 			return err
@@ -312,6 +319,9 @@ func (q *Queue) Read(off int64, dst []Entry) (int, error) {
 // "the record's store time is at least T" is; the store uses it to find an offset by
 // time. An error from fn or from reading stops the search and is returned.
 func (q *Queue) Search(fn func(Entry) (bool, error)) (int64, error) {
+	if fn == nil {
+		return 0, errors.New("cqueue: Search needs a function")
+	}
 	lo, hi := q.min.Load(), q.max.Load()
 	for lo < hi {
 		mid := lo + (hi-lo)/2

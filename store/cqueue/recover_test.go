@@ -144,7 +144,7 @@ func TestOpenSegmentEntriesMismatch(t *testing.T) {
 }
 
 func TestOpenOptions(t *testing.T) {
-	for _, n := range []int{-1, maxSegmentEntries + 1} {
+	for _, n := range []int{-1, MaxSegmentEntries + 1} {
 		if _, err := Open(t.TempDir(), segOpts(n)); err == nil {
 			t.Errorf("Open with SegmentEntries %d succeeded", n)
 		}

@@ -1,6 +1,7 @@
 package dirlock
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -25,11 +26,14 @@ type Lock struct {
 	f  *os.File   // nil once released
 }
 
-// Acquire takes an exclusive lock on dir, which must exist, by flocking
+// Acquire takes an exclusive lock on dir, which must exist (and not be ""), by flocking
 // dir/LOCK (creating it if needed) without blocking, and records the current
 // pid in it. If the directory is already locked, by this process or another,
 // Acquire returns a [*LockedError] matching [ErrLocked] at once.
 func Acquire(dir string) (*Lock, error) {
+	if dir == "" { // else LOCK would be made in the working directory
+		return nil, errors.New("dirlock: empty dir path")
+	}
 	path := filepath.Join(dir, FileName)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {

@@ -48,5 +48,10 @@
 //
 // A value or key that does not decode is reported as a [*CorruptError]
 // matching [ErrCorrupt]; nothing stored in the file can make the package
-// panic.
+// panic. bbolt checksums only its meta pages and trusts the others: a damaged
+// page makes it panic or fault on an address past its mapping, which every
+// call that reaches bbolt catches (with runtime/debug.SetPanicOnFault) and
+// reports as a [*CorruptError] saying the file is damaged. Damage that sends
+// bbolt into unbounded recursion would still crash the process; none was
+// seen in the bit-flip test.
 package meta

@@ -123,3 +123,20 @@ func FuzzDecodeUplinkCursor(f *testing.F) {
 func FuzzDecodeSettings(f *testing.F) {
 	fuzzDecode(f, decodeSettings, Settings{}, Settings{SchemaVersion: 1, FlushPolicy: "async", SegmentSize: 1 << 30})
 }
+
+func FuzzDecodeLevelKey(f *testing.F) {
+	f.Add(levelKey(0), int64Value(0))
+	f.Add(levelKey(1<<31-1), int64Value(-1))
+	f.Add([]byte{0x80, 0, 0, 0}, []byte{1, 2, 3})
+	f.Add([]byte{}, []byte{})
+	f.Fuzz(func(t *testing.T, k, v []byte) {
+		if level, err := decodeLevelKey(k); err == nil {
+			if level < 0 || !bytes.Equal(levelKey(level), k) {
+				t.Fatalf("decodeLevelKey(%x) = %d", k, level)
+			}
+		}
+		if off, err := decodeInt64(v); err == nil && !bytes.Equal(int64Value(off), v) {
+			t.Fatalf("decodeInt64(%x) = %d", v, off)
+		}
+	})
+}

@@ -24,7 +24,7 @@ var (
 type CorruptError struct {
 	// Op names the method that found the entry, for example "topics".
 	Op string
-	// Bucket is the bucket holding the entry.
+	// Bucket is the bucket holding the entry, "" when the file itself is damaged.
 	Bucket string
 	// Key is the entry's key, nil when the bucket itself is missing.
 	Key []byte
@@ -32,8 +32,12 @@ type CorruptError struct {
 	Err error
 }
 
-// Error returns "meta: <op>: corrupt <bucket> entry <key>: <err>".
+// Error returns "meta: <op>: corrupt <bucket> entry <key>: <err>", or "meta: <op>: <err>"
+// for a damaged file.
 func (e *CorruptError) Error() string {
+	if e.Bucket == "" {
+		return fmt.Sprintf("meta: %s: %v", e.Op, e.Err)
+	}
 	if e.Key == nil {
 		return fmt.Sprintf("meta: %s: corrupt bucket %s: %v", e.Op, e.Bucket, e.Err)
 	}

@@ -29,7 +29,7 @@ func (s *Store) SetOffsets(updates []Offset) error {
 		}
 	}
 	if len(updates) == 0 {
-		return nil
+		return s.checkOpen()
 	}
 	return s.update(op, func(tx *bolt.Tx) error {
 		b, err := bucket(tx, op, bucketOffsets)

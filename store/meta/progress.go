@@ -15,7 +15,7 @@ func (s *Store) SetDelayProgress(progress map[int32]int64) error {
 		}
 	}
 	if len(progress) == 0 {
-		return nil
+		return s.checkOpen()
 	}
 	return s.update(op, func(tx *bolt.Tx) error {
 		b, err := bucket(tx, op, bucketDelay)
@@ -69,7 +69,7 @@ func (s *Store) PutUplinkCursors(cursors []UplinkCursor) error {
 		}
 	}
 	if len(cursors) == 0 {
-		return nil
+		return s.checkOpen()
 	}
 	return s.update(op, func(tx *bolt.Tx) error {
 		b, err := bucket(tx, op, bucketUplink)

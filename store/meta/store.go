@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"runtime/debug"
 	"sync/atomic"
 	"time"
 
@@ -56,9 +57,9 @@ type Store struct {
 	closed atomic.Bool
 }
 
-// Open opens or creates dir/meta.db, which must be in an existing directory,
-// and creates any missing buckets.
-func Open(dir string, opts *Options) (*Store, error) {
+// Open opens or creates dir/meta.db, which must be in an existing directory
+// (not ""), and creates any missing buckets.
+func Open(dir string, opts *Options) (s *Store, err error) {
 	o := DefaultOptions
 	if opts != nil {
 		o = *opts
@@ -66,8 +67,18 @@ func Open(dir string, opts *Options) (*Store, error) {
 			o.Timeout = DefaultOptions.Timeout
 		}
 	}
+	if dir == "" { // else meta.db would be made in the working directory
+		return nil, errors.New("meta: empty dir path")
+	}
 	path := filepath.Join(dir, FileName)
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: o.Timeout, NoSync: o.NoSync})
+	var db *bolt.DB
+	defer func() {
+		if err != nil && db != nil {
+			db.Close()
+		}
+	}()
+	defer catchDamage("open "+path, &err, debug.SetPanicOnFault(true)) // bbolt reads the freelist
+	db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: o.Timeout, NoSync: o.NoSync})
 	if err != nil {
 		return nil, fmt.Errorf("meta: open %s: %w", path, err)
 	}
@@ -80,7 +91,6 @@ func Open(dir string, opts *Options) (*Store, error) {
 		return nil
 	})
 	if err != nil {
-		db.Close()
 		return nil, fmt.Errorf("meta: open %s: %w", path, err)
 	}
 	return &Store{db: db}, nil
@@ -98,20 +108,43 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// view runs fn in a read-only transaction; op names the caller in errors.
-func (s *Store) view(op string, fn func(*bolt.Tx) error) error {
+// checkOpen returns ErrClosed after Close: for calls with nothing to do.
+func (s *Store) checkOpen() error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
+	return nil
+}
+
+// view runs fn in a read-only transaction; op names the caller in errors.
+func (s *Store) view(op string, fn func(*bolt.Tx) error) (err error) {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	defer catchDamage(op, &err, debug.SetPanicOnFault(true))
 	return wrapErr(op, s.db.View(fn))
 }
 
 // update runs fn in a read-write transaction; op names the caller in errors.
-func (s *Store) update(op string, fn func(*bolt.Tx) error) error {
+func (s *Store) update(op string, fn func(*bolt.Tx) error) (err error) {
 	if s.closed.Load() {
 		return ErrClosed
 	}
+	defer catchDamage(op, &err, debug.SetPanicOnFault(true))
 	return wrapErr(op, s.db.Update(fn))
+}
+
+// catchDamage, deferred by a caller of bbolt that turned panics on faults on (its old
+// setting is was), turns a panic into a *CorruptError in *err. bbolt trusts the pages of
+// meta.db but for their meta pages: reading a damaged one it faults on an address past its
+// mapping or indexes out of range, and would crash the process. (View and Update roll the
+// transaction back as the panic passes.) Damage that sends bbolt into unbounded recursion
+// still crashes it: the Go runtime does not recover from stack exhaustion.
+func catchDamage(op string, err *error, was bool) {
+	debug.SetPanicOnFault(was)
+	if r := recover(); r != nil {
+		*err = &CorruptError{Op: op, Err: fmt.Errorf("%s is damaged: %v", FileName, r)}
+	}
 }
 
 // wrapErr names op in err unless err already says what failed.

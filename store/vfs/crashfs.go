@@ -623,6 +623,9 @@ func (f *crashFile) WriteAt(p []byte, off int64) (int, error) {
 	if off < 0 {
 		return 0, &os.PathError{Op: "write", Path: f.name, Err: errNegative}
 	}
+	if off > math.MaxInt-int64(len(p)) { // off+len(p) would overflow
+		return 0, &os.PathError{Op: "write", Path: f.name, Err: errTooLarge}
+	}
 	if err := f.growLocked("write", off+int64(len(p)), true); err != nil {
 		return 0, err
 	}

@@ -1,0 +1,138 @@
+package vfs
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"testing"
+	"time"
+)
+
+// call runs f and fails the test if it panics or has not returned after 10 s.
+func call(t *testing.T, name string, f func() error) error {
+	t.Helper()
+	type result struct {
+		err   error
+		panic string
+	}
+	ch := make(chan result, 1)
+	go func() {
+		defer func() {
+			if r := recover(); r != nil {
+				ch <- result{panic: fmt.Sprintf("%v\n%s", r, debug.Stack())}
+			}
+		}()
+		ch <- result{err: f()}
+	}()
+	select {
+	case r := <-ch:
+		if r.panic != "" {
+			t.Fatalf("%s panicked: %s", name, r.panic)
+		}
+		return r.err
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s has not returned after 10 s", name)
+		return nil
+	}
+}
+
+// TestHostileCalls calls every method of OS and CrashFS, and of their files open and
+// closed, with hostile names, offsets, sizes and slices: each returns an error (or, where
+// marked, nothing to do) and none panics.
+func TestHostileCalls(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		fs   FS
+		dir  string
+	}{{"OS", OS, t.TempDir()}, {"CrashFS", NewCrashFS(), "/d"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			fs, dir := tc.fs, tc.dir
+			if err := fs.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range []struct {
+				name string
+				f    func() error
+			}{
+				{"OpenFile(empty)", func() error { _, err := fs.OpenFile("", os.O_RDWR|os.O_CREATE, 0o644); return err }},
+				{"OpenFile(dir)", func() error { _, err := fs.OpenFile(dir, os.O_RDWR, 0); return err }},
+				{"Remove(empty)", func() error { return fs.Remove("") }},
+				{"Rename(empty)", func() error { return fs.Rename("", "") }},
+				{"SyncDir(missing)", func() error { return fs.SyncDir(filepath.Join(dir, "missing")) }},
+				{"Usage(missing)", func() error { _, err := fs.Usage(filepath.Join(dir, "missing")); return err }},
+			} {
+				if err := call(t, c.name, c.f); err == nil {
+					t.Errorf("%s: got no error", c.name)
+				}
+			}
+			// "" is no directory to the OS; CrashFS, a simulation, takes it as one.
+			call(t, "MkdirAll(empty)", func() error { return fs.MkdirAll("", 0o755) })
+			call(t, "ReadDir(empty)", func() error { _, err := fs.ReadDir(""); return err })
+			f, err := fs.OpenFile(filepath.Join(dir, "f"), os.O_RDWR|os.O_CREATE, 0o644)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := f.Allocate(1 << 16); err != nil {
+				t.Fatal(err)
+			}
+			m, err := f.Map(1<<16, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			foreign := make([]byte, 1<<16)
+			const (
+				fails  = iota // must return an error
+				noop          // nothing to do: must return nil
+				either        // OS and CrashFS differ (OS: Allocate never shrinks, so -1 is a no-op)
+			)
+			for _, c := range []struct {
+				name string
+				f    func() error
+				want int
+			}{
+				{"ReadAt(-1)", func() error { _, err := f.ReadAt(make([]byte, 1), -1); return err }, fails},
+				{"ReadAt(MaxInt64)", func() error { _, err := f.ReadAt(make([]byte, 1), math.MaxInt64); return err }, fails},
+				{"WriteAt(-1)", func() error { _, err := f.WriteAt([]byte{1}, -1); return err }, fails},
+				{"WriteAt(MaxInt64)", func() error { _, err := f.WriteAt([]byte{1}, math.MaxInt64); return err }, fails},
+				{"Truncate(-1)", func() error { return f.Truncate(-1) }, fails},
+				{"Allocate(-1)", func() error { return f.Allocate(-1) }, either},
+				{"Map(-1)", func() error { _, err := f.Map(-1, false); return err }, fails},
+				{"Map(0)", func() error { _, err := f.Map(0, false); return err }, noop},
+				{"Unmap(nil)", func() error { return f.Unmap(nil) }, noop},
+				{"Unmap(not mapped)", func() error { return f.Unmap(foreign) }, fails},
+				{"DropResident(nil)", func() error { return f.DropResident(nil) }, noop},
+				{"Populate(nil)", func() error { return f.Populate(nil) }, noop},
+			} {
+				err := call(t, c.name, c.f)
+				if c.want == fails && err == nil || c.want == noop && err != nil {
+					t.Errorf("%s: got %v", c.name, err)
+				}
+			}
+			if err := f.Unmap(m); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.Close(); err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range []struct {
+				name string
+				f    func() error
+			}{
+				{"ReadAt", func() error { _, err := f.ReadAt(make([]byte, 1), 0); return err }},
+				{"WriteAt", func() error { _, err := f.WriteAt([]byte{1}, 0); return err }},
+				{"Sync", f.Sync},
+				{"Truncate", func() error { return f.Truncate(0) }},
+				{"Allocate", func() error { return f.Allocate(1 << 17) }},
+				{"Size", func() error { _, err := f.Size(); return err }},
+				{"Map", func() error { _, err := f.Map(1<<16, false); return err }},
+				{"Close", f.Close},
+			} {
+				if err := call(t, "closed "+c.name, c.f); err == nil {
+					t.Errorf("%s after Close: got no error", c.name)
+				}
+			}
+		})
+	}
+}
