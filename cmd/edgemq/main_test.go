@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,8 +15,28 @@ import (
 func edgemq(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	code := run(args, &out, &errOut)
+	code := run(context.Background(), args, &out, &errOut)
 	return code, out.String(), errOut.String()
+}
+
+// mustRun runs the command line and fails the test unless it exits 0; it returns stdout.
+func mustRun(t *testing.T, args ...string) string {
+	t.Helper()
+	code, out, errOut := edgemq(t, args...)
+	if code != 0 {
+		t.Fatalf("edgemq %s: exit %d\n%s%s", strings.Join(args, " "), code, out, errOut)
+	}
+	return out
+}
+
+// opensDataDir reports whether c works on a data dir: whether it has the config flags.
+func opensDataDir(c *command) bool {
+	fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
+	if c.setup == nil {
+		return false
+	}
+	c.setup(fs)
+	return fs.Lookup("data") != nil
 }
 
 func TestHelpListsEveryCommand(t *testing.T) {
@@ -26,10 +48,34 @@ func TestHelpListsEveryCommand(t *testing.T) {
 		if !strings.Contains(out, "  "+c.name) {
 			t.Errorf("help does not list %q", c.name)
 		}
-		if c.setup != nil {
-			code, out, _ := edgemq(t, "help", c.name)
-			if code != 0 || !strings.Contains(out, "Usage: edgemq "+c.name) || !strings.Contains(out, "-data") {
-				t.Errorf("help %s: exit %d, output %q", c.name, code, out)
+		if c.setup == nil {
+			continue
+		}
+		code, out, _ := edgemq(t, "help", c.name)
+		if code != 0 || !strings.Contains(out, "Usage: edgemq "+c.name) {
+			t.Errorf("help %s: exit %d, output %q", c.name, code, out)
+		}
+		if opensDataDir(&c) && !strings.Contains(out, "-data") {
+			t.Errorf("help %s lacks -data", c.name)
+		}
+		for _, v := range c.verbs {
+			if !strings.Contains(out, "  "+v.name+" ") {
+				t.Errorf("help %s lacks its verb %s", c.name, v.name)
+			}
+		}
+		// Every flag of the command is in its help, with its usage.
+		fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
+		c.setup(fs)
+		fs.VisitAll(func(f *flag.Flag) {
+			name, _ := flag.UnquoteUsage(f)
+			if !strings.Contains(out, "  -"+f.Name) || !strings.Contains(out, strings.Fields(name + " " + f.Usage)[0]) {
+				t.Errorf("help %s lacks -%s", c.name, f.Name)
+			}
+		})
+		// -h and --help print the same, on stdout, and exit 0.
+		for _, h := range []string{"-h", "--help"} {
+			if code, hout, _ := edgemq(t, c.name, h); code != 0 || hout != out {
+				t.Errorf("%s %s: exit %d, output differs from help %s", c.name, h, code, c.name)
 			}
 		}
 	}
@@ -39,71 +85,125 @@ func TestHelpListsEveryCommand(t *testing.T) {
 	if code, _, _ := edgemq(t); code != 2 {
 		t.Fatalf("no command exited %d, want 2", code)
 	}
+	if code, _, _ := edgemq(t, "help", "frobnicate"); code != 2 {
+		t.Fatalf("help of an unknown command exited %d, want 2", code)
+	}
+}
+
+// TestErrorsAndExitCodes: a failure prints one line "edgemq <command>: <error>" and exits 1;
+// a usage error exits 2, pointing at the help, without printing every flag.
+func TestErrorsAndExitCodes(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	mustRun(t, "topic", "create", "-data", dir, "-name", "T")
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"topic", "create", "-data", dir, "-name", "bad name"}, 1, "edgemq topic: "},
+		{[]string{"topic", "create", "-data", dir, "-name", "T"}, 1, "edgemq topic: edge: topic exists"},
+		{[]string{"topic", "list", "-bogus"}, 2, "edgemq topic: flag provided but not defined: -bogus\nRun 'edgemq help topic'"},
+		{[]string{"topic", "-data", dir}, 2, "edgemq topic: want a verb: list, create, update, delete"},
+		{[]string{"topic", "lsit", "-data", dir}, 2, `edgemq topic: unknown verb "lsit"`},
+		{[]string{"topic", "list", "extra", "-data", dir}, 2, `takes no arguments besides its flags, got ["extra"]`},
+		{[]string{"offset", "reset", "-data", dir, "-group", "g", "-topic", "T", "-to", "yesterday"}, 2, `edgemq offset: -to "yesterday"`},
+		{[]string{"send", "-data", dir}, 2, "edgemq send: -topic is required"},
+		{[]string{"consume", "-data", dir, "-topic", "T", "-filter", "a ||"}, 2, "edgemq consume: -filter"},
+		{[]string{"stats", "-store.flush", "fsync"}, 2, `edgemq stats: invalid value "fsync" for flag -store.flush: want sync or async`},
+	} {
+		code, out, errOut := edgemq(t, tc.args...)
+		if code != tc.code || !strings.HasPrefix(errOut, tc.want) && !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit %d, stderr with %q", tc.args, code, errOut, tc.code, tc.want)
+		}
+		if out != "" || strings.Contains(errOut, "goroutine ") || strings.Count(errOut, "\n") > 2 {
+			t.Errorf("%v: stdout %q, stderr %q: want one error line (and a hint to the help)", tc.args, out, errOut)
+		}
+	}
+	if err := safely(func() error { panic("boom") }); err == nil || !strings.Contains(err.Error(), "internal error: boom") {
+		t.Errorf("a panic: got %v", err)
+	}
+}
+
+// TestFlagsAfterTheVerb: flags may come before or after a verb, or both.
+func TestFlagsAfterTheVerb(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	mustRun(t, "topic", "create", "-name", "A", "-data", dir)
+	mustRun(t, "topic", "-data", dir, "create", "-name", "B")
+	mustRun(t, "topic", "-data", dir, "-name", "C", "create")
+	for _, args := range [][]string{
+		{"topic", "list", "-data", dir},
+		{"topic", "-data", dir, "list"},
+	} {
+		if out := mustRun(t, args...); !strings.Contains(out, "A ") || !strings.Contains(out, "B ") || !strings.Contains(out, "C ") {
+			t.Errorf("%v:\n%s", args, out)
+		}
+	}
+	mustRun(t, "send", "-data", dir, "-topic", "A", "x")
+	mustRun(t, "consume", "-data", dir, "-topic", "A", "-group", "g", "-wait", "100ms")
+	a := mustRun(t, "offset", "show", "-group", "g", "-topic", "A", "-data", dir)
+	b := mustRun(t, "offset", "-group", "g", "show", "-topic", "A", "-data", dir)
+	if a != b || !strings.Contains(a, "CONSUMER OFFSET") {
+		t.Errorf("offset show, flags after and around the verb:\n%s\n%s", a, b)
+	}
 }
 
 func TestAdminVerbsOnADataDir(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
-	mustRun := func(args ...string) string {
+	run := func(args ...string) string {
 		t.Helper()
-		code, out, errOut := edgemq(t, append(args[:1:1], append([]string{"-data", dir}, args[1:]...)...)...)
-		if code != 0 {
-			t.Fatalf("edgemq %v: exit %d\n%s%s", args, code, out, errOut)
-		}
-		return out
+		return mustRun(t, append(args, "-data", dir)...)
 	}
-	mustRun("topic", "-name", "Orders", "-read", "2", "-write", "2", "create")
-	if out := mustRun("topic", "list"); !strings.Contains(out, "Orders") {
+	run("topic", "create", "-name", "Orders", "-read", "2", "-write", "2")
+	if out := run("topic", "list"); !strings.Contains(out, "Orders") {
 		t.Fatalf("topic list:\n%s", out)
 	}
-	out := mustRun("send", "-topic", "Orders", "-tags", "new", "-queue", "1", "first", "second")
+	out := run("send", "-topic", "Orders", "-tags", "new", "-queue", "1", "first", "second")
 	if strings.Count(out, "queue=1") != 2 || !strings.Contains(out, "offset=1") {
 		t.Fatalf("send:\n%s", out)
 	}
-	out = mustRun("consume", "-topic", "Orders", "-group", "billing", "-wait", "300ms")
+	out = run("consume", "-topic", "Orders", "-group", "billing", "-wait", "300ms")
 	if !strings.Contains(out, "first") || !strings.Contains(out, "second") || !strings.Contains(out, `tags="new"`) {
 		t.Fatalf("consume:\n%s", out)
 	}
 	// The group's offsets were committed: consuming again prints nothing.
-	if out := mustRun("consume", "-topic", "Orders", "-group", "billing", "-wait", "300ms"); strings.Contains(out, "first") {
+	if out := run("consume", "-topic", "Orders", "-group", "billing", "-wait", "300ms"); strings.Contains(out, "first") {
 		t.Fatalf("second consume got old messages:\n%s", out)
 	}
-	if out := mustRun("offset", "-group", "billing", "-topic", "Orders", "show"); !strings.Contains(out, "CONSUMER OFFSET") {
+	if out := run("offset", "show", "-group", "billing", "-topic", "Orders"); !strings.Contains(out, "CONSUMER OFFSET") {
 		t.Fatalf("offset show:\n%s", out)
 	}
-	mustRun("offset", "-group", "billing", "-topic", "Orders", "-to", "first", "reset")
-	if out := mustRun("consume", "-topic", "Orders", "-group", "billing", "-wait", "300ms"); !strings.Contains(out, "first") {
+	run("offset", "reset", "-group", "billing", "-topic", "Orders", "-to", "first")
+	if out := run("consume", "-topic", "Orders", "-group", "billing", "-wait", "300ms"); !strings.Contains(out, "first") {
 		t.Fatalf("consume after reset to first:\n%s", out)
 	}
-	if out := mustRun("stats"); !strings.Contains(out, "Orders") {
+	// -n stops after that many messages, and commits only those.
+	run("offset", "reset", "-group", "billing", "-topic", "Orders", "-to", "first")
+	if out := run("consume", "-topic", "Orders", "-group", "billing", "-n", "1"); strings.Count(out, "\n") != 1 || !strings.Contains(out, "first") {
+		t.Fatalf("consume -n 1:\n%s", out)
+	}
+	if out := run("consume", "-topic", "Orders", "-group", "billing", "-wait", "300ms"); strings.Count(out, "\n") != 1 || !strings.Contains(out, "second") {
+		t.Fatalf("consume after -n 1:\n%s", out)
+	}
+	if out := run("stats"); !strings.Contains(out, "Orders") {
 		t.Fatalf("stats:\n%s", out)
 	}
-	if out := mustRun("verify"); !strings.Contains(out, "ok") || !strings.Contains(out, "2 records") {
+	if out := run("verify"); !strings.Contains(out, "ok") || !strings.Contains(out, "2 records") {
 		t.Fatalf("verify:\n%s", out)
 	}
-	// Bad input is a usage error, not a crash.
-	if code, _, errOut := edgemq(t, "send", "-data", dir); code != 2 || !strings.Contains(errOut, "-topic") {
-		t.Fatalf("send without topic: exit %d %q", code, errOut)
-	}
-	if code, _, errOut := edgemq(t, "topic", "-data", dir, "-name", "bad name", "create"); code != 1 || !strings.Contains(errOut, "invalid topic") {
-		t.Fatalf("bad topic name: exit %d %q", code, errOut)
+	run("topic", "delete", "-name", "Orders")
+	if out := run("topic", "list"); strings.Contains(out, "Orders") {
+		t.Fatalf("topic list after delete:\n%s", out)
 	}
 }
 
-func TestVerifyReportsDamage(t *testing.T) {
+// TestSendFromStdin sends a line a message.
+func TestSendFromStdin(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
-	if code, out, errOut := edgemq(t, "send", "-data", dir, "-topic", "T", "-queue", "0", "hello world, a message to damage"); code != 0 {
-		t.Fatalf("send: %s%s", out, errOut)
-	}
-	segs, _ := filepath.Glob(filepath.Join(dir, "commitlog", "*.log"))
-	f, err := os.OpenFile(segs[0], os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.WriteAt([]byte("XX"), 64+20) // inside the first record's body
-	f.Close()
-	code, out, _ := edgemq(t, "verify", "-data", dir)
-	if code != 1 || !strings.Contains(out, "corrupt") {
-		t.Fatalf("verify of a damaged store: exit %d\n%s", code, out)
+	stdin = strings.NewReader("one\ntwo\nthree\n")
+	t.Cleanup(func() { stdin = os.Stdin })
+	out := mustRun(t, "send", "-data", dir, "-topic", "T", "-queue", "0")
+	if strings.Count(out, "queue=0") != 3 || !strings.Contains(out, "offset=2") {
+		t.Fatalf("send from stdin:\n%s", out)
 	}
 }
 
@@ -134,10 +234,7 @@ func TestSendKeepsSendsInFlight(t *testing.T) {
 	for i := range n {
 		args = append(args, fmt.Sprintf("m%d", i))
 	}
-	code, out, errOut := edgemq(t, args...)
-	if code != 0 {
-		t.Fatalf("send: exit %d\n%s", code, errOut)
-	}
+	out := mustRun(t, args...)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if len(lines) != n {
 		t.Fatalf("%d acknowledgements for %d messages", len(lines), n)
@@ -149,5 +246,21 @@ func TestSendKeepsSendsInFlight(t *testing.T) {
 	}
 	if code, _, errOut := edgemq(t, "send", "-data", dir, "-topic", "Bulk", "-inflight", "0", "x"); code != 2 || !strings.Contains(errOut, "-inflight") {
 		t.Fatalf("-inflight 0: exit %d, %q", code, errOut)
+	}
+}
+
+func TestVerifyReportsDamage(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	mustRun(t, "send", "-data", dir, "-topic", "T", "-queue", "0", "hello world, a message to damage")
+	segs, _ := filepath.Glob(filepath.Join(dir, "commitlog", "*.log"))
+	f, err := os.OpenFile(segs[0], os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteAt([]byte("XX"), 64+20) // inside the first record's body
+	f.Close()
+	code, out, _ := edgemq(t, "verify", "-data", dir)
+	if code != 1 || !strings.Contains(out, "corrupt: ") {
+		t.Fatalf("verify of a damaged store: exit %d\n%s", code, out)
 	}
 }
