@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"text/tabwriter"
 	"time"
 
 	"github.com/edgemq/edgemq/edge"
@@ -14,7 +13,7 @@ import (
 )
 
 var topicVerbs = []verb{
-	{"list", "list the topics and their messages"},
+	{"list", "list the topics and their messages (system topics too with -all)"},
 	{"create", "create topic -name: -read and -write queues, -perm, -order"},
 	{"update", "replace the settings of topic -name, as create sets them"},
 	{"delete", "delete topic -name (its messages stay until retention removes them)"},
@@ -24,7 +23,10 @@ const topicDoc = `
 Examples:
   edgemq topic list -data ./data
   edgemq topic create -name Orders -read 8 -write 8 -order
-  edgemq topic delete -name Orders`
+  edgemq topic delete -name Orders
+
+System topics (retry %RETRY%group, dead-letter %DLQ%group, the schedule topic of delayed
+messages) are hidden unless -all.`
 
 // openBroker opens the broker of the config's data dir.
 func (c *config) openBroker() (*edge.Broker, error) {
@@ -38,6 +40,8 @@ func topicCommand(fs *flag.FlagSet) runFunc {
 	write := fs.Int("write", 0, "write queue `count`: queues producers write (create: 0 is broker.default_queues)")
 	perm := fs.String("perm", "rw", "`permission`: rw, r (no sends) or w (no pulls)")
 	order := fs.Bool("order", false, "ordered topic: producers pick queues by sharding key")
+	all := fs.Bool("all", false, "list system topics too")
+	jsonOut := jsonFlag(fs)
 	return func(_ context.Context, args []string, out, _ io.Writer) error {
 		verb := args[0]
 		if verb != "list" && *name == "" {
@@ -61,7 +65,7 @@ func topicCommand(fs *flag.FlagSet) runFunc {
 		defer b.Close()
 		switch verb {
 		case "list":
-			return listTopics(b, out)
+			return listTopics(b, out, *all, *jsonOut)
 		case "create":
 			return b.CreateTopic(edge.TopicConfig{Name: *name, ReadQueues: int32(*read), WriteQueues: int32(*write), Perm: p, Order: *order})
 		case "update":
@@ -116,10 +120,25 @@ func permString(p int32) string {
 	return s
 }
 
-func listTopics(b *edge.Broker, out io.Writer) error {
-	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TOPIC\tREAD\tWRITE\tPERM\tORDER\tMESSAGES IN")
+// topicJSON is a topic as topic list -json prints it.
+type topicJSON struct {
+	Name        string `json:"name"`
+	ReadQueues  int32  `json:"readQueues"`
+	WriteQueues int32  `json:"writeQueues"`
+	Perm        string `json:"perm"`
+	Order       bool   `json:"order"`
+	System      bool   `json:"system"`
+	// Messages counts the messages still stored in its queues.
+	Messages int64 `json:"messages"`
+}
+
+func listTopics(b *edge.Broker, out io.Writer, all, asJSON bool) error {
+	list := []topicJSON{}
 	for _, t := range b.Topics() {
+		sys := mq.IsSystemTopic(t.Name)
+		if sys && !all {
+			continue
+		}
 		qs, err := b.Queues(t.Name)
 		if err != nil {
 			return err
@@ -128,19 +147,33 @@ func listTopics(b *edge.Broker, out io.Writer) error {
 		for _, q := range qs {
 			n += q.MaxOffset - q.MinOffset
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%v\t%d\n", t.Name, t.ReadQueues, t.WriteQueues, permString(t.Perm), t.Order, n)
+		list = append(list, topicJSON{Name: t.Name, ReadQueues: t.ReadQueues, WriteQueues: t.WriteQueues,
+			Perm: permString(t.Perm), Order: t.Order, System: sys, Messages: n})
+	}
+	if asJSON {
+		return writeJSON(out, list)
+	}
+	tw := newTable(out)
+	fmt.Fprintln(tw, "TOPIC\tREAD\tWRITE\tPERM\tORDER\tMESSAGES")
+	for _, t := range list {
+		order := "-"
+		if t.Order {
+			order = "ordered"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\n", t.Name, t.ReadQueues, t.WriteQueues, t.Perm, order, humanCount(t.Messages))
 	}
 	return tw.Flush()
 }
 
 var offsetVerbs = []verb{
-	{"show", "show -group's offsets and lag on -topic"},
+	{"show", "show consumer offsets and lag: of -group (else every group), on -topic (else every topic it consumed; system topics with -all)"},
 	{"reset", "move -group's offsets on -topic -to first, last, or a time"},
 }
 
 const offsetDoc = `
 Examples:
   edgemq offset show -group billing -topic Orders
+  edgemq offset show -group billing
   edgemq offset reset -group billing -topic Orders -to 2026-11-30T08:00:00Z
 
 A group's consumers should be stopped while its offsets are reset, or they will commit
@@ -148,13 +181,12 @@ their old positions again.`
 
 func offsetCommand(fs *flag.FlagSet) runFunc {
 	load := commonFlags(fs)
-	group := fs.String("group", "", "consumer `group` (required)")
-	topic := fs.String("topic", "", "`topic` (required)")
+	group := fs.String("group", "", "consumer `group` (reset: required; show: default every group)")
+	topic := fs.String("topic", "", "`topic` (reset: required; show: default every topic with offsets)")
 	to := fs.String("to", "", "reset target: first, last, or a time (RFC 3339, e.g. 2026-11-30T08:00:00Z)")
+	all := fs.Bool("all", false, "show: list the offsets on system topics too (retry and dead-letter topics)")
+	jsonOut := jsonFlag(fs)
 	return func(_ context.Context, args []string, out, _ io.Writer) error {
-		if *group == "" || *topic == "" {
-			return usageError("offset %s needs -group and -topic", args[0])
-		}
 		c, err := load()
 		if err != nil {
 			return err
@@ -166,8 +198,15 @@ func offsetCommand(fs *flag.FlagSet) runFunc {
 				return err
 			}
 			defer b.Close()
-			return printLag(b, out, *group, *topic)
+			lags, err := collectLags(b, *group, *topic, *all)
+			if err != nil {
+				return err
+			}
+			return printLags(out, lags, *jsonOut)
 		case "reset":
+			if *group == "" || *topic == "" || *to == "" {
+				return usageError("offset reset needs -group, -topic and -to")
+			}
 			where, at := edge.ResetToFirst, time.Time{}
 			switch *to {
 			case "first":
@@ -191,38 +230,141 @@ func offsetCommand(fs *flag.FlagSet) runFunc {
 			if _, err := b.ResetOffsets(*group, *topic, where, at); err != nil {
 				return err
 			}
-			return printLag(b, out, *group, *topic)
+			lags, err := collectLags(b, *group, *topic, false)
+			if err != nil {
+				return err
+			}
+			return printLags(out, lags, *jsonOut)
 		}
 		return usageError("unknown verb %q", args[0])
 	}
 }
 
-// printLag prints group's offsets and lag on each queue of topic.
-func printLag(b *edge.Broker, out io.Writer, group, topic string) error {
-	lags, err := b.Lag(group, topic)
-	if err != nil {
-		return topicError(err, topic)
+// lagJSON is one queue's offsets for a group, as offset show -json prints it.
+type lagJSON struct {
+	Group     string `json:"group"`
+	Topic     string `json:"topic"`
+	QueueID   int32  `json:"queueId"`
+	MinOffset int64  `json:"minOffset"`
+	MaxOffset int64  `json:"maxOffset"`
+	// ConsumerOffset is the group's next offset to consume; null when it has none.
+	ConsumerOffset *int64 `json:"consumerOffset"`
+	Lag            int64  `json:"lag"`
+}
+
+// collectLags returns the offsets and lag of group on topic. An empty group means every
+// group; an empty topic every topic on which the group has an offset (system topics only
+// with all).
+func collectLags(b *edge.Broker, group, topic string, all bool) ([]lagJSON, error) {
+	groups := []string{group}
+	if group == "" {
+		groups = b.Groups()
 	}
-	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "QUEUE\tMIN\tMAX\tCONSUMER OFFSET\tLAG")
-	for _, l := range lags {
-		co := "-"
-		if l.ConsumerOffset >= 0 {
-			co = fmt.Sprint(l.ConsumerOffset)
+	topics := []string{topic}
+	if topic == "" {
+		topics = nil
+		for _, t := range b.Topics() {
+			if all || !mq.IsSystemTopic(t.Name) {
+				topics = append(topics, t.Name)
+			}
 		}
+	} else if _, err := b.Topic(topic); err != nil {
+		return nil, topicError(err, topic)
+	}
+	lags := []lagJSON{}
+	for _, g := range groups {
+		for _, t := range topics {
+			ls, err := groupLag(b, g, t)
+			if err != nil {
+				return nil, err
+			}
+			if topic == "" || group == "" {
+				// Listing: only the pairs where the group consumed.
+				consumed := false
+				for _, l := range ls {
+					consumed = consumed || l.ConsumerOffset != nil
+				}
+				if !consumed {
+					continue
+				}
+			}
+			lags = append(lags, ls...)
+		}
+	}
+	return lags, nil
+}
+
+func groupLag(b *edge.Broker, group, topic string) ([]lagJSON, error) {
+	ls, err := b.Lag(group, topic)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]lagJSON, 0, len(ls))
+	for _, l := range ls {
 		minOff, err := b.MinOffset(context.Background(), mq.MessageQueue{Topic: topic, QueueID: l.QueueID})
 		if err != nil {
-			return err
+			return nil, err
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%d\n", l.QueueID, minOff, l.MaxOffset, co, l.Lag)
+		j := lagJSON{Group: group, Topic: topic, QueueID: l.QueueID, MinOffset: minOff, MaxOffset: l.MaxOffset, Lag: l.Lag}
+		if l.ConsumerOffset >= 0 {
+			co := l.ConsumerOffset
+			j.ConsumerOffset = &co
+		}
+		out = append(out, j)
+	}
+	return out, nil
+}
+
+func printLags(out io.Writer, lags []lagJSON, asJSON bool) error {
+	if asJSON {
+		return writeJSON(out, lags)
+	}
+	if len(lags) == 0 {
+		_, err := fmt.Fprintln(out, "no consumer offsets")
+		return err
+	}
+	tw := newTable(out)
+	fmt.Fprintln(tw, "GROUP\tTOPIC\tQUEUE\tMIN\tMAX\tCONSUMER OFFSET\tLAG")
+	for _, l := range lags {
+		co := "-"
+		if l.ConsumerOffset != nil {
+			co = fmt.Sprint(*l.ConsumerOffset)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\n", l.Group, l.Topic, l.QueueID, l.MinOffset, l.MaxOffset, co, humanCount(l.Lag))
 	}
 	return tw.Flush()
+}
+
+const statsDoc = `
+System topics are hidden unless -all.`
+
+// statsJSON is what stats -json prints.
+type statsJSON struct {
+	Queues    []queueJSON   `json:"queues"`
+	Commitlog commitlogJSON `json:"commitlog"`
+}
+
+type queueJSON struct {
+	Topic     string `json:"topic"`
+	QueueID   int32  `json:"queueId"`
+	MinOffset int64  `json:"minOffset"`
+	MaxOffset int64  `json:"maxOffset"`
+	Messages  int64  `json:"messages"`
+}
+
+type commitlogJSON struct {
+	SegmentBytes int64 `json:"segmentBytes"`
+	MinPos       int64 `json:"minPos"`
+	MaxPos       int64 `json:"maxPos"`
+	DurablePos   int64 `json:"durablePos"`
 }
 
 func statsCommand(fs *flag.FlagSet) runFunc {
 	load := commonFlags(fs)
 	topic := fs.String("topic", "", "only this `topic`")
 	group := fs.String("group", "", "show this `group`'s lag on -topic instead")
+	all := fs.Bool("all", false, "show system topics too")
+	jsonOut := jsonFlag(fs)
 	return func(_ context.Context, args []string, out, _ io.Writer) error {
 		if len(args) > 0 {
 			return usageError("stats takes no arguments besides its flags, got %q", args)
@@ -240,7 +382,11 @@ func statsCommand(fs *flag.FlagSet) runFunc {
 		}
 		defer b.Close()
 		if *group != "" {
-			return printLag(b, out, *group, *topic)
+			lags, err := collectLags(b, *group, *topic, false)
+			if err != nil {
+				return err
+			}
+			return printLags(out, lags, *jsonOut)
 		}
 		if *topic != "" {
 			if _, err := b.Topic(*topic); err != nil {
@@ -251,16 +397,30 @@ func statsCommand(fs *flag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
-		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "TOPIC\tQUEUE\tMIN\tMAX")
-		for _, q := range qs {
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\n", q.Topic, q.QueueID, q.MinOffset, q.MaxOffset)
-		}
 		ss, err := b.StoreStats()
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(tw, "\ncommitlog\t%d bytes\tpositions %d..%d\n", ss.SegmentBytes, ss.MinPos, ss.MaxPos)
-		return tw.Flush()
+		st := statsJSON{Queues: []queueJSON{}, Commitlog: commitlogJSON{ss.SegmentBytes, ss.MinPos, ss.MaxPos, ss.DurablePos}}
+		for _, q := range qs {
+			if mq.IsSystemTopic(q.Topic) && !*all && q.Topic != *topic {
+				continue
+			}
+			st.Queues = append(st.Queues, queueJSON{q.Topic, q.QueueID, q.MinOffset, q.MaxOffset, q.MaxOffset - q.MinOffset})
+		}
+		if *jsonOut {
+			return writeJSON(out, st)
+		}
+		tw := newTable(out)
+		fmt.Fprintln(tw, "TOPIC\tQUEUE\tMIN\tMAX\tMESSAGES")
+		for _, q := range st.Queues {
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\n", q.Topic, q.QueueID, q.MinOffset, q.MaxOffset, humanCount(q.Messages))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(out, "\ncommitlog: %s of segments, positions %d..%d (%s of records)\n",
+			humanBytes(ss.SegmentBytes), ss.MinPos, ss.MaxPos, humanBytes(ss.MaxPos-ss.MinPos))
+		return err
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -23,7 +24,7 @@ stderr.
 
 Examples:
   edgemq consume -topic Orders -group billing
-  edgemq consume -topic Orders -group billing -filter "new || paid"`
+  edgemq consume -topic Orders -group billing -filter "new || paid" -json`
 
 func consumeCommand(fs *flag.FlagSet) runFunc {
 	load := commonFlags(fs)
@@ -33,6 +34,7 @@ func consumeCommand(fs *flag.FlagSet) runFunc {
 	from := fs.String("from", "stored", "where a queue without a stored offset starts: stored (then first), first, last")
 	limit := fs.Int("n", 0, "stop after this many messages (0: no limit)")
 	wait := fs.Duration("wait", 2*time.Second, "stop once the topic has been idle this long")
+	jsonOut := jsonFlag(fs)
 	return func(ctx context.Context, args []string, out, errOut io.Writer) error {
 		if len(args) > 0 {
 			return usageError("consume takes no arguments besides its flags, got %q", args)
@@ -67,7 +69,7 @@ func consumeCommand(fs *flag.FlagSet) runFunc {
 		if err != nil {
 			return topicError(err, *topic)
 		}
-		p := &printer{w: bufio.NewWriter(out), limit: *limit}
+		p := &printer{w: bufio.NewWriter(out), asJSON: *jsonOut, limit: *limit}
 		queues := make([]mq.MessageQueue, cfg.ReadQueues)
 		offsets := make([]int64, cfg.ReadQueues)
 		for i := range queues {
@@ -125,10 +127,11 @@ func startOffset(ctx context.Context, b *edge.Broker, group string, q mq.Message
 
 // printer prints messages for several goroutines, up to a limit.
 type printer struct {
-	mu    sync.Mutex // guards all below
-	w     *bufio.Writer
-	limit int // 0: none
-	n     int
+	mu     sync.Mutex // guards all below
+	w      *bufio.Writer
+	asJSON bool
+	limit  int // 0: none
+	n      int
 }
 
 // print prints msgs, or the first of them that fit under the limit, and returns how many
@@ -139,7 +142,15 @@ func (p *printer) print(msgs []mq.MessageExt) (int, error) {
 	i := 0
 	for ; i < len(msgs) && (p.limit == 0 || p.n < p.limit); i++ {
 		m := &msgs[i]
-		fmt.Fprintf(p.w, "%s queue=%d offset=%d tags=%q keys=%q %s\n", m.MsgID(), m.QueueID, m.QueueOffset, m.Tags, m.Keys, printable(m.Body))
+		if p.asJSON {
+			line, err := json.Marshal(newMessageJSON(m))
+			if err != nil {
+				return i, err
+			}
+			p.w.Write(append(line, '\n'))
+		} else {
+			fmt.Fprintf(p.w, "%s queue=%d offset=%d tags=%q keys=%q %s\n", m.MsgID(), m.QueueID, m.QueueOffset, m.Tags, m.Keys, printable(m.Body))
+		}
 		p.n++
 	}
 	return i, p.w.Flush()

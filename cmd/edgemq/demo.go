@@ -45,6 +45,7 @@ func demoCommand(fs *flag.FlagSet) runFunc {
 	queues := fs.Int("queues", 4, "queues of the topic, if it is created and broker.default_queues is not set")
 	flush := fs.String("flush", "", "flush policy, sync or async (default: store.flush, else sync)")
 	group := fs.String("group", "demo", "consumer `group` of the concurrent consumer; the orderly one's is group-orderly")
+	jsonOut := jsonFlag(fs)
 	return func(ctx context.Context, args []string, out, errOut io.Writer) error {
 		if len(args) > 0 {
 			return usageError("demo takes no arguments besides its flags, got %q", args)
@@ -72,7 +73,7 @@ func demoCommand(fs *flag.FlagSet) runFunc {
 		}
 		defer b.Close()
 		return runDemo(ctx, b, out, errOut, demoConfig{producers: *producers, messages: *messages, body: *body,
-			topic: *topic, group: *group, flush: c.store.Flush})
+			topic: *topic, group: *group, flush: c.store.Flush, json: *jsonOut})
 	}
 }
 
@@ -80,14 +81,34 @@ type demoConfig struct {
 	producers, messages, body int
 	topic, group              string
 	flush                     commitlog.FlushMode
+	json                      bool
+}
+
+// demoJSON is what demo -json prints.
+type demoJSON struct {
+	Topic    string `json:"topic"`
+	Flush    string `json:"flush"`
+	Produced int64  `json:"produced"`
+	// SendSeconds is how long the producers took; ElapsedSeconds until both groups had
+	// every message.
+	SendSeconds        float64 `json:"sendSeconds"`
+	ElapsedSeconds     float64 `json:"elapsedSeconds"`
+	ConsumedConcurrent int64   `json:"consumedConcurrent"`
+	ConsumedOrderly    int64   `json:"consumedOrderly"`
+	// Latency is from send to the concurrent listener, in microseconds.
+	Latency    map[string]float64   `json:"latencyMicros"`
+	OutOfOrder int                  `json:"outOfOrder"`
+	Lag        map[string][]lagJSON `json:"lag"`
 }
 
 func runDemo(ctx context.Context, b *edge.Broker, out, errOut io.Writer, dc demoConfig) error {
 	run := rand.Uint64() // tells this run's messages from those of earlier runs in the dir
 	orderlyGroup := dc.group + "-orderly"
-	fmt.Fprintf(out, "EdgeMQ demo: %d producers send %d messages of %d bytes to %q (%s flush);\n"+
-		"push consumers: group %q concurrent, group %q orderly\n",
-		dc.producers, dc.messages, dc.body, dc.topic, dc.flush, dc.group, orderlyGroup)
+	if !dc.json {
+		fmt.Fprintf(out, "EdgeMQ demo: %d producers send %d messages of %d bytes to %q (%s flush);\n"+
+			"push consumers: group %q concurrent, group %q orderly\n",
+			dc.producers, dc.messages, dc.body, dc.topic, dc.flush, dc.group, orderlyGroup)
+	}
 
 	if _, err := b.Topic(dc.topic); errors.Is(err, mq.ErrTopicNotExist) {
 		if err := b.CreateTopic(edge.TopicConfig{Name: dc.topic}); err != nil {
@@ -267,14 +288,36 @@ func runDemo(ctx context.Context, b *edge.Broker, out, errOut io.Writer, dc demo
 	orderMu.Lock()
 	ooo := outOfOrder
 	orderMu.Unlock()
-	fmt.Fprintf(out, "\nproduced  %d messages in %v: %.0f msgs/s\n", sent.Load(), sendTime.Round(time.Millisecond), float64(sent.Load())/sendTime.Seconds())
-	fmt.Fprintf(out, "consumed  %d messages (concurrent) and %d (orderly) in %v: %.0f msgs/s per group\n",
-		received.Load(), ordered.Load(), elapsed.Round(time.Millisecond), float64(total)/elapsed.Seconds())
-	fmt.Fprintf(out, "latency   send to concurrent listener: p50 %v  p99 %v  p99.9 %v  max %v\n", pct(0.50), pct(0.99), pct(0.999), pct(1))
+	rep := demoJSON{Topic: dc.topic, Flush: dc.flush.String(), Produced: sent.Load(),
+		SendSeconds: sendTime.Seconds(), ElapsedSeconds: elapsed.Seconds(),
+		ConsumedConcurrent: received.Load(), ConsumedOrderly: ordered.Load(), OutOfOrder: ooo,
+		Latency: map[string]float64{}, Lag: map[string][]lagJSON{}}
+	for _, p := range []struct {
+		name string
+		p    float64
+	}{{"p50", 0.5}, {"p99", 0.99}, {"p99.9", 0.999}, {"max", 1}} {
+		rep.Latency[p.name] = float64(pct(p.p)) / float64(time.Microsecond)
+	}
+	for _, g := range []string{dc.group, orderlyGroup} {
+		lags, err := groupLag(b, g, dc.topic)
+		if err != nil {
+			return err
+		}
+		rep.Lag[g] = lags
+	}
+	if dc.json {
+		return writeJSON(out, rep)
+	}
+	rate := func(n int64, d time.Duration) string { return humanCount(int64(float64(n) / max(d.Seconds(), 1e-9))) }
+	fmt.Fprintf(out, "\nproduced  %d messages in %s: %s msgs/s\n", sent.Load(), humanDuration(sendTime), rate(sent.Load(), sendTime))
+	fmt.Fprintf(out, "consumed  %d messages (concurrent) and %d (orderly) in %s: %s msgs/s per group\n",
+		received.Load(), ordered.Load(), humanDuration(elapsed), rate(min(received.Load(), ordered.Load()), elapsed))
+	fmt.Fprintf(out, "latency   send to concurrent listener: p50 %s  p99 %s  p99.9 %s  max %s\n",
+		humanDuration(pct(0.50)), humanDuration(pct(0.99)), humanDuration(pct(0.999)), humanDuration(pct(1)))
 	fmt.Fprintf(out, "order     orderly group saw %d messages out of queue order\n", ooo)
 	for _, g := range []string{dc.group, orderlyGroup} {
 		fmt.Fprintln(out, "\nlag of group", g)
-		if err := printLag(b, out, g, dc.topic); err != nil {
+		if err := printLags(out, rep.Lag[g], false); err != nil {
 			return err
 		}
 	}

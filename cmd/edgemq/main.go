@@ -56,7 +56,7 @@ func init() {
 		{name: "send", args: "[body ...]", summary: "send messages (the arguments, or stdin lines)", doc: sendDoc, setup: sendCommand},
 		{name: "consume", summary: "pull messages of a topic for a group and print them", doc: consumeDoc, setup: consumeCommand},
 		{name: "offset", summary: "show or reset consumer groups' offsets", doc: offsetDoc, verbs: offsetVerbs, setup: offsetCommand},
-		{name: "stats", summary: "show queues, their offsets, the commitlog, and a group's lag", setup: statsCommand},
+		{name: "stats", summary: "show queues, their offsets, the commitlog, and a group's lag", doc: statsDoc, setup: statsCommand},
 		{name: "version", summary: "print the version, Go version and platform", setup: versionCommand},
 		{name: "help", args: "[command]", summary: "print help: the commands, or one command's verbs and flags"},
 	}
@@ -270,7 +270,8 @@ fails at once, naming the holder's pid.
 Settings come from a TOML file (-config FILE; configs/edgemq.toml documents every key) and
 from flags named as the keys, -section.key: -store.flush async. Flags override the file,
 which overrides the defaults. Flags may come before or after a verb or argument (edgemq
-topic list -data d), up to "--", after which every word is an argument.
+topic list -all), up to "--", after which every word is an argument.
+Commands that print data print JSON with -json.
 
 Exit codes: 0 success; 1 failure, printed as "edgemq <command>: <error>"; 2 a usage error.
 
@@ -280,9 +281,18 @@ Run 'edgemq help <command>' for a command's verbs and flags.
 
 // versionCommand prints the version.
 func versionCommand(fs *flag.FlagSet) runFunc {
+	jsonOut := jsonFlag(fs)
 	return func(_ context.Context, args []string, out, _ io.Writer) error {
 		if len(args) > 0 {
 			return usageError("version takes no arguments")
+		}
+		if *jsonOut {
+			return writeJSON(out, struct {
+				Version string `json:"version"`
+				Go      string `json:"go"`
+				OS      string `json:"os"`
+				Arch    string `json:"arch"`
+			}{version, runtime.Version(), runtime.GOOS, runtime.GOARCH})
 		}
 		_, err := fmt.Fprintf(out, "edgemq %s (%s %s/%s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 		return err

@@ -3,12 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // edgemq runs the command line and returns its exit code, stdout and stderr.
@@ -27,6 +29,15 @@ func mustRun(t *testing.T, args ...string) string {
 		t.Fatalf("edgemq %s: exit %d\n%s%s", strings.Join(args, " "), code, out, errOut)
 	}
 	return out
+}
+
+// mustJSON runs the command line with -json and decodes its output into v.
+func mustJSON(t *testing.T, v any, args ...string) {
+	t.Helper()
+	out := mustRun(t, append(args, "-json")...)
+	if err := json.Unmarshal([]byte(out), v); err != nil {
+		t.Fatalf("edgemq %s -json: %v\n%s", strings.Join(args, " "), err, out)
+	}
 }
 
 // opensDataDir reports whether c works on a data dir: whether it has the config flags.
@@ -142,7 +153,7 @@ func TestFlagsAfterTheVerb(t *testing.T) {
 	mustRun(t, "consume", "-data", dir, "-topic", "A", "-group", "g", "-wait", "100ms")
 	a := mustRun(t, "offset", "show", "-group", "g", "-topic", "A", "-data", dir)
 	b := mustRun(t, "offset", "-group", "g", "show", "-topic", "A", "-data", dir)
-	if a != b || !strings.Contains(a, "CONSUMER OFFSET") {
+	if a != b || !strings.Contains(a, "g      A") {
 		t.Errorf("offset show, flags after and around the verb:\n%s\n%s", a, b)
 	}
 }
@@ -184,7 +195,7 @@ func TestAdminVerbsOnADataDir(t *testing.T) {
 	if out := run("consume", "-topic", "Orders", "-group", "billing", "-wait", "300ms"); strings.Count(out, "\n") != 1 || !strings.Contains(out, "second") {
 		t.Fatalf("consume after -n 1:\n%s", out)
 	}
-	if out := run("stats"); !strings.Contains(out, "Orders") {
+	if out := run("stats"); !strings.Contains(out, "Orders") || !strings.Contains(out, "MiB of segments") {
 		t.Fatalf("stats:\n%s", out)
 	}
 	if out := run("verify"); !strings.Contains(out, "ok") || !strings.Contains(out, "2 records") {
@@ -207,6 +218,96 @@ func TestSendFromStdin(t *testing.T) {
 	}
 }
 
+// TestJSONOutput: every command that prints data prints JSON with -json.
+func TestJSONOutput(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	var v struct {
+		Version string `json:"version"`
+		Go      string `json:"go"`
+	}
+	mustJSON(t, &v, "version")
+	if v.Version != version || v.Go == "" {
+		t.Errorf("version -json: %+v", v)
+	}
+	var sent sentJSON
+	out := mustRun(t, "send", "-data", dir, "-topic", "T", "-queue", "1", "-tags", "a", "-json", "héllo")
+	if err := json.Unmarshal([]byte(out), &sent); err != nil || sent.QueueID != 1 || sent.Topic != "T" || sent.MsgID == "" {
+		t.Errorf("send -json: %v %+v", err, sent)
+	}
+	mustRun(t, "send", "-data", dir, "-topic", "T", "-queue", "1", "-json", "\xff\x00binary")
+	var msgs []messageJSON
+	out = mustRun(t, "consume", "-data", dir, "-topic", "T", "-group", "g", "-wait", "200ms", "-json")
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		var m messageJSON
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("consume -json line %q: %v", l, err)
+		}
+		msgs = append(msgs, m)
+	}
+	if len(msgs) != 2 || msgs[0].Body == nil || *msgs[0].Body != "héllo" || msgs[0].Tags != "a" || msgs[0].MsgID != sent.MsgID ||
+		msgs[1].Body != nil || string(msgs[1].BodyBase64) != "\xff\x00binary" || msgs[1].QueueOffset != 1 {
+		t.Errorf("consume -json: %+v", msgs)
+	}
+	var topics []topicJSON
+	mustJSON(t, &topics, "topic", "list", "-data", dir)
+	if len(topics) != 1 || topics[0].Name != "T" || topics[0].Messages != 2 {
+		t.Errorf("topic list -json: %+v", topics)
+	}
+	var lags []lagJSON
+	mustJSON(t, &lags, "offset", "show", "-data", dir, "-group", "g", "-topic", "T")
+	if len(lags) != 4 || lags[1].ConsumerOffset == nil || *lags[1].ConsumerOffset != 2 || lags[1].Lag != 0 {
+		t.Errorf("offset show -json: %+v", lags)
+	}
+	mustJSON(t, &lags, "offset", "reset", "-data", dir, "-group", "g", "-topic", "T", "-to", "first")
+	if len(lags) != 4 || *lags[1].ConsumerOffset != 0 || lags[1].Lag != 2 {
+		t.Errorf("offset reset -json: %+v", lags)
+	}
+	var st statsJSON
+	mustJSON(t, &st, "stats", "-data", dir)
+	if len(st.Queues) != 1 || st.Queues[0].Messages != 2 || st.Commitlog.SegmentBytes != 64<<20 {
+		t.Errorf("stats -json: %+v", st)
+	}
+	var vr verifyJSON
+	mustJSON(t, &vr, "verify", "-data", dir)
+	if !vr.OK || vr.Records != 2 || vr.Messages != 2 {
+		t.Errorf("verify -json: %+v", vr)
+	}
+	var dr demoJSON
+	mustJSON(t, &dr, "demo", "-data", dir, "-messages", "200", "-flush", "async")
+	if dr.Produced != 200 || dr.ConsumedConcurrent != 200 || dr.ConsumedOrderly != 200 || dr.Latency["p50"] <= 0 || len(dr.Lag["demo"]) != 4 {
+		t.Errorf("demo -json: %+v", dr)
+	}
+}
+
+func TestHumanUnits(t *testing.T) {
+	for _, tc := range []struct {
+		got, want string
+	}{
+		{humanBytes(0), "0 B"},
+		{humanBytes(1023), "1023 B"},
+		{humanBytes(1024), "1 KiB"},
+		{humanBytes(1536), "1.5 KiB"},
+		{humanBytes(64 << 20), "64 MiB"},
+		{humanBytes(1<<20 - 1), "1 MiB"},
+		{humanBytes(123456789), "118 MiB"},
+		{humanBytes(5 << 40), "5 TiB"},
+		{humanDuration(850), "850ns"},
+		{humanDuration(12345 * time.Nanosecond), "12.3µs"},
+		{humanDuration(999_600 * time.Nanosecond), "1ms"},
+		{humanDuration(1460 * time.Microsecond), "1.46ms"},
+		{humanDuration(250 * time.Millisecond), "250ms"},
+		{humanDuration(2500 * time.Millisecond), "2.5s"},
+		{humanDuration(200 * time.Second), "3m20s"},
+		{humanCount(1234567), "1,234,567"},
+		{humanCount(-1000), "-1,000"},
+		{humanCount(999), "999"},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("got %q, want %q", tc.got, tc.want)
+		}
+	}
+}
+
 func TestDemoRuns(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
 	code, out, errOut := edgemq(t, "demo", "-data", dir, "-messages", "2000", "-producers", "2", "-flush", "async")
@@ -222,6 +323,19 @@ func TestDemoRuns(t *testing.T) {
 	// A second run over the same dir consumes only its own messages.
 	if code, out, errOut := edgemq(t, "demo", "-data", dir, "-messages", "500", "-flush", "async"); code != 0 || !strings.Contains(out, "consumed  500 messages (concurrent) and 500 (orderly)") {
 		t.Fatalf("second demo: exit %d\n%s%s", code, out, errOut)
+	}
+	// The consumers' retry topics are system topics: listed with -all only.
+	if out := mustRun(t, "topic", "list", "-data", dir); !strings.Contains(out, "Telemetry") || strings.Contains(out, "%RETRY%") {
+		t.Errorf("topic list:\n%s", out)
+	}
+	if out := mustRun(t, "topic", "list", "-data", dir, "-all"); !strings.Contains(out, "%RETRY%demo ") {
+		t.Errorf("topic list -all:\n%s", out)
+	}
+	if out := mustRun(t, "offset", "show", "-data", dir); !strings.Contains(out, "demo-orderly  Telemetry") || strings.Contains(out, "%RETRY%") {
+		t.Errorf("offset show:\n%s", out)
+	}
+	if out := mustRun(t, "stats", "-data", dir); !strings.Contains(out, "Telemetry") || strings.Contains(out, "%RETRY%") {
+		t.Errorf("stats:\n%s", out)
 	}
 }
 
@@ -260,7 +374,7 @@ func TestVerifyReportsDamage(t *testing.T) {
 	f.WriteAt([]byte("XX"), 64+20) // inside the first record's body
 	f.Close()
 	code, out, _ := edgemq(t, "verify", "-data", dir)
-	if code != 1 || !strings.Contains(out, "corrupt: ") {
+	if code != 1 || !strings.Contains(out, "damaged: ") {
 		t.Fatalf("verify of a damaged store: exit %d\n%s", code, out)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"cmp"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -38,6 +39,7 @@ func sendCommand(fs *flag.FlagSet) runFunc {
 	queue := fs.Int("queue", -1, "queue `id` (default: round robin)")
 	delay := fs.Int("delay", 0, "delay `level` (1..18 with the default broker.delay_levels: 1s 5s 10s 30s 1m ... 2h)")
 	inflight := fs.Int("inflight", 1024, "sends in flight at once, sharing fsyncs (`n`; 1: wait for each)")
+	jsonOut := jsonFlag(fs)
 	return func(ctx context.Context, args []string, out, _ io.Writer) (err error) {
 		if *topic == "" {
 			return usageError("-topic is required")
@@ -64,7 +66,7 @@ func sendCommand(fs *flag.FlagSet) runFunc {
 		case *shard != "":
 			sel = mq.ShardingKey(*shard)
 		}
-		w := newSendWindow(*inflight, out)
+		w := newSendWindow(*inflight, out, *jsonOut)
 		defer func() { err = cmp.Or(err, w.wait()) }()
 		send := func(body string) error {
 			m := &mq.Message{Topic: *topic, Tags: *tags, Keys: *keys, Body: []byte(body)}
@@ -122,14 +124,15 @@ func readLines(ctx context.Context, r io.Reader) (lines <-chan string, errc <-ch
 // sendWindow keeps up to n Broker.SendAsync calls in flight and prints each result as it is
 // acknowledged (in the order the messages were stored).
 type sendWindow struct {
-	slots chan struct{}
-	out   io.Writer
-	mu    sync.Mutex // guards err and out
-	err   error      // the first failed acknowledgement
+	slots  chan struct{}
+	out    io.Writer
+	asJSON bool
+	mu     sync.Mutex // guards err and out
+	err    error      // the first failed acknowledgement
 }
 
-func newSendWindow(n int, out io.Writer) *sendWindow {
-	return &sendWindow{slots: make(chan struct{}, n), out: out}
+func newSendWindow(n int, out io.Writer, asJSON bool) *sendWindow {
+	return &sendWindow{slots: make(chan struct{}, n), out: out, asJSON: asJSON}
 }
 
 // send sends m once a slot is free; it returns the error of a refused send, or of an earlier
@@ -148,10 +151,22 @@ func (w *sendWindow) send(ctx context.Context, b *edge.Broker, m *mq.Message, se
 	return err
 }
 
+// sentJSON is an acknowledgement as send -json prints it, one a line.
+type sentJSON struct {
+	MsgID           string `json:"msgId"`
+	Topic           string `json:"topic"`
+	QueueID         int32  `json:"queueId"`
+	QueueOffset     int64  `json:"queueOffset"`
+	CommitLogOffset int64  `json:"commitLogOffset"`
+}
+
 func (w *sendWindow) done(res mq.SendResult, err error) {
 	w.mu.Lock()
 	if err != nil {
 		w.err = cmp.Or(w.err, err)
+	} else if w.asJSON {
+		line, _ := json.Marshal(sentJSON{res.MsgID(), res.Queue.Topic, res.Queue.QueueID, res.QueueOffset, res.CommitLogOffset})
+		w.out.Write(append(line, '\n'))
 	} else {
 		fmt.Fprintf(w.out, "%s queue=%d offset=%d\n", res.MsgID(), res.Queue.QueueID, res.QueueOffset)
 	}
