@@ -25,13 +25,9 @@ Examples:
   edgemq topic create -name Orders -read 8 -write 8 -order
   edgemq topic delete -name Orders
 
+topic list never writes to the data dir, and fails if there is none; topic create makes one.
 System topics (retry %RETRY%group, dead-letter %DLQ%group, the schedule topic of delayed
 messages) are hidden unless -all.`
-
-// openBroker opens the broker of the config's data dir.
-func (c *config) openBroker() (*edge.Broker, error) {
-	return edge.Open(c.dataDir, c.options())
-}
 
 func topicCommand(fs *flag.FlagSet) runFunc {
 	load := commonFlags(fs)
@@ -58,7 +54,14 @@ func topicCommand(fs *flag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
-		b, err := c.openBroker()
+		a := readWrite
+		switch verb {
+		case "list":
+			a = readOnly
+		case "create":
+			a = create
+		}
+		b, err := c.openBroker(a)
 		if err != nil {
 			return err
 		}
@@ -176,8 +179,8 @@ Examples:
   edgemq offset show -group billing
   edgemq offset reset -group billing -topic Orders -to 2026-11-30T08:00:00Z
 
-A group's consumers should be stopped while its offsets are reset, or they will commit
-their old positions again.`
+offset show never writes to the data dir. A group's consumers should be stopped while its
+offsets are reset, or they will commit their old positions again.`
 
 func offsetCommand(fs *flag.FlagSet) runFunc {
 	load := commonFlags(fs)
@@ -193,7 +196,7 @@ func offsetCommand(fs *flag.FlagSet) runFunc {
 		}
 		switch args[0] {
 		case "show":
-			b, err := c.openBroker()
+			b, err := c.openBroker(readOnly)
 			if err != nil {
 				return err
 			}
@@ -219,7 +222,7 @@ func offsetCommand(fs *flag.FlagSet) runFunc {
 				}
 				where, at = edge.ResetToTimestamp, t
 			}
-			b, err := c.openBroker()
+			b, err := c.openBroker(readWrite)
 			if err != nil {
 				return err
 			}
@@ -336,7 +339,8 @@ func printLags(out io.Writer, lags []lagJSON, asJSON bool) error {
 }
 
 const statsDoc = `
-System topics are hidden unless -all.`
+stats never writes to the data dir, and fails if there is none. System topics are hidden
+unless -all.`
 
 // statsJSON is what stats -json prints.
 type statsJSON struct {
@@ -376,7 +380,7 @@ func statsCommand(fs *flag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
-		b, err := c.openBroker()
+		b, err := c.openBroker(readOnly)
 		if err != nil {
 			return err
 		}

@@ -60,7 +60,7 @@ func consumeCommand(fs *flag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
-		b, err := c.openBroker()
+		b, err := c.openBroker(readWrite)
 		if err != nil {
 			return err
 		}

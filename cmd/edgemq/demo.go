@@ -67,7 +67,7 @@ func demoCommand(fs *flag.FlagSet) runFunc {
 		if c.broker.DefaultQueues == 0 {
 			c.broker.DefaultQueues = int32(*queues)
 		}
-		b, err := c.openBroker()
+		b, err := c.openBroker(create)
 		if err != nil {
 			return err
 		}

@@ -111,6 +111,7 @@ func TestErrorsAndExitCodes(t *testing.T) {
 		code int
 		want string
 	}{
+		{[]string{"stats", "-data", dir + "-missing"}, 1, "edgemq stats: no data dir at " + dir + "-missing"},
 		{[]string{"topic", "create", "-data", dir, "-name", "bad name"}, 1, "edgemq topic: "},
 		{[]string{"topic", "create", "-data", dir, "-name", "T"}, 1, "edgemq topic: edge: topic exists"},
 		{[]string{"topic", "list", "-bogus"}, 2, "edgemq topic: flag provided but not defined: -bogus\nRun 'edgemq help topic'"},
@@ -204,6 +205,54 @@ func TestAdminVerbsOnADataDir(t *testing.T) {
 	run("topic", "delete", "-name", "Orders")
 	if out := run("topic", "list"); strings.Contains(out, "Orders") {
 		t.Fatalf("topic list after delete:\n%s", out)
+	}
+}
+
+// TestReadOnlyCommandsNeedADataDir: a command other than demo, send and topic
+// create fails on a missing data dir, saying so, and creates nothing: no folder, no 64 MiB
+// segment. In an existing folder that holds no store it creates nothing either.
+func TestReadOnlyCommandsNeedADataDir(t *testing.T) {
+	parent := t.TempDir()
+	missing := filepath.Join(parent, "data")
+	empty := filepath.Join(parent, "empty")
+	if err := os.Mkdir(empty, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"stats"}, {"topic", "list"}, {"offset", "show"}, {"verify"},
+		{"offset", "reset", "-group", "g", "-topic", "T", "-to", "first"},
+		{"topic", "update", "-name", "T", "-read", "2"}, {"topic", "delete", "-name", "T"},
+		{"consume", "-topic", "T"},
+	} {
+		code, _, errOut := edgemq(t, append(args, "-data", missing)...)
+		if code != 1 || !strings.Contains(errOut, "no data dir at "+missing) {
+			t.Errorf("%v on a missing dir: exit %d, %q", args, code, errOut)
+		}
+		code, _, errOut = edgemq(t, append(args, "-data", empty)...)
+		if code != 1 || !strings.Contains(errOut, "not an EdgeMQ data dir") {
+			t.Errorf("%v on an empty dir: exit %d, %q", args, code, errOut)
+		}
+		if _, err := os.Stat(missing); err == nil {
+			t.Fatalf("%v created %s", args, missing)
+		}
+		if names, _ := os.ReadDir(empty); len(names) > 0 {
+			t.Fatalf("%v wrote %v into %s", args, names, empty)
+		}
+	}
+}
+
+// TestReadOnlyCommandsKeepRetentionOff: the commands that only look at a store never run
+// retention, which could delete segments.
+func TestReadOnlyCommandsKeepRetentionOff(t *testing.T) {
+	c := newConfig()
+	c.dataDir = t.TempDir()
+	c.store.MaxAge, c.store.MaxBytes, c.store.MaxUsedRatio = time.Hour, 1<<30, 0.5
+	os.WriteFile(filepath.Join(c.dataDir, "meta.db"), nil, 0o644)
+	if err := c.prepare(readOnly); err != nil {
+		t.Fatal(err)
+	}
+	if c.store.MaxAge >= 0 || c.store.MaxBytes != 0 || c.store.MaxUsedRatio >= 0 {
+		t.Fatalf("read-only: max_age %v, max_bytes %d, max_used_ratio %v: want all off", c.store.MaxAge, c.store.MaxBytes, c.store.MaxUsedRatio)
 	}
 }
 

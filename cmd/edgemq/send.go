@@ -54,7 +54,7 @@ func sendCommand(fs *flag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
-		b, err := c.openBroker()
+		b, err := c.openBroker(create)
 		if err != nil {
 			return err
 		}

@@ -19,7 +19,9 @@ verify opens the store alone, without a broker, and recovers it as any open does
 tail left by a crash or power cut is cut into .broken files. Then it reads every commitlog
 record, checking its CRC, and every consume-queue entry back through the log. A damaged
 record is reported with its segment file and offset, and the scan goes on in the next
-segment. verify exits 1 when it finds damage.`
+segment. verify exits 1 when it finds damage.
+
+verify never creates a data dir and runs with retention off.`
 
 // damageJSON is a damaged record of the commitlog.
 type damageJSON struct {
@@ -54,8 +56,7 @@ func verifyCommand(fs *flag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
-		so := *c.options().Store
-		st, err := store.Open(c.dataDir, &so)
+		st, err := c.openStore(readOnly)
 		if err != nil {
 			return err
 		}
