@@ -29,7 +29,8 @@ const (
 var errNoDataDir = errors.New("no data dir")
 
 // prepare checks the config's data dir for a command with access a, and adjusts the options
-// for it: read-only commands keep retention off.
+// for it: read-only commands keep retention off, and a data dir with small segments gets a
+// message size limit they can hold.
 func (c *config) prepare(a access) error {
 	if a != create {
 		if err := checkDataDir(c.dataDir); err != nil {
@@ -39,6 +40,7 @@ func (c *config) prepare(a access) error {
 	if a == readOnly {
 		c.store.MaxAge, c.store.MaxUsedRatio, c.store.MaxBytes = -1, -1, 0
 	}
+	c.fitMessageSize()
 	return nil
 }
 
@@ -60,6 +62,42 @@ func checkDataDir(dir string) error {
 		return err
 	}
 	return nil
+}
+
+// recordSlack is what the store lets a record carry beyond the largest body: properties,
+// keys, tags and its header (store's propertySlack). A segment must hold two records of the
+// largest body, or the store refuses to open.
+const recordSlack = 64 << 10
+
+// fitMessageSize lowers the default largest message (broker.max_message_size, 4 MiB) to what
+// the segments hold, when the config leaves it unset and the segments (store.segment_size,
+// else the data dir's) are too small for the default: a dir made with 1 MiB segments then
+// opens without naming max_message_size again.
+func (c *config) fitMessageSize() {
+	if c.broker.MaxMessageSize != 0 || c.store.MaxMessageSize != 0 {
+		return
+	}
+	seg := c.store.SegmentSize
+	if seg == 0 {
+		seg = dirSegmentSize(c.dataDir)
+	}
+	fit := seg/2 - recordSlack
+	if seg == 0 || fit <= 0 || fit >= int64(edge.DefaultOptions.MaxMessageSize) {
+		return
+	}
+	c.broker.MaxMessageSize, c.store.MaxMessageSize = int(fit), int(fit)
+}
+
+// dirSegmentSize returns the size of the data dir's commitlog segments (files named
+// %020d.log, all SegmentSize bytes: store/FORMAT.md), or 0 if it has none.
+func dirSegmentSize(dir string) int64 {
+	segs, _ := filepath.Glob(filepath.Join(dir, "commitlog", "[0-9]*.log"))
+	for _, s := range segs {
+		if fi, err := os.Stat(s); err == nil && fi.Mode().IsRegular() && fi.Size() > 0 {
+			return fi.Size()
+		}
+	}
+	return 0
 }
 
 // openBroker opens the broker of the config's data dir for a command with access a.

@@ -412,6 +412,27 @@ func TestSendKeepsSendsInFlight(t *testing.T) {
 	}
 }
 
+// TestSmallSegmentsOpenWithoutTheirConfig: a data dir made with small segments (and a
+// max_message_size they hold) opens without its config: the default max_message_size
+// shrinks to what its segments hold, for verify and for the broker's commands.
+func TestSmallSegmentsOpenWithoutTheirConfig(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	mustRun(t, "send", "-data", dir, "-store.segment_size", "1MiB", "-topic", "T", "hello")
+	for _, args := range [][]string{{"verify"}, {"stats"}, {"topic", "list"}, {"send", "-topic", "T", "again"}} {
+		mustRun(t, append(args, "-data", dir)...)
+	}
+	// A size given is kept, and one the segments cannot hold fails, naming it.
+	code, _, errOut := edgemq(t, "verify", "-data", dir, "-broker.max_message_size", "4MiB")
+	if code != 1 || !strings.Contains(errOut, "MaxMessageSize 4194304") {
+		t.Fatalf("verify with a max_message_size too large: exit %d, %q", code, errOut)
+	}
+	var st statsJSON
+	mustJSON(t, &st, "stats", "-data", dir)
+	if st.Commitlog.SegmentBytes != 1<<20 {
+		t.Fatalf("segments of %d bytes, want 1MiB", st.Commitlog.SegmentBytes)
+	}
+}
+
 func TestVerifyReportsDamage(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
 	mustRun(t, "send", "-data", dir, "-topic", "T", "-queue", "0", "hello world, a message to damage")

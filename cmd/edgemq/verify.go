@@ -21,7 +21,9 @@ record, checking its CRC, and every consume-queue entry back through the log. A 
 record is reported with its segment file and offset, and the scan goes on in the next
 segment. verify exits 1 when it finds damage.
 
-verify never creates a data dir and runs with retention off.`
+verify never creates a data dir and runs with retention off. It opens any dir that send
+and demo open, without their config file: the segment size is the dir's, and
+broker.max_message_size defaults to what those segments hold.`
 
 // damageJSON is a damaged record of the commitlog.
 type damageJSON struct {
