@@ -15,7 +15,7 @@ import (
 var topicVerbs = []verb{
 	{"list", "list the topics and their messages (system topics too with -all)"},
 	{"create", "create topic -name: -read and -write queues, -perm, -order"},
-	{"update", "replace the settings of topic -name, as create sets them"},
+	{"update", "change the settings given of topic -name; the others stay as they are"},
 	{"delete", "delete topic -name (its messages stay until retention removes them)"},
 }
 
@@ -23,6 +23,7 @@ const topicDoc = `
 Examples:
   edgemq topic list -data ./data
   edgemq topic create -name Orders -read 8 -write 8 -order
+  edgemq topic update -name Orders -read 4     # still 8 write queues, still ordered
   edgemq topic delete -name Orders
 
 topic list never writes to the data dir, and fails if there is none; topic create makes one.
@@ -35,16 +36,21 @@ func topicCommand(fs *flag.FlagSet) runFunc {
 	read := fs.Int("read", 0, "read queue `count`: queues consumers read (create: 0 is broker.default_queues)")
 	write := fs.Int("write", 0, "write queue `count`: queues producers write (create: 0 is broker.default_queues)")
 	perm := fs.String("perm", "rw", "`permission`: rw, r (no sends) or w (no pulls)")
-	order := fs.Bool("order", false, "ordered topic: producers pick queues by sharding key")
+	order := fs.Bool("order", false, "ordered topic: producers pick queues by sharding key (-order=false to unset)")
 	all := fs.Bool("all", false, "list system topics too")
 	jsonOut := jsonFlag(fs)
 	return func(_ context.Context, args []string, out, _ io.Writer) error {
+		given := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 		verb := args[0]
 		if verb != "list" && *name == "" {
 			return usageError("topic %s needs -name", verb)
 		}
 		if *read < 0 || *write < 0 || *read > 1024 || *write > 1024 {
 			return usageError("-read and -write: want 0..1024")
+		}
+		if verb == "update" && (given["read"] && *read == 0 || given["write"] && *write == 0) {
+			return usageError("topic update: -read and -write must be at least 1")
 		}
 		p, err := parsePerm(*perm)
 		if err != nil {
@@ -72,7 +78,23 @@ func topicCommand(fs *flag.FlagSet) runFunc {
 		case "create":
 			return b.CreateTopic(edge.TopicConfig{Name: *name, ReadQueues: int32(*read), WriteQueues: int32(*write), Perm: p, Order: *order})
 		case "update":
-			return b.UpdateTopic(edge.TopicConfig{Name: *name, ReadQueues: int32(*read), WriteQueues: int32(*write), Perm: p, Order: *order})
+			cfg, err := b.Topic(*name)
+			if err != nil {
+				return topicError(err, *name)
+			}
+			if given["read"] {
+				cfg.ReadQueues = int32(*read)
+			}
+			if given["write"] {
+				cfg.WriteQueues = int32(*write)
+			}
+			if given["perm"] {
+				cfg.Perm = cfg.Perm&^(mq.PermRead|mq.PermWrite) | p
+			}
+			if given["order"] {
+				cfg.Order = *order
+			}
+			return b.UpdateTopic(cfg)
 		case "delete":
 			if _, err := b.Topic(*name); err != nil {
 				return topicError(err, *name)

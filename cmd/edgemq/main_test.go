@@ -114,6 +114,7 @@ func TestErrorsAndExitCodes(t *testing.T) {
 		{[]string{"stats", "-data", dir + "-missing"}, 1, "edgemq stats: no data dir at " + dir + "-missing"},
 		{[]string{"topic", "create", "-data", dir, "-name", "bad name"}, 1, "edgemq topic: "},
 		{[]string{"topic", "create", "-data", dir, "-name", "T"}, 1, "edgemq topic: edge: topic exists"},
+		{[]string{"topic", "update", "-data", dir, "-name", "U", "-read", "2"}, 1, `edgemq topic: topic "U" does not exist`},
 		{[]string{"topic", "list", "-bogus"}, 2, "edgemq topic: flag provided but not defined: -bogus\nRun 'edgemq help topic'"},
 		{[]string{"topic", "-data", dir}, 2, "edgemq topic: want a verb: list, create, update, delete"},
 		{[]string{"topic", "lsit", "-data", dir}, 2, `edgemq topic: unknown verb "lsit"`},
@@ -254,6 +255,27 @@ func TestReadOnlyCommandsKeepRetentionOff(t *testing.T) {
 	if c.store.MaxAge >= 0 || c.store.MaxBytes != 0 || c.store.MaxUsedRatio >= 0 {
 		t.Fatalf("read-only: max_age %v, max_bytes %d, max_used_ratio %v: want all off", c.store.MaxAge, c.store.MaxBytes, c.store.MaxUsedRatio)
 	}
+}
+
+// TestTopicUpdateChangesOnlyTheFieldsGiven: an update keeps every setting it is not given.
+func TestTopicUpdateChangesOnlyTheFieldsGiven(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	mustRun(t, "topic", "create", "-data", dir, "-name", "O", "-read", "8", "-write", "8", "-order")
+	check := func(step string, want topicJSON) {
+		t.Helper()
+		var got []topicJSON
+		mustJSON(t, &got, "topic", "list", "-data", dir)
+		if len(got) != 1 || got[0] != want {
+			t.Fatalf("after %s: got %+v, want %+v", step, got, want)
+		}
+	}
+	check("create", topicJSON{Name: "O", ReadQueues: 8, WriteQueues: 8, Perm: "rw", Order: true})
+	mustRun(t, "topic", "update", "-data", dir, "-name", "O", "-read", "4")
+	check("-read 4", topicJSON{Name: "O", ReadQueues: 4, WriteQueues: 8, Perm: "rw", Order: true})
+	mustRun(t, "topic", "update", "-data", dir, "-name", "O", "-perm", "r")
+	check("-perm r", topicJSON{Name: "O", ReadQueues: 4, WriteQueues: 8, Perm: "r", Order: true})
+	mustRun(t, "topic", "update", "-data", dir, "-name", "O", "-order=false", "-write", "2")
+	check("-order=false -write 2", topicJSON{Name: "O", ReadQueues: 4, WriteQueues: 2, Perm: "r", Order: false})
 }
 
 // TestSendFromStdin sends a line a message.
