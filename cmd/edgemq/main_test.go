@@ -209,7 +209,7 @@ func TestAdminVerbsOnADataDir(t *testing.T) {
 	}
 }
 
-// TestReadOnlyCommandsNeedADataDir: a command other than demo, send and topic
+// TestReadOnlyCommandsNeedADataDir: a command other than demo, send -create and topic
 // create fails on a missing data dir, saying so, and creates nothing: no folder, no 64 MiB
 // segment. In an existing folder that holds no store it creates nothing either.
 func TestReadOnlyCommandsNeedADataDir(t *testing.T) {
@@ -223,7 +223,7 @@ func TestReadOnlyCommandsNeedADataDir(t *testing.T) {
 		{"stats"}, {"topic", "list"}, {"offset", "show"}, {"verify"},
 		{"offset", "reset", "-group", "g", "-topic", "T", "-to", "first"},
 		{"topic", "update", "-name", "T", "-read", "2"}, {"topic", "delete", "-name", "T"},
-		{"consume", "-topic", "T"},
+		{"consume", "-topic", "T"}, {"send", "-topic", "T", "x"},
 	} {
 		code, _, errOut := edgemq(t, append(args, "-data", missing)...)
 		if code != 1 || !strings.Contains(errOut, "no data dir at "+missing) {
@@ -278,12 +278,47 @@ func TestTopicUpdateChangesOnlyTheFieldsGiven(t *testing.T) {
 	check("-order=false -write 2", topicJSON{Name: "O", ReadQueues: 4, WriteQueues: 2, Perm: "r", Order: false})
 }
 
+// TestSendNeedsATopicOrCreate: send refuses a topic that does not exist unless -create;
+// -sharding_key picks the queue, -message_keys are stored with the message.
+func TestSendNeedsATopicOrCreate(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	code, _, errOut := edgemq(t, "send", "-data", dir, "-topic", "Typo", "x")
+	if code != 1 || !strings.Contains(errOut, "no data dir") {
+		t.Fatalf("send to a missing dir: exit %d %q", code, errOut)
+	}
+	mustRun(t, "send", "-data", dir, "-topic", "Orders", "-create", "x") // makes the dir too
+	code, _, errOut = edgemq(t, "send", "-data", dir, "-topic", "Ordres", "x")
+	if code != 1 || !strings.Contains(errOut, `topic "Ordres" does not exist`) || !strings.Contains(errOut, "-create") {
+		t.Fatalf("send to a missing topic: exit %d %q", code, errOut)
+	}
+	if out := mustRun(t, "topic", "list", "-data", dir); strings.Contains(out, "Ordres") {
+		t.Fatalf("a refused send created its topic:\n%s", out)
+	}
+
+	out := mustRun(t, "send", "-data", dir, "-topic", "Orders", "-json", "-sharding_key", "order-42", "-message_keys", "k1 k2", "a", "b", "c")
+	var queues []int32
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		var s sentJSON
+		if err := json.Unmarshal([]byte(l), &s); err != nil {
+			t.Fatalf("send -json line %q: %v", l, err)
+		}
+		queues = append(queues, s.QueueID)
+	}
+	if len(queues) != 3 || queues[0] != queues[1] || queues[1] != queues[2] {
+		t.Fatalf("one sharding key went to queues %v", queues)
+	}
+	out = mustRun(t, "consume", "-data", dir, "-topic", "Orders", "-group", "g", "-wait", "200ms")
+	if strings.Count(out, `keys="k1 k2"`) != 3 {
+		t.Fatalf("consume does not show the message keys:\n%s", out)
+	}
+}
+
 // TestSendFromStdin sends a line a message.
 func TestSendFromStdin(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
 	stdin = strings.NewReader("one\ntwo\nthree\n")
 	t.Cleanup(func() { stdin = os.Stdin })
-	out := mustRun(t, "send", "-data", dir, "-topic", "T", "-queue", "0")
+	out := mustRun(t, "send", "-data", dir, "-topic", "T", "-create", "-queue", "0")
 	if strings.Count(out, "queue=0") != 3 || !strings.Contains(out, "offset=2") {
 		t.Fatalf("send from stdin:\n%s", out)
 	}
@@ -301,7 +336,7 @@ func TestJSONOutput(t *testing.T) {
 		t.Errorf("version -json: %+v", v)
 	}
 	var sent sentJSON
-	out := mustRun(t, "send", "-data", dir, "-topic", "T", "-queue", "1", "-tags", "a", "-json", "héllo")
+	out := mustRun(t, "send", "-data", dir, "-topic", "T", "-create", "-queue", "1", "-tags", "a", "-json", "héllo")
 	if err := json.Unmarshal([]byte(out), &sent); err != nil || sent.QueueID != 1 || sent.Topic != "T" || sent.MsgID == "" {
 		t.Errorf("send -json: %v %+v", err, sent)
 	}
@@ -414,7 +449,7 @@ func TestDemoRuns(t *testing.T) {
 // many in flight; -inflight must be positive.
 func TestSendKeepsSendsInFlight(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
-	args := []string{"send", "-data", dir, "-topic", "Bulk", "-queue", "0", "-inflight", "64"}
+	args := []string{"send", "-data", dir, "-topic", "Bulk", "-create", "-queue", "0", "-inflight", "64"}
 	const n = 300
 	for i := range n {
 		args = append(args, fmt.Sprintf("m%d", i))
@@ -439,7 +474,7 @@ func TestSendKeepsSendsInFlight(t *testing.T) {
 // shrinks to what its segments hold, for verify and for the broker's commands.
 func TestSmallSegmentsOpenWithoutTheirConfig(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
-	mustRun(t, "send", "-data", dir, "-store.segment_size", "1MiB", "-topic", "T", "hello")
+	mustRun(t, "send", "-data", dir, "-store.segment_size", "1MiB", "-topic", "T", "-create", "hello")
 	for _, args := range [][]string{{"verify"}, {"stats"}, {"topic", "list"}, {"send", "-topic", "T", "again"}} {
 		mustRun(t, append(args, "-data", dir)...)
 	}
@@ -457,7 +492,7 @@ func TestSmallSegmentsOpenWithoutTheirConfig(t *testing.T) {
 
 func TestVerifyReportsDamage(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
-	mustRun(t, "send", "-data", dir, "-topic", "T", "-queue", "0", "hello world, a message to damage")
+	mustRun(t, "send", "-data", dir, "-topic", "T", "-create", "-queue", "0", "hello world, a message to damage")
 	segs, _ := filepath.Glob(filepath.Join(dir, "commitlog", "*.log"))
 	f, err := os.OpenFile(segs[0], os.O_RDWR, 0)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -23,20 +24,27 @@ Each argument is the body of one message; without arguments, each line of stdin 
 An acknowledged message prints its id, queue and offset; with the default store.flush =
 "sync" it is on disk by then.
 
-A topic that does not exist is created (broker.auto_create_topics), and a data dir.
+The topic must exist (edgemq topic create makes one), or -create creates it, with
+broker.default_queues queues, and a new data dir if there is none.
+
+-sharding_key and -message_keys are different things. A sharding key picks the queue:
+messages with one sharding key go to one queue, in the order sent, which is what ordered
+topics need. Message keys (RocketMQ's KEYS) are stored with the message for looking it up
+and are shown by consume; they do not choose a queue.
 
 Examples:
-  edgemq send -topic Orders -key order-42 -tags new '{"id": 42}'
-  edgemq send -topic Telemetry < readings.txt
-  edgemq send -topic Orders -keys "order-42 customer-7" -- -body-starting-with-a-dash`
+  edgemq send -topic Orders -sharding_key order-42 -tags new '{"id": 42}'
+  edgemq send -topic Telemetry -create < readings.txt
+  edgemq send -topic Orders -message_keys "order-42 customer-7" -- -body-starting-with-a-dash`
 
 func sendCommand(fs *flag.FlagSet) runFunc {
 	load := commonFlags(fs)
 	topic := fs.String("topic", "", "`topic` to send to (required)")
+	createTopic := fs.Bool("create", false, "create the topic if it does not exist (and the data dir)")
 	tags := fs.String("tags", "", "the messages' `tag`, which consumers filter on")
-	keys := fs.String("keys", "", "message keys")
-	shard := fs.String("key", "", "sharding `key`: messages with one key go to one queue")
-	queue := fs.Int("queue", -1, "queue `id` (default: round robin)")
+	keys := fs.String("message_keys", "", "message `keys`, space-separated, stored with each message for lookup; they do not pick the queue")
+	shard := fs.String("sharding_key", "", "sharding `key`: messages with one sharding key go to one queue, in order")
+	queue := fs.Int("queue", -1, "queue `id` to send to (default: round robin, or by -sharding_key)")
 	delay := fs.Int("delay", 0, "delay `level` (1..18 with the default broker.delay_levels: 1s 5s 10s 30s 1m ... 2h)")
 	inflight := fs.Int("inflight", 1024, "sends in flight at once, sharing fsyncs (`n`; 1: wait for each)")
 	jsonOut := jsonFlag(fs)
@@ -47,6 +55,9 @@ func sendCommand(fs *flag.FlagSet) runFunc {
 		if *inflight < 1 {
 			return usageError("-inflight must be at least 1")
 		}
+		if *queue >= 0 && *shard != "" {
+			return usageError("give -queue or -sharding_key, not both")
+		}
 		if *delay < 0 {
 			return usageError("-delay must be 0 or more")
 		}
@@ -54,11 +65,27 @@ func sendCommand(fs *flag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
-		b, err := c.openBroker(create)
+		// The CLI never creates a topic by sending to it: a typo would make a new one.
+		c.broker.NoAutoCreateTopics = true
+		a := readWrite
+		if *createTopic {
+			a = create
+		}
+		b, err := c.openBroker(a)
 		if err != nil {
 			return err
 		}
 		defer b.Close()
+		if _, err := b.Topic(*topic); errors.Is(err, mq.ErrTopicNotExist) {
+			if !*createTopic {
+				return fmt.Errorf("topic %q does not exist: create it with 'edgemq topic create -name %s', or send with -create", *topic, *topic)
+			}
+			if err := b.CreateTopic(edge.TopicConfig{Name: *topic}); err != nil {
+				return err
+			}
+		} else if err != nil {
+			return err
+		}
 		var sel mq.QueueSelector
 		switch {
 		case *queue >= 0:

@@ -270,7 +270,8 @@ var settings = []setting{
 		kind: boolKind,
 		def:  !edge.DefaultOptions.NoAutoCreateTopics,
 		set:  func(c *config, v bool) { c.broker.NoAutoCreateTopics = !v },
-		doc:  "Create a topic on its first send. false: a send to an unknown topic fails.",
+		doc: "Create a topic on its first send. false: a send to an unknown topic fails. (edgemq " +
+			"send never creates one unless given -create.)",
 	},
 	item[time.Duration]{
 		section: "broker", key: "default_suspend",
