@@ -489,19 +489,3 @@ func TestSmallSegmentsOpenWithoutTheirConfig(t *testing.T) {
 		t.Fatalf("segments of %d bytes, want 1MiB", st.Commitlog.SegmentBytes)
 	}
 }
-
-func TestVerifyReportsDamage(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "data")
-	mustRun(t, "send", "-data", dir, "-topic", "T", "-create", "-queue", "0", "hello world, a message to damage")
-	segs, _ := filepath.Glob(filepath.Join(dir, "commitlog", "*.log"))
-	f, err := os.OpenFile(segs[0], os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.WriteAt([]byte("XX"), 64+20) // inside the first record's body
-	f.Close()
-	code, out, _ := edgemq(t, "verify", "-data", dir)
-	if code != 1 || !strings.Contains(out, "damaged: ") {
-		t.Fatalf("verify of a damaged store: exit %d\n%s", code, out)
-	}
-}
