@@ -10,6 +10,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/edgemq/edgemq/edge"
@@ -19,12 +20,13 @@ import (
 const consumeDoc = `
 Pulls every read queue of -topic for -group from the group's offsets, prints the messages,
 and commits the offsets as it goes: run it again and it goes on where it stopped. It stops
-after -n messages, or once the topic has been idle for -wait. The count of messages goes to
-stderr.
+after -n messages, once the topic has been idle for -wait, or with -f only at Ctrl-C (the
+offsets of what was printed are saved; a second Ctrl-C quits at once). The count of
+messages goes to stderr.
 
 Examples:
   edgemq consume -topic Orders -group billing
-  edgemq consume -topic Orders -group billing -filter "new || paid" -json`
+  edgemq consume -topic Orders -group billing -f -filter "new || paid" -json`
 
 func consumeCommand(fs *flag.FlagSet) runFunc {
 	load := commonFlags(fs)
@@ -34,6 +36,7 @@ func consumeCommand(fs *flag.FlagSet) runFunc {
 	from := fs.String("from", "stored", "where a queue without a stored offset starts: stored (then first), first, last")
 	limit := fs.Int("n", 0, "stop after this many messages (0: no limit)")
 	wait := fs.Duration("wait", 2*time.Second, "stop once the topic has been idle this long")
+	follow := fs.Bool("f", false, "follow: wait for new messages until interrupted (Ctrl-C), ignoring -wait")
 	jsonOut := jsonFlag(fs)
 	return func(ctx context.Context, args []string, out, errOut io.Writer) error {
 		if len(args) > 0 {
@@ -70,6 +73,8 @@ func consumeCommand(fs *flag.FlagSet) runFunc {
 			return topicError(err, *topic)
 		}
 		p := &printer{w: bufio.NewWriter(out), asJSON: *jsonOut, limit: *limit}
+		cs := &consumeSession{b: b, group: *group, filter: *filter, p: p}
+		cs.lastActive.Store(time.Now().UnixNano())
 		queues := make([]mq.MessageQueue, cfg.ReadQueues)
 		offsets := make([]int64, cfg.ReadQueues)
 		for i := range queues {
@@ -77,36 +82,45 @@ func consumeCommand(fs *flag.FlagSet) runFunc {
 			if offsets[i], err = startOffset(ctx, b, *group, queues[i], *from); err != nil {
 				return err
 			}
-		}
-		idle := time.Now()
-		for time.Since(idle) < *wait && !p.full() {
-			got := false
-			for i, q := range queues {
-				res, err := b.Pull(ctx, mq.PullRequest{Group: *group, Queue: q, Offset: offsets[i],
-					MaxMsgs: 32, Filter: *filter, Suspend: true, MaxWait: 100 * time.Millisecond})
-				if err != nil {
-					return err
-				}
-				n, err := p.print(res.Messages)
-				if err != nil {
-					return err
-				}
-				got = got || n > 0
-				if n < len(res.Messages) {
-					offsets[i] = res.Messages[n].QueueOffset // the limit stopped us here
-				} else {
-					offsets[i] = res.NextBeginOffset
-				}
-				if err := b.CommitOffset(ctx, *group, q, offsets[i]); err != nil {
-					return err
-				}
-			}
-			if got {
-				idle = time.Now()
+			// The group starts here, also on a queue that stays empty: the next run goes on
+			// from where this one started (-from last included).
+			if err := b.CommitOffset(ctx, *group, queues[i], offsets[i]); err != nil {
+				return err
 			}
 		}
+
+		pctx, stop := context.WithCancel(ctx)
+		defer stop()
+		var wg sync.WaitGroup
+		errs := make([]error, len(queues))
+		for i := range queues {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if errs[i] = cs.pullQueue(pctx, queues[i], offsets[i]); errs[i] != nil || p.full() {
+					stop()
+				}
+			}()
+		}
+		if *follow {
+			<-pctx.Done()
+		} else {
+			tick := time.NewTicker(min(*wait/4, 100*time.Millisecond))
+			for pctx.Err() == nil && time.Since(time.Unix(0, cs.lastActive.Load())) < *wait {
+				select {
+				case <-pctx.Done():
+				case <-tick.C:
+				}
+			}
+			tick.Stop()
+		}
+		if ctx.Err() != nil {
+			stopping()
+		}
+		stop()
+		wg.Wait()
 		fmt.Fprintf(errOut, "%d messages\n", p.count())
-		return nil
+		return errors.Join(errs...)
 	}
 }
 
@@ -123,6 +137,48 @@ func startOffset(ctx context.Context, b *edge.Broker, group string, q mq.Message
 		return b.MinOffset(ctx, q)
 	}
 	return off, err
+}
+
+// consumeSession is one run of consume: a goroutine per queue pulls (pullQueue) and prints
+// through p.
+type consumeSession struct {
+	b          *edge.Broker
+	group      string
+	filter     string
+	p          *printer
+	lastActive atomic.Int64 // unix ns of the last message printed, or of the start
+}
+
+// pullQueue pulls q from offset until ctx ends or the printer is full, committing the offset
+// of what it printed after each batch. It returns nil when ctx ends.
+func (cs *consumeSession) pullQueue(ctx context.Context, q mq.MessageQueue, offset int64) error {
+	for ctx.Err() == nil && !cs.p.full() {
+		res, err := cs.b.Pull(ctx, mq.PullRequest{Group: cs.group, Queue: q, Offset: offset,
+			MaxMsgs: 32, Filter: cs.filter, Suspend: true})
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		n, err := cs.p.print(res.Messages)
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			cs.lastActive.Store(time.Now().UnixNano())
+		}
+		if n < len(res.Messages) {
+			offset = res.Messages[n].QueueOffset // the limit stopped us here
+		} else {
+			offset = res.NextBeginOffset
+		}
+		// Committed in the broker's memory; it persists them at Close.
+		if err := cs.b.CommitOffset(context.Background(), cs.group, q, offset); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // printer prints messages for several goroutines, up to a limit.

@@ -29,6 +29,9 @@ end-to-end latency percentiles, whether any queue was seen out of order, and eac
 lag. Run it again: the data and the groups' offsets are still there, and each run counts
 only its own messages.
 
+Ctrl-C stops it cleanly: producers stop, the consumers shut down and save their offsets,
+and the summary covers what was done. A second Ctrl-C quits at once.
+
 Examples:
   edgemq demo
   edgemq demo -flush async -messages 1000000 -body 1024`
@@ -86,11 +89,12 @@ type demoConfig struct {
 
 // demoJSON is what demo -json prints.
 type demoJSON struct {
-	Topic    string `json:"topic"`
-	Flush    string `json:"flush"`
-	Produced int64  `json:"produced"`
+	Interrupted bool   `json:"interrupted,omitempty"`
+	Topic       string `json:"topic"`
+	Flush       string `json:"flush"`
+	Produced    int64  `json:"produced"`
 	// SendSeconds is how long the producers took; ElapsedSeconds until both groups had
-	// every message.
+	// every message (or the interrupt).
 	SendSeconds        float64 `json:"sendSeconds"`
 	ElapsedSeconds     float64 `json:"elapsedSeconds"`
 	ConsumedConcurrent int64   `json:"consumedConcurrent"`
@@ -197,6 +201,8 @@ func runDemo(ctx context.Context, b *edge.Broker, out, errOut io.Writer, dc demo
 	defer poll.Stop()
 	for len(concurrent.Stats().Lag) < int(cfg.ReadQueues) || len(orderly.Stats().Lag) < int(cfg.ReadQueues) {
 		select {
+		case <-ctx.Done():
+			return shutdown()
 		case <-ready.C:
 			return fmt.Errorf("consumers were not assigned the topic's %d queues within 15 s", cfg.ReadQueues)
 		case <-poll.C:
@@ -247,10 +253,16 @@ func runDemo(ctx context.Context, b *edge.Broker, out, errOut io.Writer, dc demo
 	defer tick.Stop()
 	deadline := time.Time{}
 	total := int64(dc.messages)
+	interrupted := false
+wait:
 	for received.Load() < total || ordered.Load() < total {
 		select {
 		case err := <-errc:
 			return err
+		case <-ctx.Done():
+			interrupted = true
+			stopping()
+			break wait
 		case <-sendDone:
 			sendTime = time.Since(start)
 			sendDone = nil
@@ -288,7 +300,7 @@ func runDemo(ctx context.Context, b *edge.Broker, out, errOut io.Writer, dc demo
 	orderMu.Lock()
 	ooo := outOfOrder
 	orderMu.Unlock()
-	rep := demoJSON{Topic: dc.topic, Flush: dc.flush.String(), Produced: sent.Load(),
+	rep := demoJSON{Interrupted: interrupted, Topic: dc.topic, Flush: dc.flush.String(), Produced: sent.Load(),
 		SendSeconds: sendTime.Seconds(), ElapsedSeconds: elapsed.Seconds(),
 		ConsumedConcurrent: received.Load(), ConsumedOrderly: ordered.Load(), OutOfOrder: ooo,
 		Latency: map[string]float64{}, Lag: map[string][]lagJSON{}}
@@ -307,6 +319,9 @@ func runDemo(ctx context.Context, b *edge.Broker, out, errOut io.Writer, dc demo
 	}
 	if dc.json {
 		return writeJSON(out, rep)
+	}
+	if interrupted {
+		fmt.Fprintln(out, "\ninterrupted: the figures cover what was done until then")
 	}
 	rate := func(n int64, d time.Duration) string { return humanCount(int64(float64(n) / max(d.Seconds(), 1e-9))) }
 	fmt.Fprintf(out, "\nproduced  %d messages in %s: %s msgs/s\n", sent.Load(), humanDuration(sendTime), rate(sent.Load(), sendTime))

@@ -4,7 +4,9 @@
 // Run `edgemq help` for the commands and `edgemq help <command>` for each one's flags.
 //
 // Exit codes: 0 success, 1 failure (the error is printed as "edgemq <command>: <error>"),
-// 2 a usage error.
+// 2 a usage error, 130 interrupted (Ctrl-C; 143 for SIGTERM). The first interrupt stops a
+// command cleanly (demo and consume print their summary and keep their offsets); a second
+// one exits at once.
 package main
 
 import (
@@ -14,9 +16,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"runtime"
 	"slices"
 	"strings"
+	"syscall"
 )
 
 // version is set at link time with -ldflags "-X main.version=…" (see the Makefile).
@@ -41,7 +45,9 @@ type verb struct {
 }
 
 // runFunc runs a command with the arguments left after the flags (for a command with verbs,
-// the verb alone), printing its data on out and progress on errOut.
+// the verb alone), printing its data on out and progress on errOut. ctx ends at the first
+// interrupt: a command that runs long (demo, consume, send from stdin, verify) then stops
+// what it is doing and shuts down cleanly.
 type runFunc func(ctx context.Context, args []string, out, errOut io.Writer) error
 
 var commands []command
@@ -63,8 +69,68 @@ func init() {
 }
 
 func main() {
-	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+	os.Exit(runMain(os.Args[1:], os.Stdout, os.Stderr))
 }
+
+// runMain runs the command line as the process does: an interrupt (SIGINT, SIGTERM) cancels
+// the command's context, and a second one exits the process at once.
+func runMain(args []string, stdout, stderr io.Writer) int {
+	ctx, stop := interruptContext(stderr)
+	defer stop()
+	return run(ctx, args, stdout, stderr)
+}
+
+// interrupted is the cause of a context canceled by a signal.
+type interrupted struct{ sig os.Signal }
+
+func (i interrupted) Error() string { return "interrupted (" + i.sig.String() + ")" }
+
+// exitCode is the shell's code of a process killed by the signal: 128 + its number.
+func (i interrupted) exitCode() int {
+	if s, ok := i.sig.(syscall.Signal); ok {
+		return 128 + int(s)
+	}
+	return 130
+}
+
+// interruptContext returns a context that the first SIGINT or SIGTERM cancels, with an
+// interrupted cause, and a stop function that stops listening. After the first signal a
+// second one exits the process at once. The goroutine it starts exits on stop.
+func interruptContext(stderr io.Writer) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		var first interrupted
+		select {
+		case s := <-sigs:
+			first = interrupted{s}
+			fmt.Fprintf(stderr, "\nedgemq: %v: stopping cleanly; interrupt again to quit at once\n", s)
+			cancel(first)
+		case <-done:
+			return
+		}
+		select {
+		case s := <-sigs:
+			fmt.Fprintf(stderr, "edgemq: %v again: quitting now\n", s)
+			os.Exit(first.exitCode())
+		case <-done:
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(sigs)
+		close(done)
+		<-exited
+		cancel(nil)
+	}
+}
+
+// stopping is called by a long-running command (demo, consume) that an interrupt stopped, as
+// it begins to shut down. Tests make it block, to interrupt the shutdown a second time.
+var stopping = func() {}
 
 // errUsage marks an error in the command line: exit code 2.
 var errUsage = errors.New("usage")
@@ -75,7 +141,7 @@ func usageError(format string, a ...any) error {
 }
 
 // run executes the command line args and returns the process exit code: 0 on success, 1 on
-// failure, 2 on a usage error.
+// failure, 2 on a usage error, 128 + the signal's number when ctx was canceled by one.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		usage(stderr)
@@ -120,7 +186,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "edgemq %s: %v\nRun 'edgemq help %s' for its verbs and flags.\n", c.name, strings.TrimPrefix(err.Error(), errUsage.Error()+": "), c.name)
 		return 2
 	}
-	if err := safely(func() error { return exec(ctx, rest, stdout, stderr) }); err != nil {
+	err = safely(func() error { return exec(ctx, rest, stdout, stderr) })
+	var sig interrupted
+	if errors.As(context.Cause(ctx), &sig) {
+		// The command stopped early, on purpose: its own report says what it did.
+		if err != nil && !errors.Is(err, context.Canceled) {
+			fmt.Fprintf(stderr, "edgemq %s: %v\n", c.name, err)
+		}
+		return sig.exitCode()
+	}
+	if err != nil {
 		if errors.Is(err, errUsage) {
 			fmt.Fprintf(stderr, "edgemq %s: %s\nRun 'edgemq help %s' for its verbs and flags.\n", c.name, strings.TrimPrefix(err.Error(), errUsage.Error()+": "), c.name)
 			return 2
@@ -275,7 +350,9 @@ which overrides the defaults. Flags may come before or after a verb or argument 
 topic list -all), up to "--", after which every word is an argument.
 Commands that print data print JSON with -json.
 
-Exit codes: 0 success; 1 failure, printed as "edgemq <command>: <error>"; 2 a usage error.
+Exit codes: 0 success; 1 failure, printed as "edgemq <command>: <error>"; 2 a usage error;
+130 interrupted. The first Ctrl-C stops a command cleanly (demo and consume print their
+summary, offsets are saved); a second one quits at once.
 
 Run 'edgemq help <command>' for a command's verbs and flags.
 `)

@@ -13,6 +13,19 @@ import (
 	"time"
 )
 
+// TestMain runs the binary's main instead of the tests when EDGEMQ_TEST_CHILD is set: the
+// signal tests start this test binary as a real edgemq process. EDGEMQ_TEST_HOLD_STOP makes
+// its clean shutdown after an interrupt hang, as a stuck one would.
+func TestMain(m *testing.M) {
+	if os.Getenv("EDGEMQ_TEST_CHILD") == "1" {
+		if os.Getenv("EDGEMQ_TEST_HOLD_STOP") == "1" {
+			stopping = func() { time.Sleep(time.Minute) }
+		}
+		os.Exit(runMain(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
 // edgemq runs the command line and returns its exit code, stdout and stderr.
 func edgemq(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
