@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -500,5 +502,108 @@ func TestSmallSegmentsOpenWithoutTheirConfig(t *testing.T) {
 	mustJSON(t, &st, "stats", "-data", dir)
 	if st.Commitlog.SegmentBytes != 1<<20 {
 		t.Fatalf("segments of %d bytes, want 1MiB", st.Commitlog.SegmentBytes)
+	}
+}
+
+// TestREADMECommands runs the command lines of the README's "The edgemq command" block in
+// order in an empty directory: each must succeed. (The demo runs 2000 messages instead of
+// its default 200,000, to keep the test short.)
+func TestREADMECommands(t *testing.T) {
+	lines := readmeBlock(t, "## The edgemq command", "```sh")
+	t.Chdir(t.TempDir())
+	for _, l := range lines {
+		args, err := shellWords(l)
+		if err != nil {
+			t.Fatalf("%q: %v", l, err)
+		}
+		if len(args) == 0 {
+			continue
+		}
+		if args[0] != "edgemq" {
+			t.Fatalf("README line %q does not run edgemq", l)
+		}
+		args = args[1:]
+		if args[0] == "demo" {
+			args = append(args, "-messages", "2000")
+		}
+		code, out, errOut := edgemq(t, args...)
+		if code != 0 {
+			t.Fatalf("README: %s: exit %d\n%s%s", l, code, out, errOut)
+		}
+	}
+	if len(lines) < 8 {
+		t.Fatalf("README block has %d lines", len(lines))
+	}
+}
+
+// readmeBlock returns the lines of the first code block opening with fence after the
+// heading, comments cut.
+func readmeBlock(t *testing.T, heading, fence string) []string {
+	t.Helper()
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(b), "\n"+heading+"\n")
+	if !ok {
+		t.Fatalf("README has no %q", heading)
+	}
+	_, rest, ok = strings.Cut(rest, "\n"+fence+"\n")
+	if !ok {
+		t.Fatalf("README's %q has no %s block", heading, fence)
+	}
+	block, _, _ := strings.Cut(rest, "\n```")
+	var lines []string
+	for _, l := range strings.Split(block, "\n") {
+		if i := strings.Index(l, " #"); i >= 0 {
+			l = l[:i]
+		}
+		lines = append(lines, strings.TrimSpace(l))
+	}
+	return lines
+}
+
+// shellWords splits a command line as sh does for words, single and double quotes (without
+// escapes inside single quotes, and only \" and \\ inside double ones).
+func shellWords(s string) ([]string, error) {
+	var words []string
+	var w strings.Builder
+	in, quote := false, byte(0)
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case quote == '\'' && c == '\'', quote == '"' && c == '"':
+			quote = 0
+		case quote == '"' && c == '\\' && i+1 < len(s) && (s[i+1] == '"' || s[i+1] == '\\'):
+			i++
+			w.WriteByte(s[i])
+		case quote != 0:
+			w.WriteByte(c)
+		case c == '\'' || c == '"':
+			quote, in = c, true
+		case c == ' ' || c == '\t':
+			if in {
+				words = append(words, w.String())
+				w.Reset()
+				in = false
+			}
+		default:
+			w.WriteByte(c)
+			in = true
+		}
+	}
+	if quote != 0 {
+		return nil, errors.New("unclosed quote")
+	}
+	if in {
+		words = append(words, w.String())
+	}
+	return words, nil
+}
+
+func TestShellWords(t *testing.T) {
+	got, err := shellWords(`edgemq send -topic "A B" -tags new '{"id": 42}'`)
+	if want := []string{"edgemq", "send", "-topic", "A B", "-tags", "new", `{"id": 42}`}; err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %q %v, want %q", got, err, want)
 	}
 }
