@@ -1,159 +1,134 @@
 package main
 
 import (
-	"bufio"
-	"cmp"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"sort"
-	"strings"
-	"sync"
-	"text/tabwriter"
 	"time"
 
 	"github.com/edgemq/edgemq/edge"
 	"github.com/edgemq/edgemq/edge/mq"
-	"github.com/edgemq/edgemq/store"
-	"github.com/edgemq/edgemq/store/commitlog"
 )
 
-// openBroker opens the broker of the config's data dir.
-func openBroker(load func() (*config, error)) (*edge.Broker, error) {
-	c, err := load()
-	if err != nil {
-		return nil, err
-	}
-	return edge.Open(c.dataDir, c.options())
+var topicVerbs = []verb{
+	{"list", "list the topics and their messages (system topics too with -all)"},
+	{"create", "create topic -name: -read and -write queues, -perm, -order"},
+	{"update", "change the settings given of topic -name; the others stay as they are"},
+	{"delete", "delete topic -name (its messages stay until retention removes them)"},
 }
 
-func verifyCommand(fs *flag.FlagSet) func([]string, io.Writer) error {
+const topicDoc = `
+Examples:
+  edgemq topic list -data ./data
+  edgemq topic create -name Orders -read 8 -write 8 -order
+  edgemq topic update -name Orders -read 4     # still 8 write queues, still ordered
+  edgemq topic delete -name Orders
+
+topic list never writes to the data dir, and fails if there is none; topic create makes one.
+System topics (retry %RETRY%group, dead-letter %DLQ%group, the schedule topic of delayed
+messages) are hidden unless -all.`
+
+func topicCommand(fs *flag.FlagSet) runFunc {
 	load := commonFlags(fs)
-	return func(args []string, out io.Writer) error {
+	name := fs.String("name", "", "topic `name` (create, update, delete)")
+	read := fs.Int("read", 0, "read queue `count`: queues consumers read (create: 0 is broker.default_queues)")
+	write := fs.Int("write", 0, "write queue `count`: queues producers write (create: 0 is broker.default_queues)")
+	perm := fs.String("perm", "rw", "`permission`: rw, r (no sends) or w (no pulls)")
+	order := fs.Bool("order", false, "ordered topic: producers pick queues by sharding key (-order=false to unset)")
+	all := fs.Bool("all", false, "list system topics too")
+	jsonOut := jsonFlag(fs)
+	return func(_ context.Context, args []string, out, _ io.Writer) error {
+		given := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+		verb := args[0]
+		if verb != "list" && *name == "" {
+			return usageError("topic %s needs -name", verb)
+		}
+		if *read < 0 || *write < 0 || *read > 1024 || *write > 1024 {
+			return usageError("-read and -write: want 0..1024")
+		}
+		if verb == "update" && (given["read"] && *read == 0 || given["write"] && *write == 0) {
+			return usageError("topic update: -read and -write must be at least 1")
+		}
+		p, err := parsePerm(*perm)
+		if err != nil {
+			return err
+		}
 		c, err := load()
 		if err != nil {
 			return err
 		}
-		so := c.store
-		so.Logger = c.options().Logger
-		st, err := store.Open(c.dataDir, &so)
-		if err != nil {
-			return err
+		a := readWrite
+		switch verb {
+		case "list":
+			a = readOnly
+		case "create":
+			a = create
 		}
-		defer st.Close()
-		log := st.Log()
-		r := log.NewReader()
-		defer r.Close()
-		var records, corrupt int
-		for pos := log.MinPos(); ; {
-			rec, err := r.Next(pos)
-			if errors.Is(err, commitlog.ErrNoRecord) {
-				break
-			}
-			if err != nil {
-				var ce *commitlog.CorruptError
-				if !errors.As(err, &ce) {
-					return err
-				}
-				fmt.Fprintf(out, "corrupt: %v\n", err)
-				corrupt++
-				// Skip to the next segment: the frame length is not trustworthy.
-				pos = pos - pos%log.SegmentSize() + log.SegmentSize()
-				continue
-			}
-			records++
-			pos = rec.Next
-		}
-		fmt.Fprintf(out, "commitlog: %d records in %d bytes of segments, positions %d..%d\n", records, log.Size(), log.MinPos(), log.Written())
-		var entries, damaged int64
-		queues := st.Queues("")
-		sort.Slice(queues, func(i, j int) bool {
-			if queues[i].Topic != queues[j].Topic {
-				return queues[i].Topic < queues[j].Topic
-			}
-			return queues[i].QueueID < queues[j].QueueID
-		})
-		for _, q := range queues {
-			for off := q.MinOffset; off < q.MaxOffset; {
-				res, err := st.GetMessages(q.Topic, q.QueueID, off, 256, nil)
-				if err != nil {
-					return err
-				}
-				entries += int64(len(res.Messages))
-				if next := off + int64(len(res.Messages)); res.NextBeginOffset > next {
-					damaged += res.NextBeginOffset - next
-				}
-				if res.NextBeginOffset <= off {
-					break
-				}
-				off = res.NextBeginOffset
-			}
-		}
-		fmt.Fprintf(out, "consume queues: %d queues, %d messages readable, %d entries unreadable\n", len(queues), entries, damaged)
-		if corrupt > 0 || damaged > 0 {
-			return fmt.Errorf("damage found: %d corrupt records, %d unreadable queue entries (details in the log above)", corrupt, damaged)
-		}
-		fmt.Fprintln(out, "ok")
-		return nil
-	}
-}
-
-func topicCommand(fs *flag.FlagSet) func([]string, io.Writer) error {
-	load := commonFlags(fs)
-	name := fs.String("name", "", "topic `name` (create, update, delete)")
-	read := fs.Int("read", 0, "read queue `count` (0: default_queues)")
-	write := fs.Int("write", 0, "write queue `count` (0: default_queues)")
-	perm := fs.String("perm", "rw", "permission: rw, r or w")
-	order := fs.Bool("order", false, "ordered topic")
-	return func(args []string, out io.Writer) error {
-		if len(args) != 1 {
-			return fmt.Errorf("%w: want one of list, create, update, delete", errUsage)
-		}
-		b, err := openBroker(load)
+		b, err := c.openBroker(a)
 		if err != nil {
 			return err
 		}
 		defer b.Close()
-		p := int32(0)
-		for _, c := range *perm {
-			switch c {
-			case 'r':
-				p |= mq.PermRead
-			case 'w':
-				p |= mq.PermWrite
-			default:
-				return fmt.Errorf("%w: -perm %q: use r, w or rw", errUsage, *perm)
-			}
-		}
-		cfg := edge.TopicConfig{Name: *name, ReadQueues: int32(*read), WriteQueues: int32(*write), Perm: p, Order: *order}
-		switch args[0] {
+		switch verb {
 		case "list":
-			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "TOPIC\tREAD\tWRITE\tPERM\tORDER\tMESSAGES IN")
-			for _, t := range b.Topics() {
-				qs, err := b.Queues(t.Name)
-				if err != nil {
-					return err
-				}
-				var n int64
-				for _, q := range qs {
-					n += q.MaxOffset - q.MinOffset
-				}
-				fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%v\t%d\n", t.Name, t.ReadQueues, t.WriteQueues, permString(t.Perm), t.Order, n)
-			}
-			return tw.Flush()
+			return listTopics(b, out, *all, *jsonOut)
 		case "create":
-			return b.CreateTopic(cfg)
+			return b.CreateTopic(edge.TopicConfig{Name: *name, ReadQueues: int32(*read), WriteQueues: int32(*write), Perm: p, Order: *order})
 		case "update":
+			cfg, err := b.Topic(*name)
+			if err != nil {
+				return topicError(err, *name)
+			}
+			if given["read"] {
+				cfg.ReadQueues = int32(*read)
+			}
+			if given["write"] {
+				cfg.WriteQueues = int32(*write)
+			}
+			if given["perm"] {
+				cfg.Perm = cfg.Perm&^(mq.PermRead|mq.PermWrite) | p
+			}
+			if given["order"] {
+				cfg.Order = *order
+			}
 			return b.UpdateTopic(cfg)
 		case "delete":
+			if _, err := b.Topic(*name); err != nil {
+				return topicError(err, *name)
+			}
 			return b.DeleteTopic(*name)
 		}
-		return fmt.Errorf("%w: unknown topic action %q", errUsage, args[0])
+		return usageError("unknown verb %q", verb)
 	}
+}
+
+// topicError explains a missing topic.
+func topicError(err error, name string) error {
+	if errors.Is(err, mq.ErrTopicNotExist) {
+		return fmt.Errorf("topic %q does not exist (edgemq topic list shows the topics)", name)
+	}
+	return err
+}
+
+func parsePerm(s string) (int32, error) {
+	p := int32(0)
+	for _, c := range s {
+		switch c {
+		case 'r':
+			p |= mq.PermRead
+		case 'w':
+			p |= mq.PermWrite
+		default:
+			return 0, usageError("-perm %q: want rw, r or w", s)
+		}
+	}
+	if p == 0 {
+		return 0, usageError("-perm %q: want rw, r or w", s)
+	}
+	return p, nil
 }
 
 func permString(p int32) string {
@@ -164,218 +139,99 @@ func permString(p int32) string {
 	if p&mq.PermWrite != 0 {
 		s += "w"
 	}
+	if s == "" {
+		s = "-"
+	}
 	return s
 }
 
-func sendCommand(fs *flag.FlagSet) func([]string, io.Writer) error {
+// topicJSON is a topic as topic list -json prints it.
+type topicJSON struct {
+	Name        string `json:"name"`
+	ReadQueues  int32  `json:"readQueues"`
+	WriteQueues int32  `json:"writeQueues"`
+	Perm        string `json:"perm"`
+	Order       bool   `json:"order"`
+	System      bool   `json:"system"`
+	// Messages counts the messages still stored in its queues.
+	Messages int64 `json:"messages"`
+}
+
+func listTopics(b *edge.Broker, out io.Writer, all, asJSON bool) error {
+	list := []topicJSON{}
+	for _, t := range b.Topics() {
+		sys := mq.IsSystemTopic(t.Name)
+		if sys && !all {
+			continue
+		}
+		qs, err := b.Queues(t.Name)
+		if err != nil {
+			return err
+		}
+		var n int64
+		for _, q := range qs {
+			n += q.MaxOffset - q.MinOffset
+		}
+		list = append(list, topicJSON{Name: t.Name, ReadQueues: t.ReadQueues, WriteQueues: t.WriteQueues,
+			Perm: permString(t.Perm), Order: t.Order, System: sys, Messages: n})
+	}
+	if asJSON {
+		return writeJSON(out, list)
+	}
+	tw := newTable(out)
+	fmt.Fprintln(tw, "TOPIC\tREAD\tWRITE\tPERM\tORDER\tMESSAGES")
+	for _, t := range list {
+		order := "-"
+		if t.Order {
+			order = "ordered"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\n", t.Name, t.ReadQueues, t.WriteQueues, t.Perm, order, humanCount(t.Messages))
+	}
+	return tw.Flush()
+}
+
+var offsetVerbs = []verb{
+	{"show", "show consumer offsets and lag: of -group (else every group), on -topic (else every topic it consumed; system topics with -all)"},
+	{"reset", "move -group's offsets on -topic -to first, last, or a time"},
+}
+
+const offsetDoc = `
+Examples:
+  edgemq offset show -group billing -topic Orders
+  edgemq offset show -group billing
+  edgemq offset reset -group billing -topic Orders -to 2026-11-30T08:00:00Z
+
+offset show never writes to the data dir. A group's consumers should be stopped while its
+offsets are reset, or they will commit their old positions again.`
+
+func offsetCommand(fs *flag.FlagSet) runFunc {
 	load := commonFlags(fs)
-	topic := fs.String("topic", "", "topic to send to (required)")
-	tags := fs.String("tags", "", "message tag")
-	keys := fs.String("keys", "", "message keys")
-	delay := fs.Int("delay", 0, "delay `level` (1..18: 1s 5s 10s 30s 1m ... 2h)")
-	queue := fs.Int("queue", -1, "queue `id` (default: round robin)")
-	key := fs.String("key", "", "sharding `key`: messages with one key go to one queue")
-	inflight := fs.Int("inflight", 1024, "sends in flight at once, sharing fsyncs (`n`; 1: wait for each)")
-	return func(args []string, out io.Writer) (err error) {
-		if *topic == "" {
-			return fmt.Errorf("%w: -topic is required", errUsage)
-		}
-		if *inflight < 1 {
-			return fmt.Errorf("%w: -inflight must be at least 1", errUsage)
-		}
-		b, err := openBroker(load)
+	group := fs.String("group", "", "consumer `group` (reset: required; show: default every group)")
+	topic := fs.String("topic", "", "`topic` (reset: required; show: default every topic with offsets)")
+	to := fs.String("to", "", "reset target: first, last, or a time (RFC 3339, e.g. 2026-11-30T08:00:00Z)")
+	all := fs.Bool("all", false, "show: list the offsets on system topics too (retry and dead-letter topics)")
+	jsonOut := jsonFlag(fs)
+	return func(_ context.Context, args []string, out, _ io.Writer) error {
+		c, err := load()
 		if err != nil {
 			return err
 		}
-		defer b.Close()
-		var sel mq.QueueSelector
-		switch {
-		case *queue >= 0:
-			sel = mq.QueueIndex(*queue)
-		case *key != "":
-			sel = mq.ShardingKey(*key)
-		}
-		w := newSendWindow(*inflight, out)
-		defer func() { err = cmp.Or(err, w.wait()) }()
-		send := func(body string) error {
-			m := &mq.Message{Topic: *topic, Tags: *tags, Keys: *keys, Body: []byte(body)}
-			m.SetDelayLevel(*delay)
-			return w.send(b, m, sel)
-		}
-		if len(args) > 0 {
-			for _, a := range args {
-				if err := send(a); err != nil {
-					return err
-				}
-			}
-			return nil
-		}
-		sc := bufio.NewScanner(os.Stdin)
-		sc.Buffer(make([]byte, 64<<10), 4<<20)
-		for sc.Scan() {
-			if err := send(sc.Text()); err != nil {
-				return err
-			}
-		}
-		return sc.Err()
-	}
-}
-
-// sendWindow keeps up to n Broker.SendAsync calls in flight and prints each result as it is
-// acknowledged (in the order the messages were stored).
-type sendWindow struct {
-	slots chan struct{}
-	out   io.Writer
-	mu    sync.Mutex // guards err and out
-	err   error      // the first failed acknowledgement
-}
-
-func newSendWindow(n int, out io.Writer) *sendWindow {
-	return &sendWindow{slots: make(chan struct{}, n), out: out}
-}
-
-// send sends m once a slot is free; it returns the error of a refused send, or of an earlier
-// send whose acknowledgement failed.
-func (w *sendWindow) send(b *edge.Broker, m *mq.Message, sel mq.QueueSelector) error {
-	w.slots <- struct{}{}
-	w.mu.Lock()
-	err := w.err
-	w.mu.Unlock()
-	if err == nil {
-		err = b.SendAsync(context.Background(), m, sel, w.done)
-	}
-	if err != nil {
-		<-w.slots
-	}
-	return err
-}
-
-func (w *sendWindow) done(res mq.SendResult, err error) {
-	w.mu.Lock()
-	if err != nil {
-		w.err = cmp.Or(w.err, err)
-	} else {
-		fmt.Fprintf(w.out, "%s queue=%d offset=%d\n", res.MsgID(), res.Queue.QueueID, res.QueueOffset)
-	}
-	w.mu.Unlock()
-	<-w.slots
-}
-
-// wait waits for every send in flight and returns the first failed acknowledgement.
-func (w *sendWindow) wait() error {
-	for range cap(w.slots) {
-		w.slots <- struct{}{}
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.err
-}
-
-func consumeCommand(fs *flag.FlagSet) func([]string, io.Writer) error {
-	load := commonFlags(fs)
-	topic := fs.String("topic", "", "topic to consume (required)")
-	group := fs.String("group", "edgemq-cli", "consumer `group`: its offsets are read and committed")
-	filter := fs.String("filter", "*", "tag expression: *, A, A || B")
-	from := fs.String("from", "stored", "where to start without a stored offset: stored (else first), first, last")
-	limit := fs.Int("n", 0, "stop after this many messages (0: no limit)")
-	wait := fs.Duration("wait", 2*time.Second, "stop after the topic has been idle this long")
-	return func(args []string, out io.Writer) error {
-		if *topic == "" {
-			return fmt.Errorf("%w: -topic is required", errUsage)
-		}
-		b, err := openBroker(load)
-		if err != nil {
-			return err
-		}
-		defer b.Close()
-		ctx := context.Background()
-		cfg, err := b.Topic(*topic)
-		if err != nil {
-			return err
-		}
-		offsets := make([]int64, cfg.ReadQueues)
-		for q := range offsets {
-			queue := mq.MessageQueue{Topic: *topic, QueueID: int32(q)}
-			var off int64
-			switch *from {
-			case "first":
-				off, err = b.MinOffset(ctx, queue)
-			case "last":
-				off, err = b.MaxOffset(ctx, queue)
-			case "stored":
-				if off, err = b.QueryOffset(ctx, *group, queue); errors.Is(err, mq.ErrOffsetNotFound) {
-					off, err = b.MinOffset(ctx, queue)
-				}
-			default:
-				return fmt.Errorf("%w: -from %q", errUsage, *from)
-			}
+		switch args[0] {
+		case "show":
+			b, err := c.openBroker(readOnly)
 			if err != nil {
 				return err
 			}
-			offsets[q] = off
-		}
-		n := 0
-		idle := time.Now()
-		for time.Since(idle) < *wait && (*limit == 0 || n < *limit) {
-			got := false
-			for q := range offsets {
-				queue := mq.MessageQueue{Topic: *topic, QueueID: int32(q)}
-				res, err := b.Pull(ctx, mq.PullRequest{Group: *group, Queue: queue,
-					Offset: offsets[q], MaxMsgs: 32, Filter: *filter, Suspend: true, MaxWait: 100 * time.Millisecond})
-				if err != nil {
-					return err
-				}
-				for _, m := range res.Messages {
-					if *limit > 0 && n >= *limit {
-						break
-					}
-					fmt.Fprintf(out, "%s queue=%d offset=%d tags=%q keys=%q %s\n", m.MsgID(), m.QueueID, m.QueueOffset, m.Tags, m.Keys, printable(m.Body))
-					n++
-					offsets[q] = m.QueueOffset + 1
-					got = true
-				}
-				if res.Status != mq.PullFound {
-					offsets[q] = res.NextBeginOffset
-				}
-				if err := b.CommitOffset(ctx, *group, queue, offsets[q]); err != nil {
-					return err
-				}
+			defer b.Close()
+			lags, err := collectLags(b, *group, *topic, *all)
+			if err != nil {
+				return err
 			}
-			if got {
-				idle = time.Now()
-			}
-		}
-		fmt.Fprintf(os.Stderr, "%d messages\n", n)
-		return nil
-	}
-}
-
-func printable(b []byte) string {
-	s := string(b)
-	if strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 && r != '\t' || r == 0xFFFD }) {
-		return fmt.Sprintf("(%d bytes) %q", len(b), b)
-	}
-	return s
-}
-
-func offsetCommand(fs *flag.FlagSet) func([]string, io.Writer) error {
-	load := commonFlags(fs)
-	group := fs.String("group", "", "consumer `group` (required)")
-	topic := fs.String("topic", "", "topic (required)")
-	to := fs.String("to", "", "reset target: first, last, or a time (RFC 3339, e.g. 2026-11-30T08:00:00Z)")
-	return func(args []string, out io.Writer) error {
-		if len(args) != 1 || *group == "" || *topic == "" {
-			return fmt.Errorf("%w: want show or reset, with -group and -topic", errUsage)
-		}
-		b, err := openBroker(load)
-		if err != nil {
-			return err
-		}
-		defer b.Close()
-		switch args[0] {
-		case "show":
-			return printLag(b, out, *group, *topic)
+			return printLags(out, lags, *jsonOut)
 		case "reset":
+			if *group == "" || *topic == "" || *to == "" {
+				return usageError("offset reset needs -group, -topic and -to")
+			}
 			where, at := edge.ResetToFirst, time.Time{}
 			switch *to {
 			case "first":
@@ -384,70 +240,213 @@ func offsetCommand(fs *flag.FlagSet) func([]string, io.Writer) error {
 			default:
 				t, err := time.Parse(time.RFC3339, *to)
 				if err != nil {
-					return fmt.Errorf("%w: -to %q: want first, last or an RFC 3339 time", errUsage, *to)
+					return usageError("-to %q: want first, last or an RFC 3339 time such as 2026-11-30T08:00:00Z", *to)
 				}
 				where, at = edge.ResetToTimestamp, t
+			}
+			b, err := c.openBroker(readWrite)
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			if _, err := b.Topic(*topic); err != nil {
+				return topicError(err, *topic)
 			}
 			if _, err := b.ResetOffsets(*group, *topic, where, at); err != nil {
 				return err
 			}
-			return printLag(b, out, *group, *topic)
+			lags, err := collectLags(b, *group, *topic, false)
+			if err != nil {
+				return err
+			}
+			return printLags(out, lags, *jsonOut)
 		}
-		return fmt.Errorf("%w: unknown offset action %q", errUsage, args[0])
+		return usageError("unknown verb %q", args[0])
 	}
 }
 
-func printLag(b *edge.Broker, out io.Writer, group, topic string) error {
-	lags, err := b.Lag(group, topic)
-	if err != nil {
-		return err
+// lagJSON is one queue's offsets for a group, as offset show -json prints it.
+type lagJSON struct {
+	Group     string `json:"group"`
+	Topic     string `json:"topic"`
+	QueueID   int32  `json:"queueId"`
+	MinOffset int64  `json:"minOffset"`
+	MaxOffset int64  `json:"maxOffset"`
+	// ConsumerOffset is the group's next offset to consume; null when it has none.
+	ConsumerOffset *int64 `json:"consumerOffset"`
+	Lag            int64  `json:"lag"`
+}
+
+// collectLags returns the offsets and lag of group on topic. An empty group means every
+// group; an empty topic every topic on which the group has an offset (system topics only
+// with all).
+func collectLags(b *edge.Broker, group, topic string, all bool) ([]lagJSON, error) {
+	groups := []string{group}
+	if group == "" {
+		groups = b.Groups()
 	}
-	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "QUEUE\tMIN\tMAX\tCONSUMER OFFSET\tLAG")
-	for _, l := range lags {
-		co := "-"
-		if l.ConsumerOffset >= 0 {
-			co = fmt.Sprint(l.ConsumerOffset)
+	topics := []string{topic}
+	if topic == "" {
+		topics = nil
+		for _, t := range b.Topics() {
+			if all || !mq.IsSystemTopic(t.Name) {
+				topics = append(topics, t.Name)
+			}
 		}
+	} else if _, err := b.Topic(topic); err != nil {
+		return nil, topicError(err, topic)
+	}
+	lags := []lagJSON{}
+	for _, g := range groups {
+		for _, t := range topics {
+			ls, err := groupLag(b, g, t)
+			if err != nil {
+				return nil, err
+			}
+			if topic == "" || group == "" {
+				// Listing: only the pairs where the group consumed.
+				consumed := false
+				for _, l := range ls {
+					consumed = consumed || l.ConsumerOffset != nil
+				}
+				if !consumed {
+					continue
+				}
+			}
+			lags = append(lags, ls...)
+		}
+	}
+	return lags, nil
+}
+
+func groupLag(b *edge.Broker, group, topic string) ([]lagJSON, error) {
+	ls, err := b.Lag(group, topic)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]lagJSON, 0, len(ls))
+	for _, l := range ls {
 		minOff, err := b.MinOffset(context.Background(), mq.MessageQueue{Topic: topic, QueueID: l.QueueID})
 		if err != nil {
-			return err
+			return nil, err
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%d\n", l.QueueID, minOff, l.MaxOffset, co, l.Lag)
+		j := lagJSON{Group: group, Topic: topic, QueueID: l.QueueID, MinOffset: minOff, MaxOffset: l.MaxOffset, Lag: l.Lag}
+		if l.ConsumerOffset >= 0 {
+			co := l.ConsumerOffset
+			j.ConsumerOffset = &co
+		}
+		out = append(out, j)
+	}
+	return out, nil
+}
+
+func printLags(out io.Writer, lags []lagJSON, asJSON bool) error {
+	if asJSON {
+		return writeJSON(out, lags)
+	}
+	if len(lags) == 0 {
+		_, err := fmt.Fprintln(out, "no consumer offsets")
+		return err
+	}
+	tw := newTable(out)
+	fmt.Fprintln(tw, "GROUP\tTOPIC\tQUEUE\tMIN\tMAX\tCONSUMER OFFSET\tLAG")
+	for _, l := range lags {
+		co := "-"
+		if l.ConsumerOffset != nil {
+			co = fmt.Sprint(*l.ConsumerOffset)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\n", l.Group, l.Topic, l.QueueID, l.MinOffset, l.MaxOffset, co, humanCount(l.Lag))
 	}
 	return tw.Flush()
 }
 
-func statsCommand(fs *flag.FlagSet) func([]string, io.Writer) error {
+const statsDoc = `
+stats never writes to the data dir, and fails if there is none. System topics are hidden
+unless -all.`
+
+// statsJSON is what stats -json prints.
+type statsJSON struct {
+	Queues    []queueJSON   `json:"queues"`
+	Commitlog commitlogJSON `json:"commitlog"`
+}
+
+type queueJSON struct {
+	Topic     string `json:"topic"`
+	QueueID   int32  `json:"queueId"`
+	MinOffset int64  `json:"minOffset"`
+	MaxOffset int64  `json:"maxOffset"`
+	Messages  int64  `json:"messages"`
+}
+
+type commitlogJSON struct {
+	SegmentBytes int64 `json:"segmentBytes"`
+	MinPos       int64 `json:"minPos"`
+	MaxPos       int64 `json:"maxPos"`
+	DurablePos   int64 `json:"durablePos"`
+}
+
+func statsCommand(fs *flag.FlagSet) runFunc {
 	load := commonFlags(fs)
-	topic := fs.String("topic", "", "only this topic")
-	group := fs.String("group", "", "show this group's lag on -topic")
-	return func(args []string, out io.Writer) error {
-		b, err := openBroker(load)
+	topic := fs.String("topic", "", "only this `topic`")
+	group := fs.String("group", "", "show this `group`'s lag on -topic instead")
+	all := fs.Bool("all", false, "show system topics too")
+	jsonOut := jsonFlag(fs)
+	return func(_ context.Context, args []string, out, _ io.Writer) error {
+		if len(args) > 0 {
+			return usageError("stats takes no arguments besides its flags, got %q", args)
+		}
+		if *group != "" && *topic == "" {
+			return usageError("-group needs -topic")
+		}
+		c, err := load()
+		if err != nil {
+			return err
+		}
+		b, err := c.openBroker(readOnly)
 		if err != nil {
 			return err
 		}
 		defer b.Close()
 		if *group != "" {
-			if *topic == "" {
-				return fmt.Errorf("%w: -group needs -topic", errUsage)
+			lags, err := collectLags(b, *group, *topic, false)
+			if err != nil {
+				return err
 			}
-			return printLag(b, out, *group, *topic)
+			return printLags(out, lags, *jsonOut)
+		}
+		if *topic != "" {
+			if _, err := b.Topic(*topic); err != nil {
+				return topicError(err, *topic)
+			}
 		}
 		qs, err := b.Queues(*topic)
 		if err != nil {
 			return err
 		}
-		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "TOPIC\tQUEUE\tMIN\tMAX")
-		for _, q := range qs {
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\n", q.Topic, q.QueueID, q.MinOffset, q.MaxOffset)
-		}
 		ss, err := b.StoreStats()
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(tw, "\ncommitlog\t%d bytes\tpositions %d..%d\n", ss.SegmentBytes, ss.MinPos, ss.MaxPos)
-		return tw.Flush()
+		st := statsJSON{Queues: []queueJSON{}, Commitlog: commitlogJSON{ss.SegmentBytes, ss.MinPos, ss.MaxPos, ss.DurablePos}}
+		for _, q := range qs {
+			if mq.IsSystemTopic(q.Topic) && !*all && q.Topic != *topic {
+				continue
+			}
+			st.Queues = append(st.Queues, queueJSON{q.Topic, q.QueueID, q.MinOffset, q.MaxOffset, q.MaxOffset - q.MinOffset})
+		}
+		if *jsonOut {
+			return writeJSON(out, st)
+		}
+		tw := newTable(out)
+		fmt.Fprintln(tw, "TOPIC\tQUEUE\tMIN\tMAX\tMESSAGES")
+		for _, q := range st.Queues {
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\n", q.Topic, q.QueueID, q.MinOffset, q.MaxOffset, humanCount(q.Messages))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(out, "\ncommitlog: %s of segments, positions %d..%d (%s of records)\n",
+			humanBytes(ss.SegmentBytes), ss.MinPos, ss.MaxPos, humanBytes(ss.MaxPos-ss.MinPos))
+		return err
 	}
 }

@@ -545,7 +545,7 @@ func TestCommandsReadTheConfigFile(t *testing.T) {
 	data := filepath.Join(dir, "data")
 	good := filepath.Join(dir, "good.toml")
 	os.WriteFile(good, []byte("data_dir = "+tomlQuote(data)+"\n[store]\nsegment_size = \"1MiB\"\n[broker]\nmax_message_size = \"256KiB\"\n"), 0o644)
-	if code, out, errOut := edgemq(t, "send", "-config", good, "-topic", "T", "hello"); code != 0 {
+	if code, out, errOut := edgemq(t, "send", "-config", good, "-topic", "T", "-create", "hello"); code != 0 {
 		t.Fatalf("send: exit %d\n%s%s", code, out, errOut)
 	}
 	if code, out, errOut := edgemq(t, "verify", "-config", good); code != 0 || !strings.Contains(out, "1 records") {
@@ -563,7 +563,7 @@ func TestCommandsReadTheConfigFile(t *testing.T) {
 // default, for every command that opens a data dir.
 func TestHelpShowsEverySetting(t *testing.T) {
 	for _, c := range commands {
-		if c.setup == nil {
+		if !opensDataDir(&c) {
 			continue
 		}
 		_, out, _ := edgemq(t, "help", c.name)

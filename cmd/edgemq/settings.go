@@ -244,7 +244,9 @@ var settings = []setting{
 		// The store's too: verify opens the store alone, and it checks segments hold two.
 		set: func(c *config, v int) { c.broker.MaxMessageSize, c.store.MaxMessageSize = v, v },
 		doc: "The largest message body a send accepts. Segments must hold two of them: at most " +
-			"about half of store.segment_size.",
+			"about half of store.segment_size (less 64KiB). Left unset with segments too small " +
+			"for the default, the command line takes the largest they hold, so that a data dir " +
+			"made with small segments opens without its config.",
 	},
 	item[int]{
 		section: "broker", key: "compress_over",
@@ -268,7 +270,8 @@ var settings = []setting{
 		kind: boolKind,
 		def:  !edge.DefaultOptions.NoAutoCreateTopics,
 		set:  func(c *config, v bool) { c.broker.NoAutoCreateTopics = !v },
-		doc:  "Create a topic on its first send. false: a send to an unknown topic fails.",
+		doc: "Create a topic on its first send. false: a send to an unknown topic fails. (edgemq " +
+			"send never creates one unless given -create.)",
 	},
 	item[time.Duration]{
 		section: "broker", key: "default_suspend",
