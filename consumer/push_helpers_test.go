@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"github.com/edgemq/edgemq/edge/mq"
 	"strconv"
@@ -81,6 +82,13 @@ func fastOptions(t testing.TB, group string) *Options {
 	}
 }
 
+// bubbleOptions returns consumer options for a test in a synctest bubble: RocketMQ's
+// intervals (a fake clock makes minutes cost nothing), from the first offset, with
+// broadcasting offsets in a temporary directory.
+func bubbleOptions(t testing.TB, group string) *Options {
+	return &Options{Group: group, FromWhere: ConsumeFromFirstOffset, OffsetDir: t.TempDir()}
+}
+
 // sendN sends n messages with bodies prefix0..prefix(n-1).
 func sendN(t testing.TB, b *edge.Broker, topic, prefix string, n int, sel mq.QueueSelector) {
 	t.Helper()
@@ -90,6 +98,21 @@ func sendN(t testing.TB, b *edge.Broker, topic, prefix string, n int, sel mq.Que
 			t.Fatalf("Send: %v", err)
 		}
 	}
+}
+
+// storedOffset returns group's offset of queue at the broker, -1 if none is stored (the
+// broker may answer 0 for a queue whose first message is younger than
+// edge.Options.NewQueueWindow).
+func storedOffset(t testing.TB, b *edge.Broker, group string, queue mq.MessageQueue) int64 {
+	t.Helper()
+	off, err := b.QueryOffset(context.Background(), group, queue)
+	if errors.Is(err, mq.ErrOffsetNotFound) {
+		return -1
+	}
+	if err != nil {
+		t.Fatalf("QueryOffset: %v", err)
+	}
+	return off
 }
 
 // waitFor polls cond until it holds or d passes.

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/edgemq/edgemq/edge"
@@ -367,4 +368,68 @@ func TestShutdownPersistsOffsets(t *testing.T) {
 			t.Fatalf("%s redelivered after restart", body)
 		}
 	}
+}
+
+// TestConsumeTimeout: a listener call that hangs for ConsumeTimeout is sent back to the
+// retry topic and dropped from the cache at the next expiry check; the batches queued
+// behind it in its pool task are taken from that task and consumed, each once, and the
+// committed offset moves past the hung message, which comes back from the retry topic.
+func TestConsumeTimeout(t *testing.T) { synctest.Test(t, testConsumeTimeout) }
+
+func testConsumeTimeout(t *testing.T) {
+	b := testBroker(t, nil)
+	createTopic(t, b, "T", 1)
+	const n = 20
+	sendN(t, b, "T", "m", n, nil)
+	dispatched(t, b, "T", 0, n)
+	o := bubbleOptions(t, "g")
+	// One pull of 20 one-message batches goes to 4 pool tasks of 5 batches: m3 and m4 wait
+	// behind m2 in its task.
+	o.ConsumeGoroutinesMin, o.ConsumeGoroutinesMax = 4, 4
+	hang := make(chan struct{})
+	release := sync.OnceFunc(func() { close(hang) })
+	c := newCounter()
+	startConsumer(t, b, o, "T", ConcurrentListener(func(ctx context.Context, msgs []*Message, _ *ConcurrentlyContext) (ConsumeConcurrentlyStatus, error) {
+		c.add(msgs)
+		if string(msgs[0].Body) == "m2" && msgs[0].ReconsumeTimes == 0 {
+			select {
+			case <-hang:
+			case <-ctx.Done():
+			}
+		}
+		return ConsumeSuccess, nil
+	}))
+	t.Cleanup(release) // before Shutdown, which waits for the listener
+	queue := brokerQueue("T", 0)
+
+	time.Sleep(time.Minute)
+	if c.get("m3")+c.get("m4") != 0 || c.distinct() != n-2 {
+		t.Fatalf("before the timeout: m3 consumed %d times, m4 %d, %d distinct; want 0, 0, %d (all but the two behind m2)",
+			c.get("m3"), c.get("m4"), c.distinct(), n-2)
+	}
+	if off := storedOffset(t, b, "g", queue); off > 2 {
+		t.Fatalf("committed offset %d while m2 hangs, want at most 2", off)
+	}
+
+	time.Sleep(DefaultOptions.ConsumeTimeout + DefaultOptions.ExpiredCheckInterval)
+	check := func(when string) {
+		t.Helper()
+		for _, body := range bodies("m", n) {
+			want := 1
+			if body == "m2" {
+				want = 2 // the hung call, then the copy from the retry topic
+			}
+			if got := c.get(body); got != want {
+				t.Errorf("%s: %s consumed %d times, want %d", when, body, got, want)
+			}
+		}
+		if off := storedOffset(t, b, "g", queue); off != n {
+			t.Fatalf("%s: committed offset %d, want %d", when, off, n)
+		}
+	}
+	check("after the timeout")
+	// The hung call returns: its worker does not consume the batches taken from it.
+	release()
+	time.Sleep(time.Minute)
+	check("after the hung call returned")
 }
