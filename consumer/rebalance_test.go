@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -89,5 +90,43 @@ func TestBroadcasting(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	if n := again.total(); n != 10 {
 		t.Fatalf("restarted member consumed %d messages, want only the 10 new ones", n)
+	}
+}
+
+// TestBroadcastingDefaultClientID: a broadcasting consumer given no client id keeps its
+// local offsets under one that is the same in every run: a new consumer of the group on the
+// same OffsetDir, also without a client id, resumes where the last one stopped.
+func TestBroadcastingDefaultClientID(t *testing.T) { synctest.Test(t, testBroadcastingDefaultClientID) }
+
+func testBroadcastingDefaultClientID(t *testing.T) {
+	b := testBroker(t, nil)
+	createTopic(t, b, "T", 2)
+	sendN(t, b, "T", "a", 20, nil)
+	dir := t.TempDir()
+	options := func() *Options {
+		o := bubbleOptions(t, "g")
+		o.Model = mq.Broadcasting
+		o.OffsetDir = dir
+		return o
+	}
+	first := newCounter()
+	pc := startConsumer(t, b, options(), "T", first.listener())
+	time.Sleep(time.Minute)
+	if first.distinct() != 20 || first.total() != 20 {
+		t.Fatalf("first consumer: %d messages, %d distinct; want 20", first.total(), first.distinct())
+	}
+	shutdown(t, pc)
+
+	sendN(t, b, "T", "b", 10, nil)
+	again := newCounter()
+	startConsumer(t, b, options(), "T", again.listener())
+	time.Sleep(time.Minute)
+	if again.total() != 10 {
+		t.Fatalf("second consumer: %d messages, want only the 10 sent since the first stopped", again.total())
+	}
+	for _, body := range bodies("b", 10) {
+		if again.get(body) != 1 {
+			t.Fatalf("second consumer: %s consumed %d times, want 1", body, again.get(body))
+		}
 	}
 }
