@@ -38,8 +38,9 @@
 // Where RocketMQ's users hit traps, EdgeMQ does better:
 //
 //   - A poison message in an orderly queue: RocketMQ's default retries it forever and the
-//     queue stalls. Here, once it has been consumed MaxReconsumeTimes times (16), it goes to
-//     the group's dead-letter topic and the queue moves on.
+//     queue stalls. Here, once it has been reconsumed MaxReconsumeTimes times (16, so
+//     delivered 17 times in all), it goes to the group's dead-letter topic and the queue
+//     moves on.
 //   - An offset pinned by one stuck message: the commit point is the smallest offset still
 //     in flight, so one hung listener holds back the whole queue's offset. Messages
 //     consuming longer than ConsumeTimeout are sent back to the retry topic and dropped

@@ -433,3 +433,54 @@ func testConsumeTimeout(t *testing.T) {
 	time.Sleep(time.Minute)
 	check("after the hung call returned")
 }
+
+// TestPoisonMessageToDLQ: with MaxReconsumeTimes -1 (RocketMQ's Go client's default,
+// meaning 16), a message that always fails is delivered 17 times, then goes to the group's
+// dead-letter topic, and the queue moves on; concurrently (through the retry topic) and in
+// order.
+func TestPoisonMessageToDLQ(t *testing.T) {
+	for _, orderly := range []bool{false, true} {
+		name := map[bool]string{false: "concurrent", true: "orderly"}[orderly]
+		t.Run(name, func(t *testing.T) { synctest.Test(t, func(t *testing.T) { testPoisonMessageToDLQ(t, orderly) }) })
+	}
+}
+
+func testPoisonMessageToDLQ(t *testing.T, orderly bool) {
+	b := testBroker(t, nil)
+	createTopic(t, b, "T", 1)
+	sendN(t, b, "T", "m", 3, nil) // m1 is the poison
+	o := bubbleOptions(t, "g")
+	o.MaxReconsumeTimes = -1
+	c := newCounter()
+	var l Listener = ConcurrentListener(func(_ context.Context, msgs []*Message, _ *ConcurrentlyContext) (ConsumeConcurrentlyStatus, error) {
+		c.add(msgs)
+		if string(msgs[0].Body) == "m1" {
+			return ReconsumeLater, nil
+		}
+		return ConsumeSuccess, nil
+	})
+	if orderly {
+		l = OrderlyListener(func(_ context.Context, msgs []*Message, _ *OrderlyContext) (ConsumeOrderlyStatus, error) {
+			c.add(msgs)
+			if string(msgs[0].Body) == "m1" {
+				return SuspendCurrentQueueAMoment, nil
+			}
+			return OrderlySuccess, nil
+		})
+	}
+	pc := startConsumer(t, b, o, "T", l)
+	if pc.opts.MaxReconsumeTimes != 16 {
+		t.Fatalf("MaxReconsumeTimes -1 became %d, want 16", pc.opts.MaxReconsumeTimes)
+	}
+	time.Sleep(time.Hour)
+	if got := [3]int{c.get("m0"), c.get("m1"), c.get("m2")}; got != [3]int{1, 17, 1} {
+		t.Fatalf("m0, m1, m2 delivered %v times, want [1 17 1]", got)
+	}
+	dlq := mq.MessageQueue{Topic: mq.DLQTopic("g")}
+	if n, err := b.MaxOffset(context.Background(), dlq); err != nil || n != 1 {
+		t.Fatalf("dead-letter topic holds %d messages (%v), want 1", n, err)
+	}
+	if off := storedOffset(t, b, "g", brokerQueue("T", 0)); off != 3 {
+		t.Fatalf("committed offset %d, want 3", off)
+	}
+}
