@@ -307,3 +307,172 @@ func testOrderlyHungQueueComesBack(t *testing.T) {
 	time.Sleep(time.Second)
 	log.check(t, "after the listener returned", map[string]string{"q1-0": "a", "q1-1": "a", "q1-2": "a", "q1-3": "a", "q1-4": "a"})
 }
+
+// lockGate is a Broker whose LockQueues fail while shut, as when the broker cannot be
+// reached.
+type lockGate struct {
+	*edge.Broker
+	shut atomic.Bool
+}
+
+func (g *lockGate) LockQueues(ctx context.Context, group, clientID string, qs []mq.MessageQueue) ([]mq.MessageQueue, error) {
+	if g.shut.Load() {
+		return nil, errors.New("test: broker unreachable")
+	}
+	return g.Broker.LockQueues(ctx, group, clientID, qs)
+}
+
+// orderLog records the bodies an orderly listener consumed, in order.
+type orderLog struct {
+	mu     sync.Mutex
+	bodies []string
+}
+
+func (l *orderLog) add(msgs []*Message) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, m := range msgs {
+		l.bodies = append(l.bodies, string(m.Body))
+	}
+}
+
+func (l *orderLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.bodies, " ")
+}
+
+// TestOrderlyLockLossAndRelock: an orderly queue whose lock cannot be renewed stops being
+// consumed once the lock is older than LockExpiry (30 s), stays stopped while another
+// client holds the lock at the broker, and is consumed again, in order and nothing twice,
+// once the consumer locks it again.
+func TestOrderlyLockLossAndRelock(t *testing.T) { synctest.Test(t, testOrderlyLockLossAndRelock) }
+
+func testOrderlyLockLossAndRelock(t *testing.T) {
+	b := testBroker(t, nil)
+	createTopic(t, b, "T", 1)
+	queue := brokerQueue("T", 0)
+	gate := &lockGate{Broker: b}
+	var log orderLog
+	startConsumer(t, gate, bubbleOptions(t, "g"), "T", OrderlyListener(func(_ context.Context, msgs []*Message, _ *OrderlyContext) (ConsumeOrderlyStatus, error) {
+		log.add(msgs)
+		return OrderlySuccess, nil
+	}))
+	sendN(t, b, "T", "a", 2, nil)
+	time.Sleep(time.Second)
+	if got, want := log.String(), "a0 a1"; got != want {
+		t.Fatalf("consumed %q, want %q", got, want)
+	}
+
+	gate.shut.Store(true) // the lock taken at start (0 s) is not renewed
+	time.Sleep(DefaultOptions.LockExpiry)
+	sendN(t, b, "T", "b", 2, nil)
+	time.Sleep(30 * time.Second) // the broker's lock lives 60 s
+	if got, err := b.LockQueues(context.Background(), "g", "x", []mq.MessageQueue{queue}); err != nil || len(got) != 1 {
+		t.Fatalf("another client could not take the lock not renewed for 61 s: %v, %v", got, err)
+	}
+	gate.shut.Store(false)
+	time.Sleep(time.Minute)
+	if got, want := log.String(), "a0 a1"; got != want {
+		t.Fatalf("consumed %q with the lock expired, then held by another client; want %q", got, want)
+	}
+
+	if err := b.UnlockQueues(context.Background(), "g", "x", []mq.MessageQueue{queue}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(DefaultOptions.LockInterval)
+	sendN(t, b, "T", "c", 2, nil)
+	time.Sleep(time.Second)
+	if got, want := log.String(), "a0 a1 b0 b1 c0 c1"; got != want {
+		t.Fatalf("consumed %q after the relock, want %q", got, want)
+	}
+}
+
+// TestOrderlyYield: a consume run yields after MaxTimeConsumeContinuously (60 s), so that
+// with one worker a queue with a long backlog does not keep the others waiting.
+func TestOrderlyYield(t *testing.T) { synctest.Test(t, testOrderlyYield) }
+
+func testOrderlyYield(t *testing.T) {
+	b := testBroker(t, nil)
+	createTopic(t, b, "T", 2)
+	const n = 100
+	for q := range 2 {
+		sendN(t, b, "T", "q"+strconv.Itoa(q)+"-", n, mq.QueueIndex(q))
+	}
+	o := bubbleOptions(t, "g")
+	o.ConsumeGoroutinesMin, o.ConsumeGoroutinesMax = 1, 1
+	var mu sync.Mutex
+	var queues []int32 // the queue of each call, in order
+	startConsumer(t, b, o, "T", OrderlyListener(func(_ context.Context, msgs []*Message, _ *OrderlyContext) (ConsumeOrderlyStatus, error) {
+		time.Sleep(time.Second)
+		mu.Lock()
+		queues = append(queues, msgs[0].QueueID)
+		mu.Unlock()
+		return OrderlySuccess, nil
+	}))
+	time.Sleep(2*n*time.Second + time.Minute)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(queues) != 2*n {
+		t.Fatalf("%d calls, want %d", len(queues), 2*n)
+	}
+	// A run checks the time after each call: it makes 61 calls of 1 s, then yields.
+	longest, streak, switches := 0, 0, 0
+	for i, q := range queues {
+		if i > 0 && q != queues[i-1] {
+			streak = 0
+			switches++
+		}
+		streak++
+		longest = max(longest, streak)
+	}
+	if longest != 61 || switches < 3 {
+		t.Fatalf("longest run of one queue %d calls, %d switches; want 61 calls, at least 3 switches", longest, switches)
+	}
+}
+
+// TestOrderlyManualCommitRollback: with AutoCommit off, a batch consumed with
+// OrderlySuccess is not committed until a Commit; Rollback consumes again everything since
+// the last Commit; what is not committed is consumed again after a restart.
+func TestOrderlyManualCommitRollback(t *testing.T) {
+	synctest.Test(t, testOrderlyManualCommitRollback)
+}
+
+func testOrderlyManualCommitRollback(t *testing.T) {
+	b := testBroker(t, nil)
+	createTopic(t, b, "T", 1)
+	sendN(t, b, "T", "m", 6, nil)
+	var log orderLog
+	seen := map[string]int{}
+	verdict := map[string]ConsumeOrderlyStatus{"m2": Commit, "m4": Commit}
+	pc := startConsumer(t, b, bubbleOptions(t, "g"), "T", OrderlyListener(func(_ context.Context, msgs []*Message, oc *OrderlyContext) (ConsumeOrderlyStatus, error) {
+		log.add(msgs)
+		oc.AutoCommit = false
+		body := string(msgs[0].Body)
+		seen[body]++ // one call at a time on one queue
+		if body == "m4" && seen[body] == 1 {
+			return Rollback, nil
+		}
+		if v, ok := verdict[body]; ok {
+			return v, nil
+		}
+		return OrderlySuccess, nil
+	}))
+	time.Sleep(time.Minute)
+	if got, want := log.String(), "m0 m1 m2 m3 m4 m3 m4 m5"; got != want {
+		t.Fatalf("consumed %q, want %q (m4's rollback goes back to m2's commit)", got, want)
+	}
+	shutdown(t, pc)
+	if off := storedOffset(t, b, "g", brokerQueue("T", 0)); off != 5 {
+		t.Fatalf("committed offset %d, want 5 (m5 succeeded but was not committed)", off)
+	}
+	var again orderLog
+	startConsumer(t, b, bubbleOptions(t, "g"), "T", OrderlyListener(func(_ context.Context, msgs []*Message, _ *OrderlyContext) (ConsumeOrderlyStatus, error) {
+		again.add(msgs)
+		return OrderlySuccess, nil
+	}))
+	time.Sleep(time.Minute)
+	if got, want := again.String(), "m5"; got != want {
+		t.Fatalf("consumed %q after a restart, want %q", got, want)
+	}
+}
