@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"github.com/edgemq/edgemq/edge/mq"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -482,5 +483,63 @@ func testPoisonMessageToDLQ(t *testing.T, orderly bool) {
 	}
 	if off := storedOffset(t, b, "g", brokerQueue("T", 0)); off != 3 {
 		t.Fatalf("committed offset %d, want 3", off)
+	}
+}
+
+// TestConsumeFromWhere: where a new group starts on a queue. A queue whose first message
+// is younger than the broker's NewQueueWindow (60 s) is read from its start whatever
+// FromWhere says, so that the first messages of a new topic are not lost; on a queue with
+// older history, ConsumeFromLastOffset starts at new messages only, ConsumeFromFirstOffset
+// at the first stored one, ConsumeFromTimestamp at the first stored at or after
+// ConsumeTimestamp (default 30 min before Start).
+func TestConsumeFromWhere(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		from  ConsumeFromWhere
+		at    time.Duration // ConsumeTimestamp after the first send, if not 0
+		first time.Duration // how long before Start the first send is
+		want  string        // prefixes of the batches consumed: a sent first, b 10 min later, n after Start
+	}{
+		{"last offset, new queue", ConsumeFromLastOffset, 0, 0, "a b n"},
+		{"last offset, older history", ConsumeFromLastOffset, 0, 12 * time.Minute, "n"},
+		{"first offset, older history", ConsumeFromFirstOffset, 0, 12 * time.Minute, "a b n"},
+		{"timestamp", ConsumeFromTimestamp, 5 * time.Minute, 12 * time.Minute, "b n"},
+		{"timestamp by default 30 min before Start", ConsumeFromTimestamp, 0, 35 * time.Minute, "b n"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				b := testBroker(t, nil)
+				createTopic(t, b, "T", 1)
+				start := time.Now()
+				sendN(t, b, "T", "a", 2, nil)
+				if c.first > 0 {
+					time.Sleep(10 * time.Minute)
+				}
+				sendN(t, b, "T", "b", 2, nil)
+				time.Sleep(c.first - time.Since(start))
+				o := bubbleOptions(t, "g")
+				o.FromWhere = c.from
+				if c.at > 0 {
+					o.ConsumeTimestamp = start.Add(c.at)
+				}
+				cnt := newCounter()
+				startConsumer(t, b, o, "T", cnt.listener())
+				time.Sleep(time.Second)
+				sendN(t, b, "T", "n", 2, nil)
+				time.Sleep(time.Second)
+				var want []string
+				for _, p := range strings.Fields(c.want) {
+					want = append(want, bodies(p, 2)...)
+				}
+				for _, body := range want {
+					if cnt.get(body) != 1 {
+						t.Errorf("%s consumed %d times, want 1", body, cnt.get(body))
+					}
+				}
+				if cnt.total() != len(want) {
+					t.Errorf("%d messages consumed, want %d: %v", cnt.total(), len(want), want)
+				}
+			})
+		})
 	}
 }
