@@ -1,12 +1,16 @@
 package consumer
 
 import (
+	"context"
+	"fmt"
 	"github.com/edgemq/edgemq/edge/mq"
 	"os"
 	"path/filepath"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/edgemq/edgemq/edge"
 )
 
 func queuesOf(pc *PushConsumer, topic string) map[int32]bool {
@@ -129,4 +133,139 @@ func testBroadcastingDefaultClientID(t *testing.T) {
 			t.Fatalf("second consumer: %s consumed %d times, want 1", body, again.get(body))
 		}
 	}
+}
+
+// TestRebalanceOnMembershipChange: the members of a group rebalance as soon as the broker
+// reports a change, long before RebalanceInterval: when a member joins, when one leaves, and
+// when one that crashed is dropped for missing heartbeats (120 s).
+func TestRebalanceOnMembershipChange(t *testing.T) {
+	synctest.Test(t, testRebalanceOnMembershipChange)
+}
+
+func testRebalanceOnMembershipChange(t *testing.T) {
+	b := testBroker(t, nil)
+	createTopic(t, b, "T", 4)
+	start := func(id string) *PushConsumer {
+		o := bubbleOptions(t, "g")
+		o.ClientID = id
+		o.RebalanceInterval = time.Hour
+		return startConsumer(t, b, o, "T", newCounter().listener())
+	}
+	owns := func(pc *PushConsumer, want ...int32) bool {
+		got := queuesOf(pc, "T")
+		if len(got) != len(want) {
+			return false
+		}
+		for _, q := range want {
+			if !got[q] {
+				return false
+			}
+		}
+		return true
+	}
+	check := func(when string, pc *PushConsumer, want ...int32) {
+		t.Helper()
+		if !owns(pc, want...) {
+			t.Fatalf("%s: %s owns queues %v of T, want %v", when, pc.opts.ClientID, queuesOf(pc, "T"), want)
+		}
+	}
+	a := start("a")
+	time.Sleep(time.Second)
+	check("alone", a, 0, 1, 2, 3)
+
+	c := start("c")
+	time.Sleep(time.Second)
+	check("c joined", a, 0, 1)
+	check("c joined", c, 2, 3)
+	shutdown(t, c)
+	time.Sleep(time.Second)
+	check("c left", a, 0, 1, 2, 3)
+
+	c = start("c")
+	time.Sleep(time.Second)
+	check("c joined again", a, 0, 1)
+	c.crash()
+	time.Sleep(time.Minute)
+	check("c crashed a minute ago", a, 0, 1)
+	time.Sleep(edge.DefaultOptions.HeartbeatTimeout + edge.DefaultOptions.HeartbeatCheckInterval)
+	check("c dropped", a, 0, 1, 2, 3)
+}
+
+// noPiggyback is a Broker that drops the offsets pulls carry, so that only the consumer's
+// explicit commits reach it.
+type noPiggyback struct{ *edge.Broker }
+
+func (p noPiggyback) Pull(ctx context.Context, req mq.PullRequest) (mq.PullResult, error) {
+	req.CommitOffset = 0
+	return p.Broker.Pull(ctx, req)
+}
+
+// TestHandOverNoDuplicates: the next owner of a queue starts where the last one stopped,
+// which has consumed everything but committed nothing yet (PersistInterval is an hour, and
+// pulls carry no offsets): a member that leaves with Shutdown persists its offsets before
+// it leaves the group, whose other members then take its queues; concurrently and in order.
+// In order, a member that joins gets its queues only once their old owner has let them go,
+// which persists their offsets and unlocks them, so it starts where the old owner stopped
+// too. (Concurrently, the joining member may read a queue's offset before the old owner
+// persists it: what was consumed since its last commit is consumed again.)
+func TestHandOverNoDuplicates(t *testing.T) {
+	for _, orderly := range []bool{false, true} {
+		name := map[bool]string{false: "concurrent", true: "orderly"}[orderly]
+		t.Run(name, func(t *testing.T) { synctest.Test(t, func(t *testing.T) { testHandOverNoDuplicates(t, orderly) }) })
+	}
+}
+
+func testHandOverNoDuplicates(t *testing.T, orderly bool) {
+	b := testBroker(t, nil)
+	createTopic(t, b, "T", 4)
+	log := newClientLog()
+	start := func(id string) *PushConsumer {
+		o := bubbleOptions(t, "g")
+		o.ClientID = id
+		o.PersistInterval = time.Hour
+		var l Listener = ConcurrentListener(func(_ context.Context, msgs []*Message, _ *ConcurrentlyContext) (ConsumeConcurrentlyStatus, error) {
+			log.add(id, msgs)
+			return ConsumeSuccess, nil
+		})
+		if orderly {
+			l = OrderlyListener(func(_ context.Context, msgs []*Message, _ *OrderlyContext) (ConsumeOrderlyStatus, error) {
+				log.add(id, msgs)
+				return OrderlySuccess, nil
+			})
+		}
+		return startConsumer(t, noPiggyback{b}, o, "T", l)
+	}
+	want := map[string]string{}
+	// send sends 5 messages to each queue, which owners[queue] should consume.
+	send := func(batch string, owners ...string) {
+		for q := range 4 {
+			prefix := fmt.Sprintf("q%d-%s", q, batch)
+			sendN(t, b, "T", prefix, 5, mq.QueueIndex(q))
+			for _, body := range bodies(prefix, 5) {
+				want[body] = owners[q]
+			}
+		}
+	}
+	if orderly {
+		send("a", "a", "a", "a", "a")
+	}
+	start("a")
+	time.Sleep(time.Second)
+	log.check(t, "a alone", want)
+
+	bc := start("b")
+	time.Sleep(time.Minute) // an orderly member retries a queue still locked at its next rebalance (20 s)
+	if got := queuesOf(bc, "T"); len(got) != 2 || !got[2] || !got[3] {
+		t.Fatalf("b owns queues %v, want 2 and 3", got)
+	}
+	log.check(t, "b joined", want)
+	send("b", "a", "a", "b", "b")
+	time.Sleep(time.Second)
+	log.check(t, "a and b", want)
+
+	shutdown(t, bc)
+	time.Sleep(time.Second)
+	send("c", "a", "a", "a", "a")
+	time.Sleep(time.Second)
+	log.check(t, "b left", want)
 }
