@@ -319,51 +319,66 @@ func TestSendBackFailsConsumesLocally(t *testing.T) {
 	}
 }
 
-// TestSuspendResume: a suspended consumer pulls nothing until resumed.
-func TestSuspendResume(t *testing.T) {
+// TestSuspendResume: a suspended consumer pulls nothing until resumed (the pulls parked at
+// the broker before Suspend run out first).
+func TestSuspendResume(t *testing.T) { synctest.Test(t, testSuspendResume) }
+
+func testSuspendResume(t *testing.T) {
 	b := testBroker(t, nil)
 	createTopic(t, b, "T", 2)
 	c := newCounter()
-	pc := startConsumer(t, b, fastOptions(t, "g"), "T", c.listener())
-	waitFor(t, 5*time.Second, "queues assigned", func() bool { return len(pc.assigned()) == 3 })
+	pc := startConsumer(t, b, bubbleOptions(t, "g"), "T", c.listener())
+	time.Sleep(time.Second)
+	if n := len(pc.assigned()); n != 3 {
+		t.Fatalf("%d queues assigned, want T's 2 and the retry queue", n)
+	}
 	pc.Suspend()
-	time.Sleep(250 * time.Millisecond) // pulls parked before Suspend run out (BrokerSuspend 200 ms)
+	time.Sleep(DefaultOptions.BrokerSuspend)
 	sendN(t, b, "T", "m", 10, nil)
-	time.Sleep(200 * time.Millisecond)
+	time.Sleep(time.Minute)
 	if n := c.total(); n != 0 {
 		t.Fatalf("suspended consumer consumed %d messages", n)
 	}
 	pc.Resume()
-	waitFor(t, 5*time.Second, "messages after Resume", func() bool { return c.distinct() == 10 })
+	time.Sleep(2 * DefaultOptions.SuspendedDelay) // each pull loop looks again within SuspendedDelay
+	if n := c.distinct(); n != 10 {
+		t.Fatalf("%d messages consumed after Resume, want 10", n)
+	}
 }
 
 // TestShutdownPersistsOffsets: a consumer restarted after Shutdown resumes where it stopped,
 // without redelivering what it consumed.
-func TestShutdownPersistsOffsets(t *testing.T) {
+func TestShutdownPersistsOffsets(t *testing.T) { synctest.Test(t, testShutdownPersistsOffsets) }
+
+func testShutdownPersistsOffsets(t *testing.T) {
 	b := testBroker(t, nil)
 	createTopic(t, b, "T", 4)
 	sendN(t, b, "T", "a", 40, nil)
 	c := newCounter()
-	o := fastOptions(t, "g")
+	o := bubbleOptions(t, "g")
 	o.PersistInterval = time.Hour // only Shutdown persists
 	pc := startConsumer(t, b, o, "T", c.listener())
-	waitFor(t, 10*time.Second, "first batch", func() bool { return c.distinct() == 40 })
+	time.Sleep(time.Second)
+	if n := c.distinct(); n != 40 {
+		t.Fatalf("%d messages consumed, want 40", n)
+	}
 	shutdown(t, pc)
 	ids, _ := b.ConsumerIDs(context.Background(), "", "g")
 	if len(ids) != 0 {
 		t.Fatalf("members after Shutdown: %v", ids)
 	}
 	for q := int32(0); q < 4; q++ {
-		off, err := b.QueryOffset(context.Background(), "g", mq.MessageQueue{Topic: "T", QueueID: q})
-		if err != nil || off != 10 {
-			t.Fatalf("queue %d offset %d (%v), want 10", q, off, err)
+		if off := storedOffset(t, b, "g", brokerQueue("T", q)); off != 10 {
+			t.Fatalf("queue %d offset %d, want 10", q, off)
 		}
 	}
 	sendN(t, b, "T", "b", 20, nil)
 	c2 := newCounter()
-	startConsumer(t, b, fastOptions(t, "g"), "T", c2.listener())
-	waitFor(t, 10*time.Second, "second batch", func() bool { return c2.distinct() == 20 })
-	time.Sleep(100 * time.Millisecond)
+	startConsumer(t, b, bubbleOptions(t, "g"), "T", c2.listener())
+	time.Sleep(time.Minute)
+	if c2.distinct() != 20 || c2.total() != 20 {
+		t.Fatalf("restarted consumer consumed %d messages, %d distinct; want the 20 new ones", c2.total(), c2.distinct())
+	}
 	for _, body := range bodies("a", 40) {
 		if c2.get(body) != 0 {
 			t.Fatalf("%s redelivered after restart", body)
