@@ -181,6 +181,9 @@ type chunk struct {
 	msgs []*Message
 	n    int
 	next atomic.Int32 // index of the next batch to claim; past the last once all are claimed
+	// ccs are the contexts of a chunk of at most two batches (a pull of 32 over the default
+	// 20 workers, or one batch of 32), so that its contexts cost no allocation of their own.
+	ccs [2]ConcurrentlyContext
 }
 
 // claim returns the next batch of c and its index; no messages once every batch is claimed.
@@ -224,7 +227,10 @@ const settleInterval = time.Millisecond
 // each call reads the clock once rather than twice.
 func (pc *PushConsumer) consumeChunk(c *chunk) {
 	qs := c.qs
-	ccs := make([]ConcurrentlyContext, (len(c.msgs)+c.n-1)/c.n) // one allocation for the chunk's contexts
+	ccs := c.ccs[:]
+	if batches := (len(c.msgs) + c.n - 1) / c.n; batches > len(ccs) {
+		ccs = make([]ConcurrentlyContext, batches) // one allocation for the chunk's contexts
+	}
 	var t consumeTally
 	commit, settled := int64(-1), time.Now()
 	next := settled
