@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/edgemq/edgemq/edge"
@@ -87,6 +88,35 @@ func fastOptions(t testing.TB, group string) *Options {
 // broadcasting offsets in a temporary directory.
 func bubbleOptions(t testing.TB, group string) *Options {
 	return &Options{Group: group, FromWhere: ConsumeFromFirstOffset, OffsetDir: t.TempDir()}
+}
+
+// eachKind runs f in a synctest bubble for a concurrent and for an orderly consumer, as
+// subtests named so.
+func eachKind(t *testing.T, f func(t *testing.T, orderly bool)) {
+	for _, orderly := range []bool{false, true} {
+		name := map[bool]string{false: "concurrent", true: "orderly"}[orderly]
+		t.Run(name, func(t *testing.T) { synctest.Test(t, func(t *testing.T) { f(t, orderly) }) })
+	}
+}
+
+// listenerOf returns a concurrent or an orderly listener that calls consume with each batch
+// and reports success if it returns true, else a failure to consume again later
+// (ReconsumeLater, SuspendCurrentQueueAMoment).
+func listenerOf(orderly bool, consume func(msgs []*Message) bool) Listener {
+	if orderly {
+		return OrderlyListener(func(_ context.Context, msgs []*Message, _ *OrderlyContext) (ConsumeOrderlyStatus, error) {
+			if consume(msgs) {
+				return OrderlySuccess, nil
+			}
+			return SuspendCurrentQueueAMoment, nil
+		})
+	}
+	return ConcurrentListener(func(_ context.Context, msgs []*Message, _ *ConcurrentlyContext) (ConsumeConcurrentlyStatus, error) {
+		if consume(msgs) {
+			return ConsumeSuccess, nil
+		}
+		return ReconsumeLater, nil
+	})
 }
 
 // sendN sends n messages with bodies prefix0..prefix(n-1).

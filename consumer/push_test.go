@@ -454,12 +454,7 @@ func testConsumeTimeout(t *testing.T) {
 // meaning 16), a message that always fails is delivered 17 times, then goes to the group's
 // dead-letter topic, and the queue moves on; concurrently (through the retry topic) and in
 // order.
-func TestPoisonMessageToDLQ(t *testing.T) {
-	for _, orderly := range []bool{false, true} {
-		name := map[bool]string{false: "concurrent", true: "orderly"}[orderly]
-		t.Run(name, func(t *testing.T) { synctest.Test(t, func(t *testing.T) { testPoisonMessageToDLQ(t, orderly) }) })
-	}
-}
+func TestPoisonMessageToDLQ(t *testing.T) { eachKind(t, testPoisonMessageToDLQ) }
 
 func testPoisonMessageToDLQ(t *testing.T, orderly bool) {
 	b := testBroker(t, nil)
@@ -468,22 +463,10 @@ func testPoisonMessageToDLQ(t *testing.T, orderly bool) {
 	o := bubbleOptions(t, "g")
 	o.MaxReconsumeTimes = -1
 	c := newCounter()
-	var l Listener = ConcurrentListener(func(_ context.Context, msgs []*Message, _ *ConcurrentlyContext) (ConsumeConcurrentlyStatus, error) {
+	l := listenerOf(orderly, func(msgs []*Message) bool {
 		c.add(msgs)
-		if string(msgs[0].Body) == "m1" {
-			return ReconsumeLater, nil
-		}
-		return ConsumeSuccess, nil
+		return string(msgs[0].Body) != "m1"
 	})
-	if orderly {
-		l = OrderlyListener(func(_ context.Context, msgs []*Message, _ *OrderlyContext) (ConsumeOrderlyStatus, error) {
-			c.add(msgs)
-			if string(msgs[0].Body) == "m1" {
-				return SuspendCurrentQueueAMoment, nil
-			}
-			return OrderlySuccess, nil
-		})
-	}
 	pc := startConsumer(t, b, o, "T", l)
 	if pc.opts.MaxReconsumeTimes != 16 {
 		t.Fatalf("MaxReconsumeTimes -1 became %d, want 16", pc.opts.MaxReconsumeTimes)

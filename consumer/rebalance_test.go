@@ -213,12 +213,7 @@ func (p noPiggyback) Pull(ctx context.Context, req mq.PullRequest) (mq.PullResul
 // which persists their offsets and unlocks them, so it starts where the old owner stopped
 // too. (Concurrently, the joining member may read a queue's offset before the old owner
 // persists it: what was consumed since its last commit is consumed again.)
-func TestHandOverNoDuplicates(t *testing.T) {
-	for _, orderly := range []bool{false, true} {
-		name := map[bool]string{false: "concurrent", true: "orderly"}[orderly]
-		t.Run(name, func(t *testing.T) { synctest.Test(t, func(t *testing.T) { testHandOverNoDuplicates(t, orderly) }) })
-	}
-}
+func TestHandOverNoDuplicates(t *testing.T) { eachKind(t, testHandOverNoDuplicates) }
 
 func testHandOverNoDuplicates(t *testing.T, orderly bool) {
 	b := testBroker(t, nil)
@@ -228,16 +223,10 @@ func testHandOverNoDuplicates(t *testing.T, orderly bool) {
 		o := bubbleOptions(t, "g")
 		o.ClientID = id
 		o.PersistInterval = time.Hour
-		var l Listener = ConcurrentListener(func(_ context.Context, msgs []*Message, _ *ConcurrentlyContext) (ConsumeConcurrentlyStatus, error) {
+		l := listenerOf(orderly, func(msgs []*Message) bool {
 			log.add(id, msgs)
-			return ConsumeSuccess, nil
+			return true
 		})
-		if orderly {
-			l = OrderlyListener(func(_ context.Context, msgs []*Message, _ *OrderlyContext) (ConsumeOrderlyStatus, error) {
-				log.add(id, msgs)
-				return OrderlySuccess, nil
-			})
-		}
 		return startConsumer(t, noPiggyback{b}, o, "T", l)
 	}
 	want := map[string]string{}
