@@ -6,6 +6,7 @@ import (
 	"maps"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/edgemq/edgemq/edge/mq"
@@ -152,20 +153,60 @@ func (pc *PushConsumer) submitConcurrently(qs *queueState, msgs []*Message) {
 }
 
 // submitChunks queues the pulled msgs as listener batches of ConsumeMessageBatchMaxSize,
-// several batches to a pool task: a task per batch costs a closure, a channel hand-off and
-// often a goroutine wake-up per message with the default batch size of 1. The batches are
-// split over at most ConsumeGoroutinesMin tasks, so that the pool's standing workers still
-// share one pull's batches as they would one batch per task: a slow listener takes as many
-// rounds of batches as before. A refused task is retried after SubmitRetryDelay.
+// several batches to a pool task (a chunk): a task per batch costs a closure, a channel
+// hand-off and often a goroutine wake-up per message with the default batch size of 1. The
+// batches are split over at most ConsumeGoroutinesMin tasks, so that the pool's standing
+// workers still share one pull's batches as they would one batch per task: a slow listener
+// takes as many rounds of batches as before. A refused task is retried after
+// SubmitRetryDelay.
 func (pc *PushConsumer) submitChunks(qs *queueState, msgs []*Message) {
 	n := pc.opts.ConsumeMessageBatchMaxSize
 	batches := (len(msgs) + n - 1) / n
 	per := (batches + pc.opts.ConsumeGoroutinesMin - 1) / pc.opts.ConsumeGoroutinesMin // batches per task
 	step := max(per, 1) * n
 	for i := 0; i < len(msgs); i += step {
-		chunk := msgs[i:min(i+step, len(msgs))]
-		if !pc.pool.submit(func() { pc.consumeChunk(qs, chunk) }) {
-			pc.after(pc.opts.SubmitRetryDelay, func() { pc.submitChunks(qs, chunk) })
+		c := &chunk{qs: qs, msgs: msgs[i:min(i+step, len(msgs))], n: n}
+		if !pc.pool.submit(func() { pc.consumeChunk(c) }) {
+			pc.after(pc.opts.SubmitRetryDelay, func() { pc.submitChunks(qs, c.msgs) })
+		}
+	}
+}
+
+// chunk is one pool task of concurrent consumption: msgs, consumed as listener batches of n
+// messages one after the other. A batch is claimed before it starts, so that when a call
+// hangs, the consume-timeout check can take the batches queued behind it away from the task
+// (rest) and submit them anew: the hung worker, when it returns, finds them claimed.
+type chunk struct {
+	qs   *queueState
+	msgs []*Message
+	n    int
+	next atomic.Int32 // index of the next batch to claim; past the last once all are claimed
+	// ccs are the contexts of a chunk of at most two batches (a pull of 32 over the default
+	// 20 workers, or one batch of 32), so that its contexts cost no allocation of their own.
+	ccs [2]ConcurrentlyContext
+}
+
+// claim returns the next batch of c and its index; no messages once every batch is claimed.
+func (c *chunk) claim() ([]*Message, int) {
+	k := int(c.next.Add(1) - 1)
+	i := k * c.n
+	if i >= len(c.msgs) {
+		return nil, k
+	}
+	return c.msgs[i:min(i+c.n, len(c.msgs))], k
+}
+
+// rest claims every batch of c not yet claimed and returns their messages (none if there is
+// no such batch).
+func (c *chunk) rest() []*Message {
+	for {
+		k := c.next.Load()
+		i := int(k) * c.n
+		if i >= len(c.msgs) {
+			return nil
+		}
+		if c.next.CompareAndSwap(k, int32(len(c.msgs))) { // len(msgs) >= the batch count
+			return c.msgs[i:]
 		}
 	}
 }
@@ -176,22 +217,29 @@ func (pc *PushConsumer) submitChunks(qs *queueState, msgs []*Message) {
 // before; fast calls share one stats lock and one offset-store update.
 const settleInterval = time.Millisecond
 
-// consumeChunk consumes msgs as listener batches of ConsumeMessageBatchMaxSize, one after
-// the other. It records their stats and moves the queue's offset every settleInterval and
-// at the end: the offset is the largest of those the batches' RemoveMessages returned, as
-// their increase-only updates would have left it.
+// consumeChunk consumes c's batches, one after the other, claiming each before it starts.
+// It records their stats and moves the queue's offset every settleInterval and at the end:
+// the offset is the largest of those the batches' RemoveMessages returned, as their
+// increase-only updates would have left it.
 //
 // A call that follows a fully acknowledged one is timed from that call's end (without hooks):
 // ConsumeRT then includes the bookkeeping between the two, well under a microsecond, and
 // each call reads the clock once rather than twice.
-func (pc *PushConsumer) consumeChunk(qs *queueState, msgs []*Message) {
-	n := pc.opts.ConsumeMessageBatchMaxSize
-	ccs := make([]ConcurrentlyContext, (len(msgs)+n-1)/n) // one allocation for the chunk's contexts
+func (pc *PushConsumer) consumeChunk(c *chunk) {
+	qs := c.qs
+	ccs := c.ccs[:]
+	if batches := (len(c.msgs) + c.n - 1) / c.n; batches > len(ccs) {
+		ccs = make([]ConcurrentlyContext, batches) // one allocation for the chunk's contexts
+	}
 	var t consumeTally
 	commit, settled := int64(-1), time.Now()
 	next := settled
-	for k, i := 0, 0; i < len(msgs); k, i = k+1, i+n {
-		off, end := pc.consumeBatch(qs, msgs[i:min(i+n, len(msgs))], &t, next, &ccs[k])
+	for {
+		msgs, k := c.claim()
+		if len(msgs) == 0 {
+			break
+		}
+		off, end := pc.consumeBatch(qs, msgs, &t, next, &ccs[k], c)
 		commit = max(commit, off)
 		next = end
 		if !end.IsZero() && end.Sub(settled) >= settleInterval {
@@ -205,7 +253,7 @@ func (pc *PushConsumer) consumeChunk(qs *queueState, msgs []*Message) {
 // consumeConcurrently is ConsumeMessageConcurrentlyService.ConsumeRequest.run.
 func (pc *PushConsumer) consumeConcurrently(qs *queueState, msgs []*Message) {
 	var t consumeTally
-	off, _ := pc.consumeBatch(qs, msgs, &t, time.Time{}, &ConcurrentlyContext{})
+	off, _ := pc.consumeBatch(qs, msgs, &t, time.Time{}, &ConcurrentlyContext{}, nil)
 	pc.settle(qs, &t, off)
 }
 
@@ -220,10 +268,10 @@ func (pc *PushConsumer) settle(qs *queueState, t *consumeTally, off int64) {
 
 // consumeBatch is the body of ConsumeRequest.run: it calls the listener on msgs with cc
 // (which it fills in) and settles them (processResult), adding the call and its results to
-// t. The call starts at begin, if not zero and no hook runs before it. It returns the offset
-// to commit, or -1, and, when every message was acknowledged, the time the listener
-// returned (else zero).
-func (pc *PushConsumer) consumeBatch(qs *queueState, msgs []*Message, t *consumeTally, begin time.Time, cc *ConcurrentlyContext) (int64, time.Time) {
+// t. The call starts at begin, if not zero and no hook runs before it. c is the chunk msgs
+// belong to, if any. It returns the offset to commit, or -1, and, when every message was
+// acknowledged, the time the listener returned (else zero).
+func (pc *PushConsumer) consumeBatch(qs *queueState, msgs []*Message, t *consumeTally, begin time.Time, cc *ConcurrentlyContext, c *chunk) (int64, time.Time) {
 	if qs.pq.Dropped() || !pc.beginConsume() {
 		return -1, time.Time{}
 	}
@@ -239,7 +287,7 @@ func (pc *PushConsumer) consumeBatch(qs *queueState, msgs []*Message, t *consume
 	if begin.IsZero() {
 		begin = time.Now()
 	}
-	qs.pq.markConsumeStart(msgs, begin.UnixNano())
+	qs.pq.markConsumeStart(msgs, begin.UnixNano(), c)
 	status, err := pc.callConcurrent(msgs, cc)
 	end := time.Now()
 	elapsed := end.Sub(begin)
@@ -378,13 +426,20 @@ func (pc *PushConsumer) sendBack(m *Message, level int32) bool {
 }
 
 // cleanExpired sends back messages consuming for longer than ConsumeTimeout (RocketMQ's
-// cleanExpireMsg).
+// cleanExpireMsg). The batches queued behind a hung call in its pool task are first taken
+// from that task and submitted anew: else they would never start, the check would stop at
+// them, and the queue's offset would stay behind them until the call returns.
 func (pc *PushConsumer) cleanExpired() {
 	if pc.opts.Model != mq.Clustering {
 		return
 	}
 	for _, qs := range pc.snapshot() {
-		qs.pq.CleanExpired(pc.opts.ConsumeTimeout, pc.opts.MaxExpiredPerQueue, func(m *Message) error {
+		qs.pq.cleanExpired(pc.opts.ConsumeTimeout, pc.opts.MaxExpiredPerQueue, func(m *Message, c *chunk) error {
+			if c != nil {
+				if rest := c.rest(); len(rest) > 0 {
+					pc.submitChunks(qs, rest)
+				}
+			}
 			if !pc.sendBack(m, 3) {
 				return errSendBack
 			}

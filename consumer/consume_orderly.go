@@ -50,7 +50,12 @@ func (pc *PushConsumer) consumeOrderly(qs *queueState) {
 	o := &pc.opts
 	clustering := o.Model == mq.Clustering
 	qs.lockConsume()
-	defer qs.unlockConsume()
+	defer func() {
+		qs.unlockConsume()
+		if qs.pq.Dropped() && pc.lockQueues() {
+			pc.rebalanceNow() // a removal may have given up waiting for this run: finish it
+		}
+	}()
 	now := time.Now()
 	if clustering && (!qs.pq.Locked() || qs.pq.isLockExpiredAt(o.LockExpiry, now)) {
 		if !qs.pq.Dropped() {
@@ -121,11 +126,14 @@ func (pc *PushConsumer) consumeOrderly(qs *queueState) {
 	}
 }
 
-// settleOrderly records t's stats, then sets qs's offset to commit (unless commit is -1 or
-// the queue was dropped).
+// settleOrderly records t's stats, then sets qs's offset to commit (unless commit is -1, or
+// the queue was dropped and is not locked at the broker). A queue locked at the broker is
+// removed only after the run that holds its consume lock (the caller) ends, and its removal
+// persists the offset: what a run consumed while a rebalance took its queue away is
+// committed, so that the next owner does not consume it again.
 func (pc *PushConsumer) settleOrderly(qs *queueState, t *consumeTally, commit int64) {
 	pc.stats.tally(qs.queue.Topic, t)
-	if commit >= 0 && !qs.pq.Dropped() {
+	if commit >= 0 && (!qs.pq.Dropped() || pc.lockQueues()) {
 		pc.offsets.Update(qs.queue, commit, false)
 	}
 }

@@ -38,15 +38,22 @@
 // Where RocketMQ's users hit traps, EdgeMQ does better:
 //
 //   - A poison message in an orderly queue: RocketMQ's default retries it forever and the
-//     queue stalls. Here, once it has been consumed MaxReconsumeTimes times (16), it goes to
-//     the group's dead-letter topic and the queue moves on.
+//     queue stalls. Here, once it has been reconsumed MaxReconsumeTimes times (16, so
+//     delivered 17 times in all), it goes to the group's dead-letter topic and the queue
+//     moves on.
 //   - An offset pinned by one stuck message: the commit point is the smallest offset still
 //     in flight, so one hung listener holds back the whole queue's offset. Messages
 //     consuming longer than ConsumeTimeout are sent back to the retry topic and dropped
-//     from the cache, which releases the offset.
+//     from the cache, and the batches queued behind them are handed to other workers,
+//     which releases the offset.
 //   - Duplicates around rebalance: a queue leaving a member has its offset persisted before
-//     it is dropped, and the broker frees an orderly queue's lock as soon as its owner
-//     unregisters (RocketMQ waits up to 60 s), so the next owner starts where the last one
-//     stopped. Messages in flight when a member crashes are consumed again (at least once):
-//     listeners should be idempotent.
+//     it is dropped, a member that shuts down persists its offsets before it leaves the
+//     group, and the broker frees an orderly queue's lock as soon as its owner unregisters
+//     (RocketMQ waits up to 60 s), so the next owner starts where the last one stopped. An
+//     orderly queue whose listener hangs stays locked by its owner until the listener
+//     returns, then passes on with what it consumed committed. One window remains: in
+//     concurrent consumption a member that joins may read a queue's offset before the old
+//     owner has persisted it, and consume again what was consumed since the old owner's
+//     last commit (its last pull, or PersistInterval). Messages in flight when a member
+//     crashes are consumed again too (at least once): listeners should be idempotent.
 package consumer

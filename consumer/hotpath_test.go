@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -159,6 +160,10 @@ func TestWorkerPoolRunsEveryTask(t *testing.T) {
 // listener calls at once as ConsumeGoroutinesMin, although several batches share a pool
 // task.
 func TestConcurrentBatchesRunInParallel(t *testing.T) {
+	synctest.Test(t, testConcurrentBatchesRunInParallel)
+}
+
+func testConcurrentBatchesRunInParallel(t *testing.T) {
 	b := testBroker(t, nil)
 	createTopic(t, b, "T", 1)
 	sendN(t, b, "T", "m", 32, nil)
@@ -206,42 +211,44 @@ func TestConcurrentBatchesRunInParallel(t *testing.T) {
 func TestFlowControlEndsWhenDrained(t *testing.T) {
 	for _, span := range []bool{false, true} {
 		name := map[bool]string{false: "count", true: "span"}[span]
-		t.Run(name, func(t *testing.T) {
-			b := testBroker(t, nil)
-			createTopic(t, b, "T", 1)
-			sendN(t, b, "T", "m", 200, nil)
-			o := fastOptions(t, "g")
-			o.FlowControlDelay = time.Minute
-			o.PullBatchSize = 4
-			if span {
-				o.ConsumeConcurrentlyMaxSpan = 20
-			} else {
-				o.PullThresholdForQueue = 10
-			}
-			release := make(chan struct{})
-			c := newCounter()
-			pc := startConsumer(t, b, o, "T", ConcurrentListener(func(ctx context.Context, msgs []*Message, _ *ConcurrentlyContext) (ConsumeConcurrentlyStatus, error) {
-				if msgs[0].QueueOffset == 0 { // the head: holds the span open
-					select {
-					case <-release:
-					case <-ctx.Done():
-					}
-				} else if !span {
-					select {
-					case <-release:
-					case <-ctx.Done():
-					}
-				} else {
-					// Slower than a pull, so that the cache holds messages beyond the head
-					// when the next pull checks the span (else it spans just the head).
-					time.Sleep(time.Millisecond)
-				}
-				c.add(msgs)
-				return ConsumeSuccess, nil
-			}))
-			waitFor(t, 5*time.Second, "flow control", func() bool { return pc.Stats().Topics["T"].FlowControls > 0 })
-			close(release)
-			waitFor(t, 10*time.Second, "all messages well before FlowControlDelay", func() bool { return c.distinct() == 200 })
-		})
+		t.Run(name, func(t *testing.T) { synctest.Test(t, func(t *testing.T) { testFlowControlEndsWhenDrained(t, span) }) })
 	}
+}
+
+func testFlowControlEndsWhenDrained(t *testing.T, span bool) {
+	b := testBroker(t, nil)
+	createTopic(t, b, "T", 1)
+	sendN(t, b, "T", "m", 200, nil)
+	o := fastOptions(t, "g")
+	o.FlowControlDelay = time.Minute
+	o.PullBatchSize = 4
+	if span {
+		o.ConsumeConcurrentlyMaxSpan = 20
+	} else {
+		o.PullThresholdForQueue = 10
+	}
+	release := make(chan struct{})
+	c := newCounter()
+	pc := startConsumer(t, b, o, "T", ConcurrentListener(func(ctx context.Context, msgs []*Message, _ *ConcurrentlyContext) (ConsumeConcurrentlyStatus, error) {
+		if msgs[0].QueueOffset == 0 { // the head: holds the span open
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+		} else if !span {
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+		} else {
+			// Slower than a pull, so that the cache holds messages beyond the head
+			// when the next pull checks the span (else it spans just the head).
+			time.Sleep(time.Millisecond)
+		}
+		c.add(msgs)
+		return ConsumeSuccess, nil
+	}))
+	waitFor(t, 5*time.Second, "flow control", func() bool { return pc.Stats().Topics["T"].FlowControls > 0 })
+	close(release)
+	waitFor(t, 10*time.Second, "all messages well before FlowControlDelay", func() bool { return c.distinct() == 200 })
 }

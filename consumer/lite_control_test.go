@@ -77,7 +77,9 @@ func checkOffsets(t testing.TB, msgs []*Message, queue mq.MessageQueue, from int
 // TestPullPauseResume: a paused queue is not pulled and its buffered batches are not
 // polled; the other queues go on; Resume polls it again from its position, which commits
 // as usual meanwhile; Seek keeps it paused; errors leave every queue as it was.
-func TestPullPauseResume(t *testing.T) {
+func TestPullPauseResume(t *testing.T) { synctest.Test(t, testPullPauseResume) }
+
+func testPullPauseResume(t *testing.T) {
 	b := testBroker(t, nil)
 	createTopic(t, b, "T", 3)
 	q0, q1, q2 := mq.MessageQueue{Topic: "T"}, mq.MessageQueue{Topic: "T", QueueID: 1}, mq.MessageQueue{Topic: "T", QueueID: 2}
@@ -175,7 +177,9 @@ func TestPullPauseResume(t *testing.T) {
 
 // TestPullPauseSurvivesRebalance: queues paused and still assigned after rebalances stay
 // paused; those a rebalance takes away and brings back come back unpaused.
-func TestPullPauseSurvivesRebalance(t *testing.T) {
+func TestPullPauseSurvivesRebalance(t *testing.T) { synctest.Test(t, testPullPauseSurvivesRebalance) }
+
+func testPullPauseSurvivesRebalance(t *testing.T) {
 	b := testBroker(t, nil)
 	createTopic(t, b, "T", 4)
 	all := allQueues("T", 4)
@@ -223,7 +227,9 @@ func TestPullPauseSurvivesRebalance(t *testing.T) {
 
 // TestPullUnsubscribe: Unsubscribe commits the positions of the topic's queues and drops
 // them, heartbeats the subscriptions left at once, and the topic is rebalanced no more.
-func TestPullUnsubscribe(t *testing.T) {
+func TestPullUnsubscribe(t *testing.T) { synctest.Test(t, testPullUnsubscribe) }
+
+func testPullUnsubscribe(t *testing.T) {
 	b := testBroker(t, nil)
 	createTopic(t, b, "A", 2)
 	createTopic(t, b, "B", 2)
@@ -389,6 +395,10 @@ func testPullExpiryNotWhileWaiting(t *testing.T) {
 // TestPullCommittedAndOffsetForTimestamp: Committed reads what was committed, by this
 // consumer or another; OffsetForTimestamp finds the first message stored at or after a time.
 func TestPullCommittedAndOffsetForTimestamp(t *testing.T) {
+	synctest.Test(t, testPullCommittedAndOffsetForTimestamp)
+}
+
+func testPullCommittedAndOffsetForTimestamp(t *testing.T) {
 	b := testBroker(t, nil)
 	createTopic(t, b, "T", 2)
 	queue, other := mq.MessageQueue{Topic: "T"}, mq.MessageQueue{Topic: "T", QueueID: 1}

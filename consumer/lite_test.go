@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/edgemq/edgemq/edge"
@@ -129,7 +130,9 @@ func allQueues(topic string, n int32) []mq.MessageQueue {
 
 // TestPullPollQueueOrder: every batch comes from one queue, holds at most PullBatchSize
 // messages, and each queue's messages come in queue order with no gap or repeat.
-func TestPullPollQueueOrder(t *testing.T) {
+func TestPullPollQueueOrder(t *testing.T) { synctest.Test(t, testPullPollQueueOrder) }
+
+func testPullPollQueueOrder(t *testing.T) {
 	b := testBroker(t, nil)
 	createTopic(t, b, "T", 4)
 	sendN(t, b, "T", "m", 40, nil)
@@ -210,7 +213,9 @@ func TestPullLongPolling(t *testing.T) {
 
 // TestPullPollContext: Poll ends with its ctx, with ErrShutdown when Shutdown comes while it
 // waits, and refuses before Start and after Shutdown.
-func TestPullPollContext(t *testing.T) {
+func TestPullPollContext(t *testing.T) { synctest.Test(t, testPullPollContext) }
+
+func testPullPollContext(t *testing.T) {
 	b := testBroker(t, nil)
 	createTopic(t, b, "T", 1)
 	lc := newLite(t, b, fastOptions(t, "g"), nil)
@@ -236,7 +241,7 @@ func TestPullPollContext(t *testing.T) {
 		_, err := lc.Poll(ctx)
 		errc <- err
 	}()
-	time.Sleep(50 * time.Millisecond)
+	synctest.Wait()
 	cancel()
 	select {
 	case err := <-errc:
@@ -251,7 +256,7 @@ func TestPullPollContext(t *testing.T) {
 		_, err := lc.Poll(context.Background())
 		errc <- err
 	}()
-	time.Sleep(50 * time.Millisecond)
+	synctest.Wait()
 	if err := lc.Shutdown(context.Background()); err != nil {
 		t.Fatalf("Shutdown: %v", err)
 	}
@@ -327,7 +332,9 @@ func TestPullSubscribeAssignExclusive(t *testing.T) {
 
 // TestPullRebalanceSplit: two subscribed members of a group split the queues, and once they
 // have, every message is polled exactly once, each by the owner of its queue.
-func TestPullRebalanceSplit(t *testing.T) {
+func TestPullRebalanceSplit(t *testing.T) { synctest.Test(t, testPullRebalanceSplit) }
+
+func testPullRebalanceSplit(t *testing.T) {
 	b := testBroker(t, nil)
 	createTopic(t, b, "T", 4)
 	lcs := []*PullConsumer{
@@ -404,7 +411,9 @@ func TestPullRebalanceSplit(t *testing.T) {
 // TestPullCommitSyncResume: CommitSync commits the position after the last polled message;
 // with ManualCommit, Shutdown does not commit what was polled since; a new member of the
 // group resumes at the committed position.
-func TestPullCommitSyncResume(t *testing.T) {
+func TestPullCommitSyncResume(t *testing.T) { synctest.Test(t, testPullCommitSyncResume) }
+
+func testPullCommitSyncResume(t *testing.T) {
 	b := testBroker(t, nil)
 	createTopic(t, b, "T", 1)
 	sendN(t, b, "T", "m", 20, nil)
@@ -493,7 +502,9 @@ func TestPullAutoCommit(t *testing.T) {
 // TestPullSeek: Seek drops the batches already pulled and polls from the new offset;
 // SeekToBegin and SeekToEnd go to the queue's ends; a sought position is what the next
 // commit stores; bad offsets and queues are refused.
-func TestPullSeek(t *testing.T) {
+func TestPullSeek(t *testing.T) { synctest.Test(t, testPullSeek) }
+
+func testPullSeek(t *testing.T) {
 	b := testBroker(t, nil)
 	createTopic(t, b, "T", 2)
 	sendN(t, b, "T", "m", 20, mq.QueueIndex(0))
@@ -570,7 +581,9 @@ func TestPullSeek(t *testing.T) {
 
 // TestPullFlowControl: a full buffer stops the pulls (it never holds more than the
 // threshold plus one batch), and polling resumes them.
-func TestPullFlowControl(t *testing.T) {
+func TestPullFlowControl(t *testing.T) { synctest.Test(t, testPullFlowControl) }
+
+func testPullFlowControl(t *testing.T) {
 	b := testBroker(t, nil)
 	createTopic(t, b, "T", 1)
 	sendN(t, b, "T", "m", 100, nil)
@@ -698,7 +711,9 @@ func TestPullBadInput(t *testing.T) {
 
 // TestPullConcurrentPollers: batches that arrive together, while several Polls wait, each
 // reach a Poll (one wake-up token is passed on by the Poll that takes it).
-func TestPullConcurrentPollers(t *testing.T) {
+func TestPullConcurrentPollers(t *testing.T) { synctest.Test(t, testPullConcurrentPollers) }
+
+func testPullConcurrentPollers(t *testing.T) {
 	b := testBroker(t, nil)
 	createTopic(t, b, "T", 1)
 	queue := mq.MessageQueue{Topic: "T"}
@@ -716,7 +731,7 @@ func TestPullConcurrentPollers(t *testing.T) {
 			errc <- err
 		}()
 	}
-	time.Sleep(100 * time.Millisecond) // let every Poll wait
+	synctest.Wait() // every Poll waits
 	// Three batches appended at once, with the one token a burst of appends leaves.
 	lc.mu.Lock()
 	q := lc.queues[queue]

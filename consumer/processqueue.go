@@ -63,6 +63,8 @@ type pqEntry struct {
 	off int64 // msg's queue offset, kept in tombstones for the binary search
 	// start is when its consumption started (MarkConsumeStart), unix ns; 0 when not started.
 	start int64
+	// chunk is the pool task its consumption started in, if any (concurrent consumption).
+	chunk *chunk
 }
 
 // NewProcessQueue returns an empty ProcessQueue. Its pull, consume and lock times start
@@ -331,16 +333,17 @@ func (pq *ProcessQueue) MakeMessagesToConsumeAgain(msgs []*Message) {
 // consume service calls it just before a batch goes to the listener. Messages not in the
 // cache are ignored.
 func (pq *ProcessQueue) MarkConsumeStart(msgs []*Message) {
-	pq.markConsumeStart(msgs, time.Now().UnixNano())
+	pq.markConsumeStart(msgs, time.Now().UnixNano(), nil)
 }
 
-// markConsumeStart is MarkConsumeStart at now (unix ns).
-func (pq *ProcessQueue) markConsumeStart(msgs []*Message, now int64) {
+// markConsumeStart is MarkConsumeStart at now (unix ns), in pool task c (nil: none).
+func (pq *ProcessQueue) markConsumeStart(msgs []*Message, now int64, c *chunk) {
 	pq.mu.Lock()
 	defer pq.mu.Unlock()
 	for _, m := range msgs {
 		if i, ok := search(pq.msgs, m.QueueOffset); ok && pq.msgs[i].msg != nil {
 			pq.msgs[i].start = now
+			pq.msgs[i].chunk = c
 		}
 	}
 }
@@ -353,21 +356,28 @@ func (pq *ProcessQueue) markConsumeStart(msgs []*Message, now int64) {
 // without the queue's lock held. Removing a message does not commit an offset; the next
 // RemoveMessages returns the advanced one.
 func (pq *ProcessQueue) CleanExpired(timeout time.Duration, limit int, sendBack func(*Message) error) int {
+	return pq.cleanExpired(timeout, limit, func(m *Message, _ *chunk) error { return sendBack(m) })
+}
+
+// cleanExpired is CleanExpired whose sendBack is also given the pool task the message's
+// consumption started in (nil if none).
+func (pq *ProcessQueue) cleanExpired(timeout time.Duration, limit int, sendBack func(*Message, *chunk) error) int {
 	pq.mu.Lock()
 	loop := min(len(pq.msgs), limit)
 	pq.mu.Unlock()
 	removed := 0
 	for range loop {
 		var m *Message
+		var c *chunk
 		now := time.Now().UnixNano()
 		pq.mu.Lock()
 		if len(pq.msgs) > 0 {
 			if e := pq.msgs[0]; e.start != 0 && now-e.start > int64(timeout) {
-				m = e.msg
+				m, c = e.msg, e.chunk
 			}
 		}
 		pq.mu.Unlock()
-		if m == nil || sendBack(m) != nil {
+		if m == nil || sendBack(m, c) != nil {
 			break
 		}
 		pq.mu.Lock()

@@ -2,11 +2,13 @@ package consumer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"github.com/edgemq/edgemq/edge/mq"
 	"strconv"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/edgemq/edgemq/edge"
@@ -81,6 +83,42 @@ func fastOptions(t testing.TB, group string) *Options {
 	}
 }
 
+// bubbleOptions returns consumer options for a test in a synctest bubble: RocketMQ's
+// intervals (a fake clock makes minutes cost nothing), from the first offset, with
+// broadcasting offsets in a temporary directory.
+func bubbleOptions(t testing.TB, group string) *Options {
+	return &Options{Group: group, FromWhere: ConsumeFromFirstOffset, OffsetDir: t.TempDir()}
+}
+
+// eachKind runs f in a synctest bubble for a concurrent and for an orderly consumer, as
+// subtests named so.
+func eachKind(t *testing.T, f func(t *testing.T, orderly bool)) {
+	for _, orderly := range []bool{false, true} {
+		name := map[bool]string{false: "concurrent", true: "orderly"}[orderly]
+		t.Run(name, func(t *testing.T) { synctest.Test(t, func(t *testing.T) { f(t, orderly) }) })
+	}
+}
+
+// listenerOf returns a concurrent or an orderly listener that calls consume with each batch
+// and reports success if it returns true, else a failure to consume again later
+// (ReconsumeLater, SuspendCurrentQueueAMoment).
+func listenerOf(orderly bool, consume func(msgs []*Message) bool) Listener {
+	if orderly {
+		return OrderlyListener(func(_ context.Context, msgs []*Message, _ *OrderlyContext) (ConsumeOrderlyStatus, error) {
+			if consume(msgs) {
+				return OrderlySuccess, nil
+			}
+			return SuspendCurrentQueueAMoment, nil
+		})
+	}
+	return ConcurrentListener(func(_ context.Context, msgs []*Message, _ *ConcurrentlyContext) (ConsumeConcurrentlyStatus, error) {
+		if consume(msgs) {
+			return ConsumeSuccess, nil
+		}
+		return ReconsumeLater, nil
+	})
+}
+
 // sendN sends n messages with bodies prefix0..prefix(n-1).
 func sendN(t testing.TB, b *edge.Broker, topic, prefix string, n int, sel mq.QueueSelector) {
 	t.Helper()
@@ -90,6 +128,21 @@ func sendN(t testing.TB, b *edge.Broker, topic, prefix string, n int, sel mq.Que
 			t.Fatalf("Send: %v", err)
 		}
 	}
+}
+
+// storedOffset returns group's offset of queue at the broker, -1 if none is stored (the
+// broker may answer 0 for a queue whose first message is younger than
+// edge.Options.NewQueueWindow).
+func storedOffset(t testing.TB, b *edge.Broker, group string, queue mq.MessageQueue) int64 {
+	t.Helper()
+	off, err := b.QueryOffset(context.Background(), group, queue)
+	if errors.Is(err, mq.ErrOffsetNotFound) {
+		return -1
+	}
+	if err != nil {
+		t.Fatalf("QueryOffset: %v", err)
+	}
+	return off
 }
 
 // waitFor polls cond until it holds or d passes.

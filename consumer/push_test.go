@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"github.com/edgemq/edgemq/edge/mq"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/edgemq/edgemq/edge"
@@ -317,54 +319,225 @@ func TestSendBackFailsConsumesLocally(t *testing.T) {
 	}
 }
 
-// TestSuspendResume: a suspended consumer pulls nothing until resumed.
-func TestSuspendResume(t *testing.T) {
+// TestSuspendResume: a suspended consumer pulls nothing until resumed (the pulls parked at
+// the broker before Suspend run out first).
+func TestSuspendResume(t *testing.T) { synctest.Test(t, testSuspendResume) }
+
+func testSuspendResume(t *testing.T) {
 	b := testBroker(t, nil)
 	createTopic(t, b, "T", 2)
 	c := newCounter()
-	pc := startConsumer(t, b, fastOptions(t, "g"), "T", c.listener())
-	waitFor(t, 5*time.Second, "queues assigned", func() bool { return len(pc.assigned()) == 3 })
+	pc := startConsumer(t, b, bubbleOptions(t, "g"), "T", c.listener())
+	time.Sleep(time.Second)
+	if n := len(pc.assigned()); n != 3 {
+		t.Fatalf("%d queues assigned, want T's 2 and the retry queue", n)
+	}
 	pc.Suspend()
-	time.Sleep(250 * time.Millisecond) // pulls parked before Suspend run out (BrokerSuspend 200 ms)
+	time.Sleep(DefaultOptions.BrokerSuspend)
 	sendN(t, b, "T", "m", 10, nil)
-	time.Sleep(200 * time.Millisecond)
+	time.Sleep(time.Minute)
 	if n := c.total(); n != 0 {
 		t.Fatalf("suspended consumer consumed %d messages", n)
 	}
 	pc.Resume()
-	waitFor(t, 5*time.Second, "messages after Resume", func() bool { return c.distinct() == 10 })
+	time.Sleep(2 * DefaultOptions.SuspendedDelay) // each pull loop looks again within SuspendedDelay
+	if n := c.distinct(); n != 10 {
+		t.Fatalf("%d messages consumed after Resume, want 10", n)
+	}
 }
 
 // TestShutdownPersistsOffsets: a consumer restarted after Shutdown resumes where it stopped,
 // without redelivering what it consumed.
-func TestShutdownPersistsOffsets(t *testing.T) {
+func TestShutdownPersistsOffsets(t *testing.T) { synctest.Test(t, testShutdownPersistsOffsets) }
+
+func testShutdownPersistsOffsets(t *testing.T) {
 	b := testBroker(t, nil)
 	createTopic(t, b, "T", 4)
 	sendN(t, b, "T", "a", 40, nil)
 	c := newCounter()
-	o := fastOptions(t, "g")
+	o := bubbleOptions(t, "g")
 	o.PersistInterval = time.Hour // only Shutdown persists
 	pc := startConsumer(t, b, o, "T", c.listener())
-	waitFor(t, 10*time.Second, "first batch", func() bool { return c.distinct() == 40 })
+	time.Sleep(time.Second)
+	if n := c.distinct(); n != 40 {
+		t.Fatalf("%d messages consumed, want 40", n)
+	}
 	shutdown(t, pc)
 	ids, _ := b.ConsumerIDs(context.Background(), "", "g")
 	if len(ids) != 0 {
 		t.Fatalf("members after Shutdown: %v", ids)
 	}
 	for q := int32(0); q < 4; q++ {
-		off, err := b.QueryOffset(context.Background(), "g", mq.MessageQueue{Topic: "T", QueueID: q})
-		if err != nil || off != 10 {
-			t.Fatalf("queue %d offset %d (%v), want 10", q, off, err)
+		if off := storedOffset(t, b, "g", brokerQueue("T", q)); off != 10 {
+			t.Fatalf("queue %d offset %d, want 10", q, off)
 		}
 	}
 	sendN(t, b, "T", "b", 20, nil)
 	c2 := newCounter()
-	startConsumer(t, b, fastOptions(t, "g"), "T", c2.listener())
-	waitFor(t, 10*time.Second, "second batch", func() bool { return c2.distinct() == 20 })
-	time.Sleep(100 * time.Millisecond)
+	startConsumer(t, b, bubbleOptions(t, "g"), "T", c2.listener())
+	time.Sleep(time.Minute)
+	if c2.distinct() != 20 || c2.total() != 20 {
+		t.Fatalf("restarted consumer consumed %d messages, %d distinct; want the 20 new ones", c2.total(), c2.distinct())
+	}
 	for _, body := range bodies("a", 40) {
 		if c2.get(body) != 0 {
 			t.Fatalf("%s redelivered after restart", body)
 		}
+	}
+}
+
+// TestConsumeTimeout: a listener call that hangs for ConsumeTimeout is sent back to the
+// retry topic and dropped from the cache at the next expiry check; the batches queued
+// behind it in its pool task are taken from that task and consumed, each once, and the
+// committed offset moves past the hung message, which comes back from the retry topic.
+func TestConsumeTimeout(t *testing.T) { synctest.Test(t, testConsumeTimeout) }
+
+func testConsumeTimeout(t *testing.T) {
+	b := testBroker(t, nil)
+	createTopic(t, b, "T", 1)
+	const n = 20
+	sendN(t, b, "T", "m", n, nil)
+	dispatched(t, b, "T", 0, n)
+	o := bubbleOptions(t, "g")
+	// One pull of 20 one-message batches goes to 4 pool tasks of 5 batches: m3 and m4 wait
+	// behind m2 in its task.
+	o.ConsumeGoroutinesMin, o.ConsumeGoroutinesMax = 4, 4
+	hang := make(chan struct{})
+	release := sync.OnceFunc(func() { close(hang) })
+	c := newCounter()
+	startConsumer(t, b, o, "T", ConcurrentListener(func(ctx context.Context, msgs []*Message, _ *ConcurrentlyContext) (ConsumeConcurrentlyStatus, error) {
+		c.add(msgs)
+		if string(msgs[0].Body) == "m2" && msgs[0].ReconsumeTimes == 0 {
+			select {
+			case <-hang:
+			case <-ctx.Done():
+			}
+		}
+		return ConsumeSuccess, nil
+	}))
+	t.Cleanup(release) // before Shutdown, which waits for the listener
+	queue := brokerQueue("T", 0)
+
+	time.Sleep(time.Minute)
+	if c.get("m3")+c.get("m4") != 0 || c.distinct() != n-2 {
+		t.Fatalf("before the timeout: m3 consumed %d times, m4 %d, %d distinct; want 0, 0, %d (all but the two behind m2)",
+			c.get("m3"), c.get("m4"), c.distinct(), n-2)
+	}
+	if off := storedOffset(t, b, "g", queue); off > 2 {
+		t.Fatalf("committed offset %d while m2 hangs, want at most 2", off)
+	}
+
+	time.Sleep(DefaultOptions.ConsumeTimeout + DefaultOptions.ExpiredCheckInterval)
+	check := func(when string) {
+		t.Helper()
+		for _, body := range bodies("m", n) {
+			want := 1
+			if body == "m2" {
+				want = 2 // the hung call, then the copy from the retry topic
+			}
+			if got := c.get(body); got != want {
+				t.Errorf("%s: %s consumed %d times, want %d", when, body, got, want)
+			}
+		}
+		if off := storedOffset(t, b, "g", queue); off != n {
+			t.Fatalf("%s: committed offset %d, want %d", when, off, n)
+		}
+	}
+	check("after the timeout")
+	// The hung call returns: its worker does not consume the batches taken from it.
+	release()
+	time.Sleep(time.Minute)
+	check("after the hung call returned")
+}
+
+// TestPoisonMessageToDLQ: with MaxReconsumeTimes -1 (RocketMQ's Go client's default,
+// meaning 16), a message that always fails is delivered 17 times, then goes to the group's
+// dead-letter topic, and the queue moves on; concurrently (through the retry topic) and in
+// order.
+func TestPoisonMessageToDLQ(t *testing.T) { eachKind(t, testPoisonMessageToDLQ) }
+
+func testPoisonMessageToDLQ(t *testing.T, orderly bool) {
+	b := testBroker(t, nil)
+	createTopic(t, b, "T", 1)
+	sendN(t, b, "T", "m", 3, nil) // m1 is the poison
+	o := bubbleOptions(t, "g")
+	o.MaxReconsumeTimes = -1
+	c := newCounter()
+	l := listenerOf(orderly, func(msgs []*Message) bool {
+		c.add(msgs)
+		return string(msgs[0].Body) != "m1"
+	})
+	pc := startConsumer(t, b, o, "T", l)
+	if pc.opts.MaxReconsumeTimes != 16 {
+		t.Fatalf("MaxReconsumeTimes -1 became %d, want 16", pc.opts.MaxReconsumeTimes)
+	}
+	time.Sleep(time.Hour)
+	if got := [3]int{c.get("m0"), c.get("m1"), c.get("m2")}; got != [3]int{1, 17, 1} {
+		t.Fatalf("m0, m1, m2 delivered %v times, want [1 17 1]", got)
+	}
+	dlq := mq.MessageQueue{Topic: mq.DLQTopic("g")}
+	if n, err := b.MaxOffset(context.Background(), dlq); err != nil || n != 1 {
+		t.Fatalf("dead-letter topic holds %d messages (%v), want 1", n, err)
+	}
+	if off := storedOffset(t, b, "g", brokerQueue("T", 0)); off != 3 {
+		t.Fatalf("committed offset %d, want 3", off)
+	}
+}
+
+// TestConsumeFromWhere: where a new group starts on a queue. A queue whose first message
+// is younger than the broker's NewQueueWindow (60 s) is read from its start whatever
+// FromWhere says, so that the first messages of a new topic are not lost; on a queue with
+// older history, ConsumeFromLastOffset starts at new messages only, ConsumeFromFirstOffset
+// at the first stored one, ConsumeFromTimestamp at the first stored at or after
+// ConsumeTimestamp (default 30 min before Start).
+func TestConsumeFromWhere(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		from  ConsumeFromWhere
+		at    time.Duration // ConsumeTimestamp after the first send, if not 0
+		first time.Duration // how long before Start the first send is
+		want  string        // prefixes of the batches consumed: a sent first, b 10 min later, n after Start
+	}{
+		{"last offset, new queue", ConsumeFromLastOffset, 0, 0, "a b n"},
+		{"last offset, older history", ConsumeFromLastOffset, 0, 12 * time.Minute, "n"},
+		{"first offset, older history", ConsumeFromFirstOffset, 0, 12 * time.Minute, "a b n"},
+		{"timestamp", ConsumeFromTimestamp, 5 * time.Minute, 12 * time.Minute, "b n"},
+		{"timestamp by default 30 min before Start", ConsumeFromTimestamp, 0, 35 * time.Minute, "b n"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				b := testBroker(t, nil)
+				createTopic(t, b, "T", 1)
+				start := time.Now()
+				sendN(t, b, "T", "a", 2, nil)
+				if c.first > 0 {
+					time.Sleep(10 * time.Minute)
+				}
+				sendN(t, b, "T", "b", 2, nil)
+				time.Sleep(c.first - time.Since(start))
+				o := bubbleOptions(t, "g")
+				o.FromWhere = c.from
+				if c.at > 0 {
+					o.ConsumeTimestamp = start.Add(c.at)
+				}
+				cnt := newCounter()
+				startConsumer(t, b, o, "T", cnt.listener())
+				time.Sleep(time.Second)
+				sendN(t, b, "T", "n", 2, nil)
+				time.Sleep(time.Second)
+				var want []string
+				for _, p := range strings.Fields(c.want) {
+					want = append(want, bodies(p, 2)...)
+				}
+				for _, body := range want {
+					if cnt.get(body) != 1 {
+						t.Errorf("%s consumed %d times, want 1", body, cnt.get(body))
+					}
+				}
+				if cnt.total() != len(want) {
+					t.Errorf("%d messages consumed, want %d: %v", cnt.total(), len(want), want)
+				}
+			})
+		})
 	}
 }

@@ -11,8 +11,8 @@ import (
 
 // orderlyUnlockWait is how long a rebalance waits for an orderly queue's consume run to end
 // before it unlocks the queue at the broker (RocketMQ's tryLock(1000 ms) in
-// removeUnnecessaryMessageQueue). A run still going after it keeps the queue, dropped,
-// until a later rebalance.
+// removeUnnecessaryMessageQueue). A run still going after it keeps the queue, dropped, until
+// the run ends, which triggers a rebalance that finishes the removal.
 const orderlyUnlockWait = time.Second
 
 // queueState is one assigned queue: its cache, its pull loop's position and, for orderly
@@ -42,6 +42,9 @@ func (qs *queueState) tryLockConsume(d time.Duration) bool {
 	case qs.consumeLock <- struct{}{}:
 		return true
 	default:
+	}
+	if d <= 0 {
+		return false
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -140,10 +143,16 @@ func (pc *PushConsumer) addQueue(queue mq.MessageQueue, expr string, off int64) 
 
 // removeQueue takes qs away: its pull loop stops, its cache is dropped, its offset persisted
 // and forgotten, and it leaves the table. An orderly queue locked at the broker is unlocked
-// once its consume run is over; a run that goes on for orderlyUnlockWait keeps the queue in
-// the table, dropped (nothing more is consumed from it), and a later rebalance finishes the
-// removal: a hung listener must not hold up the service loop, whose heartbeats keep the
-// consumer in its group.
+// once its consume run is over: a hung listener must not hold up the service loop, whose
+// heartbeats keep the consumer in its group, so a run that goes on for orderlyUnlockWait
+// keeps the queue in the table, dropped and still locked (lockAll renews it: the run
+// consumes it yet), and the run's end triggers a rebalance that tries again, without
+// waiting. A queue assigned to this consumer again meanwhile is added back once removed.
+//
+// Its broker calls are bounded by CallTimeout but not ended by Shutdown, which waits for the
+// service loop: a removal Shutdown interrupts would otherwise take the queue out of the
+// table without persisting its offset or unlocking it, and Shutdown, which does both for the
+// queues in the table, would skip it.
 func (pc *PushConsumer) removeQueue(qs *queueState) {
 	pc.qmu.Lock()
 	cur := pc.queues[qs.queue]
@@ -151,21 +160,29 @@ func (pc *PushConsumer) removeQueue(qs *queueState) {
 	if cur != qs {
 		return
 	}
+	again := qs.pq.Dropped() // an earlier removal waited already (or OFFSET_ILLEGAL dropped it)
 	qs.pq.SetDropped(true)
 	qs.cancel()
 	locked := pc.lockQueues()
-	if locked && !qs.tryLockConsume(orderlyUnlockWait) {
-		pc.opts.Logger.Warn("consumer: orderly queue still consuming: unlock it at the next rebalance", "queue", qs.queue)
-		return
+	if locked {
+		wait := orderlyUnlockWait
+		if again {
+			wait = 0
+		}
+		if !qs.tryLockConsume(wait) {
+			qs.pq.IncTryUnlockTimes()
+			pc.opts.Logger.Warn("consumer: orderly queue still consuming: unlock it when the run ends", "queue", qs.queue)
+			return
+		}
 	}
 	pc.qmu.Lock()
 	if pc.queues[qs.queue] == qs {
 		delete(pc.queues, qs.queue)
 	}
 	pc.qmu.Unlock()
-	ctx, cancel := pc.opts.callCtx(pc.ctx)
+	ctx, cancel := pc.opts.callCtx(context.Background())
 	defer cancel()
-	if err := pc.offsets.Persist(ctx, []mq.MessageQueue{qs.queue}); err != nil && !quiet(pc.ctx, err) {
+	if err := pc.offsets.Persist(ctx, []mq.MessageQueue{qs.queue}); err != nil {
 		pc.opts.Logger.Warn("consumer: persist offset", "queue", qs.queue, "err", err)
 	}
 	if pc.opts.Model == mq.Clustering { // a local store keeps its offsets (RocketMQ's removeOffset is a no-op there)
@@ -174,7 +191,7 @@ func (pc *PushConsumer) removeQueue(qs *queueState) {
 	if locked {
 		err := pc.b.UnlockQueues(ctx, pc.opts.Group, pc.opts.ClientID, []mq.MessageQueue{qs.queue})
 		qs.unlockConsume()
-		if err != nil && !quiet(pc.ctx, err) {
+		if err != nil {
 			pc.opts.Logger.Warn("consumer: unlock", "queue", qs.queue, "err", err)
 		}
 	}
