@@ -307,7 +307,7 @@ func (pc *PushConsumer) consumeBatch(qs *queueState, msgs []*Message, t *consume
 		return -1, time.Time{}
 	}
 	failed := t.failed
-	off := pc.processResult(qs, msgs, status, cc, end, t)
+	off := pc.processResult(qs, msgs, status, cc, t)
 	if t.failed != failed { // sending back took its time
 		end = time.Time{}
 	}
@@ -341,19 +341,11 @@ func (pc *PushConsumer) runHooks(hooks []Hook, hc *HookContext) {
 	}
 }
 
-// processConsumeResult is ConsumeMessageConcurrentlyService.processConsumeResult: failed
-// messages go back to the broker (or are consumed again locally), then the batch leaves the
-// cache and the offset moves up.
-func (pc *PushConsumer) processConsumeResult(qs *queueState, msgs []*Message, status ConsumeConcurrentlyStatus, cc *ConcurrentlyContext) {
-	var t consumeTally
-	off := pc.processResult(qs, msgs, status, cc, time.Now(), &t)
-	pc.settle(qs, &t, off)
-}
-
-// processResult is processConsumeResult up to the offset, which it returns (-1: none)
-// instead of storing; it adds the results to t and stamps the queue's last consume time
-// with now, the consume's end.
-func (pc *PushConsumer) processResult(qs *queueState, msgs []*Message, status ConsumeConcurrentlyStatus, cc *ConcurrentlyContext, now time.Time, t *consumeTally) int64 {
+// processResult is ConsumeMessageConcurrentlyService.processConsumeResult up to the
+// offset, which it returns (-1: none) instead of storing: failed messages go back to the
+// broker (or are consumed again locally), then the batch leaves the cache. It adds the
+// results to t.
+func (pc *PushConsumer) processResult(qs *queueState, msgs []*Message, status ConsumeConcurrentlyStatus, cc *ConcurrentlyContext, t *consumeTally) int64 {
 	o := &pc.opts
 	ack := cc.AckIndex
 	if status == ReconsumeLater {
@@ -384,7 +376,7 @@ func (pc *PushConsumer) processResult(qs *queueState, msgs []*Message, status Co
 			}
 		}
 	}
-	return qs.pq.removeMessagesAt(done, now.UnixNano())
+	return qs.pq.removeMessages(done)
 }
 
 // sendBack returns m to the broker's retry (or dead-letter) topic; when that fails it sends

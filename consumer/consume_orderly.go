@@ -7,7 +7,7 @@ import (
 	"github.com/edgemq/edgemq/edge/mq"
 )
 
-// The seed's fixed delays of ConsumeMessageOrderlyService.
+// The fixed delays of RocketMQ's ConsumeMessageOrderlyService.
 const (
 	orderlyRelockDelay   = 10 * time.Millisecond  // locked but lock lost or expired mid-run; and resubmit after a relock
 	orderlyNotLockDelay  = 100 * time.Millisecond // a run found the queue not locked
@@ -82,7 +82,7 @@ func (pc *PushConsumer) consumeOrderly(qs *queueState) {
 			pc.submitOrderly(qs, orderlyRelockDelay)
 			return
 		}
-		msgs := qs.pq.takeMessagesAt(o.ConsumeMessageBatchMaxSize, now.UnixNano())
+		msgs := qs.pq.takeMessages(o.ConsumeMessageBatchMaxSize)
 		if len(msgs) == 0 {
 			return
 		}
@@ -151,17 +151,9 @@ func (pc *PushConsumer) callOrderly(msgs []*Message, oc *OrderlyContext) (st Con
 	return st, err
 }
 
-// processOrderlyResult is ConsumeMessageOrderlyService.processConsumeResult; it reports
-// whether the run goes on.
-func (pc *PushConsumer) processOrderlyResult(qs *queueState, msgs []*Message, status ConsumeOrderlyStatus, oc *OrderlyContext) bool {
-	var t consumeTally
-	commit, cont := pc.processOrderly(qs, msgs, status, oc, &t)
-	pc.settleOrderly(qs, &t, commit)
-	return cont
-}
-
-// processOrderly is processOrderlyResult up to the offset, which it returns (-1: none)
-// instead of storing; it adds the results to t.
+// processOrderly is ConsumeMessageOrderlyService.processConsumeResult up to the offset,
+// which it returns (-1: none) instead of storing, and reports whether the run goes on; it
+// adds the results to t.
 func (pc *PushConsumer) processOrderly(qs *queueState, msgs []*Message, status ConsumeOrderlyStatus, oc *OrderlyContext, t *consumeTally) (commit int64, cont bool) {
 	o := &pc.opts
 	suspend := time.Duration(oc.SuspendTime) * time.Millisecond

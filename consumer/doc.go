@@ -1,4 +1,4 @@
-// Package consumer is EdgeMQ's RocketMQ-style push consumer, after the seeds: push on pull.
+// Package consumer is EdgeMQ's RocketMQ-style push consumer: push on pull.
 //
 //	pc, err := consumer.NewPushConsumer(b, &consumer.Options{Group: "billing"})
 //	err = pc.Subscribe("Orders", "new || paid", consumer.ConcurrentListener(handle))
@@ -24,7 +24,7 @@
 //     once the cache is down to half, or after 50 ms at most), 1 s while suspended, 3 s
 //     after an error, and RocketMQ's handling of NO_NEW_MSG, NO_MATCHED_MSG and
 //     OFFSET_ILLEGAL;
-//   - a ProcessQueue per queue, ordered by queue offset, whose smallest cached offset is the
+//   - a cache per queue (RocketMQ's ProcessQueue), ordered by queue offset, whose smallest cached offset is the
 //     commit point;
 //   - concurrent consumption on 20..64 goroutines in batches of ConsumeMessageBatchMaxSize,
 //     with ackIndex, send-back of failures (falling back to a plain send to the retry topic,

@@ -14,7 +14,7 @@ import (
 // TestProcessQueueOutOfOrderRemoval checks the tombstoned cache against a plain model under
 // random puts (including offsets removed before, which come back), out-of-order removals,
 // takes and rollbacks: RemoveMessages returns the smallest cached offset (or the highest
-// put + 1), and Count, Size, MaxSpan and HasCached agree with the model.
+// put + 1), and Count, Size, MaxSpan and hasCached agree with the model.
 func TestProcessQueueOutOfOrderRemoval(t *testing.T) {
 	seed := rand.Uint64()
 	t.Logf("seed %d", seed)
@@ -45,8 +45,8 @@ func TestProcessQueueOutOfOrderRemoval(t *testing.T) {
 		if got := pq.MaxSpan(); got != wantSpan {
 			t.Fatalf("step %d: MaxSpan = %d, want %d", step, got, wantSpan)
 		}
-		if got := pq.HasCached(); got != (len(keys) > 0) {
-			t.Fatalf("step %d: HasCached = %v, want %v", step, got, len(keys) > 0)
+		if got := pq.hasCached(); got != (len(keys) > 0) {
+			t.Fatalf("step %d: hasCached = %v, want %v", step, got, len(keys) > 0)
 		}
 	}
 	for step := range 20000 {
@@ -74,7 +74,7 @@ func TestProcessQueueOutOfOrderRemoval(t *testing.T) {
 				}
 			}
 			offs = append(offs, next+100)
-			got := pq.RemoveMessages(pqMsgs(offs...))
+			got := pq.removeMessages(pqMsgs(offs...))
 			if len(model) == 0 {
 				if got != -1 {
 					t.Fatalf("step %d: RemoveMessages on an empty cache = %d, want -1", step, got)
@@ -92,7 +92,7 @@ func TestProcessQueueOutOfOrderRemoval(t *testing.T) {
 				t.Fatalf("step %d: RemoveMessages = %d, want %d", step, got, want)
 			}
 		default: // take the lowest, then put them back
-			ms := pq.TakeMessages(3)
+			ms := pq.takeMessages(3)
 			var keys []int64
 			for o := range model {
 				keys = append(keys, o)

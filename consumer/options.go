@@ -40,8 +40,8 @@ type HookContext struct {
 	Elapsed  time.Duration // after the consume
 }
 
-// Options configures a consumer. A zero field takes its default; every number of the seeds'
-// consumer is here.
+// Options configures a consumer. A zero field takes its default; every number of RocketMQ's
+// push consumer is here.
 type Options struct {
 	// Group is the consumer group. Required.
 	Group string

@@ -2,17 +2,12 @@ package consumer
 
 import (
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 )
 
-// propertyMaxOffset is the broker's max queue offset at pull time, which RocketMQ brokers
-// put on pulled messages (MessageConst.PROPERTY_MAX_OFFSET).
-const propertyMaxOffset = "MAX_OFFSET"
-
-// ProcessQueue caches the pulled, not yet consumed messages of one queue, ordered by queue
+// processQueue caches the pulled, not yet consumed messages of one queue, ordered by queue
 // offset (RocketMQ's ProcessQueue). Safe for concurrent use.
 //
 // Concurrent consumption uses PutMessages, MarkConsumeStart, RemoveMessages and
@@ -20,7 +15,7 @@ const propertyMaxOffset = "MAX_OFFSET"
 // lowest-offset messages into a consuming set, and Commit, Rollback or
 // MakeMessagesToConsumeAgain to settle them. Count and Size cover both the cache and the
 // consuming set.
-type ProcessQueue struct {
+type processQueue struct {
 	mu sync.Mutex // guards msgs, dead, taken, offsetMax and consuming
 	// msgs is the cache, sorted by queue offset, without duplicates. Concurrent consumption
 	// removes messages out of order: a message removed from the middle leaves a tombstone
@@ -38,15 +33,12 @@ type ProcessQueue struct {
 	consuming bool
 
 	// Read without mu. count and size change only with mu held.
-	count       atomic.Int64 // messages in msgs and taken
-	size        atomic.Int64 // body bytes of msgs and taken
-	accCount    atomic.Int64 // messages left on the broker after the last pull
-	tryUnlock   atomic.Int64
-	lastPull    atomic.Int64 // unix ns
-	lastConsume atomic.Int64 // unix ns
-	lastLock    atomic.Int64 // unix ns
-	dropped     atomic.Bool
-	locked      atomic.Bool
+	count    atomic.Int64 // messages in msgs and taken
+	size     atomic.Int64 // body bytes of msgs and taken
+	lastPull atomic.Int64 // unix ns
+	lastLock atomic.Int64 // unix ns
+	dropped  atomic.Bool
+	locked   atomic.Bool
 
 	// A pull loop held back by flow control waits on drain until Count is at most
 	// drainCount, Size at most drainSize and MaxSpan at most drainSpan (armDrain);
@@ -67,14 +59,13 @@ type pqEntry struct {
 	chunk *chunk
 }
 
-// NewProcessQueue returns an empty ProcessQueue. Its pull, consume and lock times start
+// newProcessQueue returns an empty processQueue. Its pull and lock times start
 // now, as RocketMQ's do.
-func NewProcessQueue() *ProcessQueue {
-	pq := &ProcessQueue{drain: make(chan struct{}, 1)}
+func newProcessQueue() *processQueue {
+	pq := &processQueue{drain: make(chan struct{}, 1)}
 	pq.drainCount.Store(-1)
 	now := time.Now().UnixNano()
 	pq.lastPull.Store(now)
-	pq.lastConsume.Store(now)
 	pq.lastLock.Store(now)
 	return pq
 }
@@ -119,7 +110,7 @@ func insert(s []pqEntry, e pqEntry) ([]pqEntry, bool) {
 
 // insertLocked adds e to the cache unless a message of its offset is there already (a
 // tombstone of its offset takes it); it reports whether it added it.
-func (pq *ProcessQueue) insertLocked(e pqEntry) bool {
+func (pq *processQueue) insertLocked(e pqEntry) bool {
 	off := e.off
 	if n := len(pq.msgs); n == 0 || pq.msgs[n-1].off < off {
 		pq.msgs = append(pq.msgs, e) // the common case: offsets arrive in order
@@ -140,7 +131,7 @@ func (pq *ProcessQueue) insertLocked(e pqEntry) bool {
 
 // removeAtLocked turns msgs[i] into a tombstone, then drops tombstones from both ends and,
 // when they outnumber the messages, from everywhere.
-func (pq *ProcessQueue) removeAtLocked(i int) {
+func (pq *processQueue) removeAtLocked(i int) {
 	pq.msgs[i] = pqEntry{off: pq.msgs[i].off} // lets the message be collected
 	pq.dead++
 	s := pq.msgs
@@ -174,9 +165,8 @@ func bodySize(m *Message) int64 { return int64(len(m.Body)) }
 // PutMessages caches msgs (duplicates by queue offset, of the cache or of the orderly
 // consuming set, are ignored) and reports whether an
 // orderly consume run should be dispatched (true when the queue was idle and now has
-// messages); it then marks the queue consuming until TakeMessages finds it empty. If the
-// last message carries the broker's MAX_OFFSET property, MsgAccCount is updated from it.
-func (pq *ProcessQueue) PutMessages(msgs []*Message) bool {
+// messages); it then marks the queue consuming until takeMessagesAt finds it empty.
+func (pq *processQueue) PutMessages(msgs []*Message) bool {
 	pq.mu.Lock()
 	defer pq.mu.Unlock()
 	var added, bytes int64
@@ -198,27 +188,15 @@ func (pq *ProcessQueue) PutMessages(msgs []*Message) bool {
 		dispatch = true
 		pq.consuming = true
 	}
-	if n := len(msgs); n > 0 {
-		last := msgs[n-1]
-		if v, err := strconv.ParseInt(last.Properties[propertyMaxOffset], 10, 64); err == nil && v-last.QueueOffset > 0 {
-			pq.accCount.Store(v - last.QueueOffset)
-		}
-	}
 	return dispatch
 }
 
-// RemoveMessages drops consumed msgs and returns the offset to commit: the smallest cached
+// removeMessages drops consumed msgs and returns the offset to commit: the smallest cached
 // offset, or the highest offset seen + 1 once the cache is empty; -1 if nothing was cached.
-// Messages not in the cache are ignored. It stamps the last consume time.
-func (pq *ProcessQueue) RemoveMessages(msgs []*Message) int64 {
-	return pq.removeMessagesAt(msgs, time.Now().UnixNano())
-}
-
-// removeMessagesAt is RemoveMessages with the last consume time now (unix ns).
-func (pq *ProcessQueue) removeMessagesAt(msgs []*Message, now int64) int64 {
+// Messages not in the cache are ignored.
+func (pq *processQueue) removeMessages(msgs []*Message) int64 {
 	pq.mu.Lock()
 	defer pq.mu.Unlock()
-	pq.lastConsume.Store(now)
 	if len(pq.msgs) == 0 {
 		return -1
 	}
@@ -233,7 +211,7 @@ func (pq *ProcessQueue) removeMessagesAt(msgs []*Message, now int64) int64 {
 }
 
 // removeLocked drops offset off from the cache and updates count and size.
-func (pq *ProcessQueue) removeLocked(off int64) {
+func (pq *processQueue) removeLocked(off int64) {
 	i, ok := search(pq.msgs, off)
 	if !ok || pq.msgs[i].msg == nil {
 		return
@@ -243,19 +221,13 @@ func (pq *ProcessQueue) removeLocked(off int64) {
 	pq.removeAtLocked(i)
 }
 
-// TakeMessages moves up to n of the lowest-offset messages to the consuming set (orderly).
+// takeMessages moves up to n of the lowest-offset messages to the consuming set (orderly).
 // n < 1 counts as 1. When the cache is empty it returns nothing and clears the consuming
-// flag, so that the next PutMessages dispatches a new run. It stamps the last consume time.
-func (pq *ProcessQueue) TakeMessages(n int) []*Message {
-	return pq.takeMessagesAt(n, time.Now().UnixNano())
-}
-
-// takeMessagesAt is TakeMessages with the last consume time now (unix ns).
-func (pq *ProcessQueue) takeMessagesAt(n int, now int64) []*Message {
+// flag, so that the next PutMessages dispatches a new run.
+func (pq *processQueue) takeMessages(n int) []*Message {
 	n = max(n, 1)
 	pq.mu.Lock()
 	defer pq.mu.Unlock()
-	pq.lastConsume.Store(now)
 	if len(pq.msgs) == 0 {
 		pq.consuming = false
 		return nil
@@ -282,7 +254,7 @@ func (pq *ProcessQueue) takeMessagesAt(n int, now int64) []*Message {
 
 // Commit drops the consuming set and returns the offset to commit (orderly): the highest
 // offset in the set + 1, or -1 when the set is empty.
-func (pq *ProcessQueue) Commit() int64 {
+func (pq *processQueue) Commit() int64 {
 	pq.mu.Lock()
 	defer pq.mu.Unlock()
 	n := len(pq.taken)
@@ -303,7 +275,7 @@ func (pq *ProcessQueue) Commit() int64 {
 }
 
 // Rollback puts the consuming set back (orderly).
-func (pq *ProcessQueue) Rollback() {
+func (pq *processQueue) Rollback() {
 	pq.mu.Lock()
 	defer pq.mu.Unlock()
 	for _, e := range pq.taken {
@@ -315,7 +287,7 @@ func (pq *ProcessQueue) Rollback() {
 
 // MakeMessagesToConsumeAgain puts msgs from the consuming set back (orderly). Messages not
 // in the consuming set are ignored (RocketMQ would cache them without counting them).
-func (pq *ProcessQueue) MakeMessagesToConsumeAgain(msgs []*Message) {
+func (pq *processQueue) MakeMessagesToConsumeAgain(msgs []*Message) {
 	pq.mu.Lock()
 	defer pq.mu.Unlock()
 	for _, m := range msgs {
@@ -328,16 +300,11 @@ func (pq *ProcessQueue) MakeMessagesToConsumeAgain(msgs []*Message) {
 	}
 }
 
-// MarkConsumeStart records now as the consume start time of the cached msgs, for
-// CleanExpired (RocketMQ keeps it in the CONSUME_START_TIME property). The concurrent
-// consume service calls it just before a batch goes to the listener. Messages not in the
-// cache are ignored.
-func (pq *ProcessQueue) MarkConsumeStart(msgs []*Message) {
-	pq.markConsumeStart(msgs, time.Now().UnixNano(), nil)
-}
-
-// markConsumeStart is MarkConsumeStart at now (unix ns), in pool task c (nil: none).
-func (pq *ProcessQueue) markConsumeStart(msgs []*Message, now int64, c *chunk) {
+// markConsumeStart records now (unix ns) as the consume start time of the cached msgs, and
+// c as the pool task consuming them (nil: none), for cleanExpired (RocketMQ keeps the time
+// in the CONSUME_START_TIME property). The concurrent consume service calls it just before
+// a batch goes to the listener. Messages not in the cache are ignored.
+func (pq *processQueue) markConsumeStart(msgs []*Message, now int64, c *chunk) {
 	pq.mu.Lock()
 	defer pq.mu.Unlock()
 	for _, m := range msgs {
@@ -348,20 +315,15 @@ func (pq *ProcessQueue) markConsumeStart(msgs []*Message, now int64, c *chunk) {
 	}
 }
 
-// CleanExpired sends back messages stuck in consumption (RocketMQ's cleanExpiredMsg, for
+// cleanExpired sends back messages stuck in consumption (RocketMQ's cleanExpiredMsg, for
 // concurrent consumption only): up to limit times, if the lowest-offset cached message started
-// consuming (MarkConsumeStart) more than timeout ago, it is passed to sendBack and, once
-// sendBack succeeds, removed from the cache. It stops at the first message not expired and
-// at the first sendBack error, and returns how many messages it removed. sendBack is called
-// without the queue's lock held. Removing a message does not commit an offset; the next
-// RemoveMessages returns the advanced one.
-func (pq *ProcessQueue) CleanExpired(timeout time.Duration, limit int, sendBack func(*Message) error) int {
-	return pq.cleanExpired(timeout, limit, func(m *Message, _ *chunk) error { return sendBack(m) })
-}
-
-// cleanExpired is CleanExpired whose sendBack is also given the pool task the message's
-// consumption started in (nil if none).
-func (pq *ProcessQueue) cleanExpired(timeout time.Duration, limit int, sendBack func(*Message, *chunk) error) int {
+// consuming (markConsumeStart) more than timeout ago, it is passed to sendBack, with the pool
+// task its consumption started in (nil if none), and, once sendBack succeeds, removed from the
+// cache. It stops at the first message not expired and at the first sendBack error, and
+// returns how many messages it removed. sendBack is called without the queue's lock held.
+// Removing a message does not commit an offset; the next removeMessages returns the advanced
+// one.
+func (pq *processQueue) cleanExpired(timeout time.Duration, limit int, sendBack func(*Message, *chunk) error) int {
 	pq.mu.Lock()
 	loop := min(len(pq.msgs), limit)
 	pq.mu.Unlock()
@@ -383,7 +345,6 @@ func (pq *ProcessQueue) cleanExpired(timeout time.Duration, limit int, sendBack 
 		pq.mu.Lock()
 		if len(pq.msgs) > 0 && pq.msgs[0].off == m.QueueOffset {
 			pq.removeLocked(m.QueueOffset)
-			pq.lastConsume.Store(now)
 			removed++
 		}
 		pq.notifyDrainLocked()
@@ -393,14 +354,14 @@ func (pq *ProcessQueue) cleanExpired(timeout time.Duration, limit int, sendBack 
 }
 
 // Count returns the number of cached messages, including the orderly consuming set.
-func (pq *ProcessQueue) Count() int64 { return pq.count.Load() }
+func (pq *processQueue) Count() int64 { return pq.count.Load() }
 
 // Size returns the body bytes of the cached messages, including the orderly consuming set.
-func (pq *ProcessQueue) Size() int64 { return pq.size.Load() }
+func (pq *processQueue) Size() int64 { return pq.size.Load() }
 
 // MaxSpan returns the highest minus the lowest cached offset (not counting the orderly
 // consuming set), or 0 when the cache is empty.
-func (pq *ProcessQueue) MaxSpan() int64 {
+func (pq *processQueue) MaxSpan() int64 {
 	pq.mu.Lock()
 	defer pq.mu.Unlock()
 	if n := len(pq.msgs); n > 0 {
@@ -409,44 +370,11 @@ func (pq *ProcessQueue) MaxSpan() int64 {
 	return 0
 }
 
-// QueueOffsetMax returns the highest queue offset ever put, or 0.
-func (pq *ProcessQueue) QueueOffsetMax() int64 {
-	pq.mu.Lock()
-	defer pq.mu.Unlock()
-	return pq.offsetMax
-}
-
-// Consuming reports whether an orderly consume run is dispatched or running.
-func (pq *ProcessQueue) Consuming() bool {
-	pq.mu.Lock()
-	defer pq.mu.Unlock()
-	return pq.consuming
-}
-
-// HasCached reports whether the cache (not counting the consuming set) holds messages.
-func (pq *ProcessQueue) HasCached() bool {
-	pq.mu.Lock()
-	defer pq.mu.Unlock()
-	return len(pq.msgs) > 0
-}
-
-// Clear empties the cache and the consuming set and resets Count, Size and QueueOffsetMax.
-func (pq *ProcessQueue) Clear() {
-	pq.mu.Lock()
-	defer pq.mu.Unlock()
-	pq.msgs, pq.taken = nil, nil
-	pq.dead = 0
-	pq.offsetMax = 0
-	pq.count.Store(0)
-	pq.size.Store(0)
-	pq.notifyDrainLocked()
-}
-
 // armDrain makes the first notifyDrainLocked that finds Count at most count, Size at most
 // size and MaxSpan at most span send on the channel it returns (capacity 1), once;
 // disarmDrain undoes it. One pull loop per queue uses it, to wait for flow control to lift
 // instead of sleeping a fixed delay.
-func (pq *ProcessQueue) armDrain(count, size, span int64) <-chan struct{} {
+func (pq *processQueue) armDrain(count, size, span int64) <-chan struct{} {
 	select { // a signal left from an earlier wait
 	case <-pq.drain:
 	default:
@@ -461,11 +389,11 @@ func (pq *ProcessQueue) armDrain(count, size, span int64) <-chan struct{} {
 }
 
 // disarmDrain ends a wait begun with armDrain.
-func (pq *ProcessQueue) disarmDrain() { pq.drainCount.Store(-1) }
+func (pq *processQueue) disarmDrain() { pq.drainCount.Store(-1) }
 
 // notifyDrainLocked signals an armed drain wait whose levels are reached. It is called
 // after Count, Size or MaxSpan go down.
-func (pq *ProcessQueue) notifyDrainLocked() {
+func (pq *processQueue) notifyDrainLocked() {
 	c := pq.drainCount.Load()
 	if c < 0 || pq.count.Load() > c || pq.size.Load() > pq.drainSize.Load() {
 		return
@@ -483,65 +411,34 @@ func (pq *ProcessQueue) notifyDrainLocked() {
 
 // Dropped reports whether the queue was taken away from this consumer; its messages are
 // then no longer consumed and its offsets no longer committed.
-func (pq *ProcessQueue) Dropped() bool { return pq.dropped.Load() }
+func (pq *processQueue) Dropped() bool { return pq.dropped.Load() }
 
 // SetDropped marks the queue dropped or not.
-func (pq *ProcessQueue) SetDropped(v bool) { pq.dropped.Store(v) }
+func (pq *processQueue) SetDropped(v bool) { pq.dropped.Store(v) }
 
 // Locked reports whether this consumer holds the queue's broker lock (orderly).
-func (pq *ProcessQueue) Locked() bool { return pq.locked.Load() }
+func (pq *processQueue) Locked() bool { return pq.locked.Load() }
 
 // SetLocked records whether this consumer holds the queue's broker lock; true also stamps
 // the last lock time with the clock's now, as every RocketMQ lock success does.
-func (pq *ProcessQueue) SetLocked(v bool) {
+func (pq *processQueue) SetLocked(v bool) {
 	if v {
 		pq.lastLock.Store(time.Now().UnixNano())
 	}
 	pq.locked.Store(v)
 }
 
-// LastPullTime returns when the queue was last pulled.
-func (pq *ProcessQueue) LastPullTime() time.Time { return time.Unix(0, pq.lastPull.Load()) }
-
 // SetLastPullTime records when the queue was last pulled.
-func (pq *ProcessQueue) SetLastPullTime(t time.Time) { pq.lastPull.Store(t.UnixNano()) }
-
-// LastConsumeTime returns when messages were last removed or taken.
-func (pq *ProcessQueue) LastConsumeTime() time.Time { return time.Unix(0, pq.lastConsume.Load()) }
-
-// LastLockTime returns when the queue's broker lock was last obtained.
-func (pq *ProcessQueue) LastLockTime() time.Time { return time.Unix(0, pq.lastLock.Load()) }
-
-// SetLastLockTime records when the queue's broker lock was last obtained.
-func (pq *ProcessQueue) SetLastLockTime(t time.Time) { pq.lastLock.Store(t.UnixNano()) }
+func (pq *processQueue) SetLastPullTime(t time.Time) { pq.lastPull.Store(t.UnixNano()) }
 
 // IsPullExpired reports whether the queue has not been pulled for more than expiry
 // (Options.PullExpiry).
-func (pq *ProcessQueue) IsPullExpired(expiry time.Duration) bool {
+func (pq *processQueue) IsPullExpired(expiry time.Duration) bool {
 	return time.Now().UnixNano()-pq.lastPull.Load() > int64(expiry)
 }
 
-// IsLockExpired reports whether the queue's broker lock is older than expiry
+// isLockExpiredAt reports whether the queue's broker lock is, at now, older than expiry
 // (Options.LockExpiry).
-func (pq *ProcessQueue) IsLockExpired(expiry time.Duration) bool {
-	return pq.isLockExpiredAt(expiry, time.Now())
-}
-
-// isLockExpiredAt is IsLockExpired at now.
-func (pq *ProcessQueue) isLockExpiredAt(expiry time.Duration, now time.Time) bool {
+func (pq *processQueue) isLockExpiredAt(expiry time.Duration, now time.Time) bool {
 	return now.UnixNano()-pq.lastLock.Load() > int64(expiry)
 }
-
-// MsgAccCount returns how many messages the broker held beyond the last pulled one, from
-// the MAX_OFFSET property or SetMsgAccCount (RocketMQ's msgAccCnt, for stats).
-func (pq *ProcessQueue) MsgAccCount() int64 { return pq.accCount.Load() }
-
-// SetMsgAccCount records how many messages the broker holds beyond the last pulled one.
-func (pq *ProcessQueue) SetMsgAccCount(n int64) { pq.accCount.Store(n) }
-
-// TryUnlockTimes returns how often unlocking the queue was put off because it was
-// consuming (orderly).
-func (pq *ProcessQueue) TryUnlockTimes() int64 { return pq.tryUnlock.Load() }
-
-// IncTryUnlockTimes counts one put-off unlock.
-func (pq *ProcessQueue) IncTryUnlockTimes() { pq.tryUnlock.Add(1) }

@@ -30,17 +30,25 @@ func offsetsOf(ms []*Message) []int64 {
 
 // newPQ returns a ProcessQueue holding messages at offs. Tests that move time run in a
 // synctest bubble, where time.Sleep moves the fake clock at once.
-func newPQ(t *testing.T, offs ...int64) *ProcessQueue {
+func newPQ(t *testing.T, offs ...int64) *processQueue {
 	t.Helper()
-	pq := NewProcessQueue()
+	pq := newProcessQueue()
 	if len(offs) > 0 {
 		pq.PutMessages(pqMsgs(offs...))
 	}
 	return pq
 }
 
+// hasCached reports whether the cache (not counting the orderly consuming set) holds
+// messages.
+func (pq *processQueue) hasCached() bool {
+	pq.mu.Lock()
+	defer pq.mu.Unlock()
+	return len(pq.msgs) > 0
+}
+
 // checkStats fails unless Count and Size are as given.
-func checkStats(t *testing.T, pq *ProcessQueue, count, size int64) {
+func checkStats(t *testing.T, pq *processQueue, count, size int64) {
 	t.Helper()
 	if got := pq.Count(); got != count {
 		t.Errorf("Count = %d, want %d", got, count)
@@ -60,13 +68,10 @@ func TestProcessQueuePutMessages(t *testing.T) {
 		t.Error("put while consuming: dispatch = true, want false")
 	}
 	checkStats(t, pq, 4, 2+3+4+6) // offset 2 was a duplicate
-	if got := pq.QueueOffsetMax(); got != 5 {
-		t.Errorf("QueueOffsetMax = %d, want 5", got)
-	}
 	if got := pq.MaxSpan(); got != 4 {
 		t.Errorf("MaxSpan = %d, want 4", got)
 	}
-	if got := offsetsOf(pq.TakeMessages(10)); !slices.Equal(got, []int64{1, 2, 3, 5}) {
+	if got := offsetsOf(pq.takeMessages(10)); !slices.Equal(got, []int64{1, 2, 3, 5}) {
 		t.Errorf("cache order %v, want [1 2 3 5]", got)
 	}
 	if pq.PutMessages(nil) {
@@ -82,43 +87,28 @@ func TestProcessQueuePutDispatchAfterIdle(t *testing.T) {
 	if !pq.PutMessages(pqMsgs(0)) {
 		t.Fatal("dispatch = false, want true")
 	}
-	if !pq.Consuming() {
-		t.Error("Consuming = false after a dispatching put")
+	if pq.PutMessages(pqMsgs(1)) {
+		t.Error("a second put while the run goes on: dispatch = true, want false")
 	}
-	pq.TakeMessages(1)
+	pq.takeMessages(1)
 	pq.Commit()
-	if got := pq.TakeMessages(1); len(got) != 0 {
+	pq.takeMessages(1)
+	pq.Commit()
+	if got := pq.takeMessages(1); len(got) != 0 {
 		t.Fatalf("take on empty = %v", offsetsOf(got))
 	}
-	if pq.Consuming() {
-		t.Error("Consuming = true after an empty take")
-	}
-	if !pq.PutMessages(pqMsgs(1)) {
+	if !pq.PutMessages(pqMsgs(2)) {
 		t.Error("put after the run ended: dispatch = false, want true")
 	}
 }
 
 func TestProcessQueuePutIgnoresTaken(t *testing.T) {
 	pq := newPQ(t, 0, 1)
-	pq.TakeMessages(1)
+	pq.takeMessages(1)
 	pq.PutMessages(pqMsgs(0, 2))
 	checkStats(t, pq, 3, 1+2+3)
-	if got := offsetsOf(pq.TakeMessages(10)); !slices.Equal(got, []int64{1, 2}) {
+	if got := offsetsOf(pq.takeMessages(10)); !slices.Equal(got, []int64{1, 2}) {
 		t.Errorf("took %v, want [1 2]", got)
-	}
-}
-
-func TestProcessQueueMsgAccCount(t *testing.T) {
-	pq := newPQ(t)
-	ms := pqMsgs(4, 5)
-	ms[1].Properties = map[string]string{"MAX_OFFSET": "12"}
-	pq.PutMessages(ms)
-	if got := pq.MsgAccCount(); got != 7 {
-		t.Errorf("MsgAccCount = %d, want 7", got)
-	}
-	pq.SetMsgAccCount(3)
-	if got := pq.MsgAccCount(); got != 3 {
-		t.Errorf("MsgAccCount = %d, want 3", got)
 	}
 }
 
@@ -139,53 +129,39 @@ func TestProcessQueueRemoveMessages(t *testing.T) {
 		{"twice", []int64{1, 2}, []int64{1, 1}, 2, 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				start := time.Now()
-				pq := newPQ(t, c.cached...)
-				time.Sleep(time.Minute)
-				if got := pq.RemoveMessages(pqMsgs(c.remove...)); got != c.want {
-					t.Errorf("RemoveMessages = %d, want %d", got, c.want)
+			pq := newPQ(t, c.cached...)
+			if got := pq.removeMessages(pqMsgs(c.remove...)); got != c.want {
+				t.Errorf("removeMessages = %d, want %d", got, c.want)
+			}
+			var size int64
+			for _, o := range c.cached {
+				if !slices.Contains(c.remove, o) {
+					size += o + 1
 				}
-				var size int64
-				for _, o := range c.cached {
-					if !slices.Contains(c.remove, o) {
-						size += o + 1
-					}
-				}
-				checkStats(t, pq, c.count, size)
-				if got := pq.LastConsumeTime(); !got.Equal(start.Add(time.Minute)) {
-					t.Errorf("LastConsumeTime = %v, want %v", got, start.Add(time.Minute))
-				}
-			})
+			}
+			checkStats(t, pq, c.count, size)
 		})
 	}
 }
 
 func TestProcessQueueTakeMessages(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		start := time.Now()
-		pq := newPQ(t, 4, 2, 3, 1, 5)
-		time.Sleep(time.Second)
-		if got := offsetsOf(pq.TakeMessages(2)); !slices.Equal(got, []int64{1, 2}) {
-			t.Errorf("took %v, want [1 2]", got)
-		}
-		checkStats(t, pq, 5, 2+3+4+5+6) // taken messages still count
-		if got := pq.MaxSpan(); got != 2 {
-			t.Errorf("MaxSpan of the rest = %d, want 2", got)
-		}
-		if got := offsetsOf(pq.TakeMessages(0)); !slices.Equal(got, []int64{3}) {
-			t.Errorf("TakeMessages(0) took %v, want [3]", got)
-		}
-		if got := offsetsOf(pq.TakeMessages(10)); !slices.Equal(got, []int64{4, 5}) {
-			t.Errorf("took %v, want [4 5]", got)
-		}
-		if pq.HasCached() {
-			t.Error("HasCached after taking everything")
-		}
-		if got := pq.LastConsumeTime(); !got.Equal(start.Add(time.Second)) {
-			t.Errorf("LastConsumeTime = %v", got)
-		}
-	})
+	pq := newPQ(t, 4, 2, 3, 1, 5)
+	if got := offsetsOf(pq.takeMessages(2)); !slices.Equal(got, []int64{1, 2}) {
+		t.Errorf("took %v, want [1 2]", got)
+	}
+	checkStats(t, pq, 5, 2+3+4+5+6) // taken messages still count
+	if got := pq.MaxSpan(); got != 2 {
+		t.Errorf("MaxSpan of the rest = %d, want 2", got)
+	}
+	if got := offsetsOf(pq.takeMessages(0)); !slices.Equal(got, []int64{3}) {
+		t.Errorf("TakeMessages(0) took %v, want [3]", got)
+	}
+	if got := offsetsOf(pq.takeMessages(10)); !slices.Equal(got, []int64{4, 5}) {
+		t.Errorf("took %v, want [4 5]", got)
+	}
+	if pq.hasCached() {
+		t.Error("hasCached after taking everything")
+	}
 }
 
 func TestProcessQueueCommit(t *testing.T) {
@@ -193,7 +169,7 @@ func TestProcessQueueCommit(t *testing.T) {
 	if got := pq.Commit(); got != -1 {
 		t.Errorf("Commit with nothing taken = %d, want -1", got)
 	}
-	pq.TakeMessages(3)
+	pq.takeMessages(3)
 	if got := pq.Commit(); got != 4 {
 		t.Errorf("Commit = %d, want 4", got)
 	}
@@ -201,33 +177,33 @@ func TestProcessQueueCommit(t *testing.T) {
 	if got := pq.Commit(); got != -1 {
 		t.Errorf("second Commit = %d, want -1", got)
 	}
-	if got := offsetsOf(pq.TakeMessages(10)); !slices.Equal(got, []int64{4}) {
+	if got := offsetsOf(pq.takeMessages(10)); !slices.Equal(got, []int64{4}) {
 		t.Errorf("took %v after commit, want [4]", got)
 	}
 }
 
 func TestProcessQueueRollback(t *testing.T) {
 	pq := newPQ(t, 1, 2, 3)
-	pq.TakeMessages(2)
+	pq.takeMessages(2)
 	pq.Rollback()
 	checkStats(t, pq, 3, 2+3+4)
 	if got := pq.Commit(); got != -1 {
 		t.Errorf("Commit after Rollback = %d, want -1", got)
 	}
-	if got := offsetsOf(pq.TakeMessages(10)); !slices.Equal(got, []int64{1, 2, 3}) {
+	if got := offsetsOf(pq.takeMessages(10)); !slices.Equal(got, []int64{1, 2, 3}) {
 		t.Errorf("took %v after rollback, want [1 2 3]", got)
 	}
 }
 
 func TestProcessQueueMakeMessagesToConsumeAgain(t *testing.T) {
 	pq := newPQ(t, 1, 2, 3, 4)
-	taken := pq.TakeMessages(3)
+	taken := pq.takeMessages(3)
 	pq.MakeMessagesToConsumeAgain(append(taken[2:3], pqMsgs(9)...)) // 3, and 9 never taken
 	checkStats(t, pq, 4, 2+3+4+5)
 	if got := pq.Commit(); got != 3 {
 		t.Errorf("Commit = %d, want 3 (1 and 2 consumed)", got)
 	}
-	if got := offsetsOf(pq.TakeMessages(10)); !slices.Equal(got, []int64{3, 4}) {
+	if got := offsetsOf(pq.takeMessages(10)); !slices.Equal(got, []int64{3, 4}) {
 		t.Errorf("took %v, want [3 4]", got)
 	}
 }
@@ -252,13 +228,13 @@ func TestProcessQueueCleanExpired(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				pq := newPQ(t, 0, 1, 2, 3, 4)
-				pq.MarkConsumeStart(pqMsgs(c.started...))
+				pq.markConsumeStart(pqMsgs(c.started...), time.Now().UnixNano(), nil)
 				time.Sleep(10 * time.Minute)
-				pq.MarkConsumeStart(pqMsgs(c.late...))
+				pq.markConsumeStart(pqMsgs(c.late...), time.Now().UnixNano(), nil)
 				time.Sleep(10 * time.Minute)
 				var sent []int64
 				calls := 0
-				n := pq.CleanExpired(timeout, c.limit, func(m *Message) error {
+				n := pq.cleanExpired(timeout, c.limit, func(m *Message, _ *chunk) error {
 					calls++
 					if m.QueueOffset == c.failAt {
 						return errSend
@@ -283,7 +259,7 @@ func TestProcessQueueCleanExpired(t *testing.T) {
 					t.Errorf("Count = %d, want %d", got, 5-len(c.want))
 				}
 				// The committed offset moves past the removed messages.
-				if got, want := pq.RemoveMessages(nil), int64(len(c.want)); got != want {
+				if got, want := pq.removeMessages(nil), int64(len(c.want)); got != want {
 					t.Errorf("commit offset = %d, want %d", got, want)
 				}
 			})
@@ -294,9 +270,9 @@ func TestProcessQueueCleanExpired(t *testing.T) {
 func TestProcessQueueCleanExpiredNotYet(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		pq := newPQ(t, 0)
-		pq.MarkConsumeStart(pqMsgs(0))
+		pq.markConsumeStart(pqMsgs(0), time.Now().UnixNano(), nil)
 		time.Sleep(15 * time.Minute) // exactly the timeout: not older than it
-		if n := pq.CleanExpired(15*time.Minute, 16, func(*Message) error { return nil }); n != 0 {
+		if n := pq.cleanExpired(15*time.Minute, 16, func(*Message, *chunk) error { return nil }); n != 0 {
 			t.Errorf("CleanExpired at the timeout = %d, want 0", n)
 		}
 	})
@@ -304,7 +280,6 @@ func TestProcessQueueCleanExpiredNotYet(t *testing.T) {
 
 func TestProcessQueueFlagsAndTimes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		start := time.Now()
 		pq := newPQ(t)
 		if pq.Dropped() || pq.Locked() {
 			t.Fatal("new queue dropped or locked")
@@ -313,10 +288,11 @@ func TestProcessQueueFlagsAndTimes(t *testing.T) {
 		if !pq.Dropped() {
 			t.Error("Dropped = false after SetDropped(true)")
 		}
-		if got := pq.LastPullTime(); !got.Equal(start) {
-			t.Errorf("LastPullTime = %v, want the clock's start", got)
+		time.Sleep(time.Minute)
+		if pq.IsPullExpired(time.Minute) || !pq.IsPullExpired(time.Minute-1) {
+			t.Error("IsPullExpired wrong 1 min after a new queue's start: it counts from then")
 		}
-		time.Sleep(2 * time.Minute)
+		time.Sleep(time.Minute)
 		if !pq.IsPullExpired(time.Minute) || pq.IsPullExpired(3*time.Minute) {
 			t.Error("IsPullExpired wrong 2 min after the last pull")
 		}
@@ -324,56 +300,37 @@ func TestProcessQueueFlagsAndTimes(t *testing.T) {
 		if pq.IsPullExpired(time.Minute) {
 			t.Error("IsPullExpired right after SetLastPullTime")
 		}
-		if !pq.IsLockExpired(time.Minute) {
-			t.Error("IsLockExpired = false 2 min after the last lock")
+		if !pq.isLockExpiredAt(time.Minute, time.Now()) {
+			t.Error("lock expired = false 2 min after the last lock")
 		}
 		pq.SetLocked(true)
-		if !pq.Locked() || pq.IsLockExpired(time.Minute) {
+		if !pq.Locked() || pq.isLockExpiredAt(time.Minute, time.Now()) {
 			t.Error("SetLocked(true) did not lock and stamp the lock time")
 		}
-		time.Sleep(31 * time.Second)
-		if !pq.IsLockExpired(30 * time.Second) {
-			t.Error("IsLockExpired = false 31 s after locking, expiry 30 s")
+		time.Sleep(30 * time.Second)
+		if pq.isLockExpiredAt(30*time.Second, time.Now()) {
+			t.Error("lock expired exactly 30 s after locking, expiry 30 s: not older than it")
 		}
-		pq.SetLastLockTime(time.Now())
-		if pq.IsLockExpired(30*time.Second) || !pq.LastLockTime().Equal(time.Now()) {
-			t.Error("SetLastLockTime not applied")
+		time.Sleep(time.Nanosecond)
+		if !pq.isLockExpiredAt(30*time.Second, time.Now()) {
+			t.Error("lock not expired just over 30 s after locking, expiry 30 s")
 		}
 		pq.SetLocked(false)
 		if pq.Locked() {
 			t.Error("Locked after SetLocked(false)")
 		}
-		pq.IncTryUnlockTimes()
-		pq.IncTryUnlockTimes()
-		if got := pq.TryUnlockTimes(); got != 2 {
-			t.Errorf("TryUnlockTimes = %d, want 2", got)
-		}
 	})
 }
 
-func TestProcessQueueClear(t *testing.T) {
-	pq := newPQ(t, 1, 2, 3)
-	pq.TakeMessages(1)
-	pq.Clear()
-	checkStats(t, pq, 0, 0)
-	if pq.HasCached() || pq.Commit() != -1 || pq.QueueOffsetMax() != 0 {
-		t.Error("Clear left messages behind")
-	}
-}
-
 func TestNewProcessQueue(t *testing.T) {
-	before := time.Now()
-	pq := NewProcessQueue()
-	if got := pq.LastPullTime(); got.Before(before) || got.After(time.Now()) {
-		t.Errorf("LastPullTime = %v, want about now", got)
-	}
+	pq := newProcessQueue()
 	checkStats(t, pq, 0, 0)
 }
 
 // TestProcessQueueConcurrent runs concurrent-mode producers and consumers against one
 // queue under -race and checks the counters settle at zero.
 func TestProcessQueueConcurrent(t *testing.T) {
-	pq := NewProcessQueue()
+	pq := newProcessQueue()
 	const writers, per = 4, 500
 	work := make(chan []*Message, 64)
 	var wg sync.WaitGroup
@@ -394,8 +351,8 @@ func TestProcessQueueConcurrent(t *testing.T) {
 	for range 4 {
 		consumers.Go(func() {
 			for ms := range work {
-				pq.MarkConsumeStart(ms)
-				if off := pq.RemoveMessages(ms); off < 0 {
+				pq.markConsumeStart(ms, time.Now().UnixNano(), nil)
+				if off := pq.removeMessages(ms); off < 0 {
 					t.Errorf("RemoveMessages = %d with messages cached", off)
 				}
 			}
@@ -410,11 +367,11 @@ func TestProcessQueueConcurrent(t *testing.T) {
 				return
 			default:
 			}
-			_ = pq.Count() + pq.Size() + pq.MaxSpan() + pq.MsgAccCount()
-			_ = pq.Dropped() || pq.Locked() || pq.IsPullExpired(time.Minute) || pq.IsLockExpired(time.Minute)
+			_ = pq.Count() + pq.Size() + pq.MaxSpan()
+			_ = pq.Dropped() || pq.Locked() || pq.IsPullExpired(time.Minute) || pq.isLockExpiredAt(time.Minute, time.Now())
 			pq.SetLocked(true)
 			pq.SetLastPullTime(time.Now())
-			pq.CleanExpired(time.Hour, 16, func(*Message) error { return nil })
+			pq.cleanExpired(time.Hour, 16, func(*Message, *chunk) error { return nil })
 		}
 	})
 	wg.Wait()
@@ -423,14 +380,14 @@ func TestProcessQueueConcurrent(t *testing.T) {
 	close(stop)
 	readers.Wait()
 	checkStats(t, pq, 0, 0)
-	if got := pq.RemoveMessages(nil); got != -1 {
+	if got := pq.removeMessages(nil); got != -1 {
 		t.Errorf("RemoveMessages on the empty queue = %d, want -1", got)
 	}
 }
 
 // TestProcessQueueConcurrentOrderly runs puts against take/commit/rollback runs.
 func TestProcessQueueConcurrentOrderly(t *testing.T) {
-	pq := NewProcessQueue()
+	pq := newProcessQueue()
 	const total = 2000
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -450,7 +407,7 @@ func TestProcessQueueConcurrentOrderly(t *testing.T) {
 				t.Errorf("committed up to %d of %d before the deadline", last, total)
 				return
 			}
-			got := pq.TakeMessages(7)
+			got := pq.takeMessages(7)
 			if len(got) == 0 {
 				continue
 			}

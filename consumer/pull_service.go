@@ -8,7 +8,7 @@ import (
 	"github.com/edgemq/edgemq/edge/mq"
 )
 
-// pullLoop pulls one queue until the queue is removed or the consumer stops (the seeds'
+// pullLoop pulls one queue until the queue is removed or the consumer stops (RocketMQ's
 // PullMessageService with one request per queue: each pull schedules the next).
 //
 // A pull held back by flow control (the queue caches too many messages or bytes, or too

@@ -20,7 +20,7 @@ const orderlyUnlockWait = time.Second
 type queueState struct {
 	queue  mq.MessageQueue
 	expr   string
-	pq     *ProcessQueue
+	pq     *processQueue
 	ctx    context.Context // ends the pull loop's long poll
 	cancel context.CancelFunc
 	stop   <-chan struct{}
@@ -129,7 +129,7 @@ func (pc *PushConsumer) updateQueues(topic, expr string, mine []mq.MessageQueue)
 
 func (pc *PushConsumer) addQueue(queue mq.MessageQueue, expr string, off int64) {
 	ctx, cancel := context.WithCancel(pc.ctx)
-	qs := &queueState{queue: queue, expr: expr, pq: NewProcessQueue(), ctx: ctx, cancel: cancel, stop: ctx.Done(),
+	qs := &queueState{queue: queue, expr: expr, pq: newProcessQueue(), ctx: ctx, cancel: cancel, stop: ctx.Done(),
 		next: off, consumeLock: make(chan struct{}, 1)}
 	if pc.isOrderly() {
 		qs.pq.SetLocked(true) // locked at the broker just before
@@ -170,7 +170,6 @@ func (pc *PushConsumer) removeQueue(qs *queueState) {
 			wait = 0
 		}
 		if !qs.tryLockConsume(wait) {
-			qs.pq.IncTryUnlockTimes()
 			pc.opts.Logger.Warn("consumer: orderly queue still consuming: unlock it when the run ends", "queue", qs.queue)
 			return
 		}
