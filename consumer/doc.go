@@ -24,8 +24,8 @@
 //     once the cache is down to half, or after 50 ms at most), 1 s while suspended, 3 s
 //     after an error, and RocketMQ's handling of NO_NEW_MSG, NO_MATCHED_MSG and
 //     OFFSET_ILLEGAL;
-//   - a cache per queue (RocketMQ's ProcessQueue), ordered by queue offset, whose smallest cached offset is the
-//     commit point;
+//   - a cache per queue (RocketMQ's ProcessQueue), ordered by queue offset, whose smallest
+//     cached offset is the commit point;
 //   - concurrent consumption on 20..64 goroutines in batches of ConsumeMessageBatchMaxSize,
 //     with ackIndex, send-back of failures (falling back to a plain send to the retry topic,
 //     then to consuming locally again after 5 s), and consume timeouts;
