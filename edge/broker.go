@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/edgemq/edgemq/edge/mq"
 	"github.com/edgemq/edgemq/store"
@@ -24,7 +25,6 @@ import (
 // callbacks; the delayed-message scheduler.
 type Broker struct {
 	opts  Options
-	clock Clock
 	lg    *slog.Logger
 	st    *store.Store
 	meta  *meta.Store
@@ -63,12 +63,12 @@ func Open(dir string, opts *Options) (*Broker, error) {
 
 // open builds the broker; on error it closes what it opened.
 func open(dir string, o Options) (b *Broker, err error) {
-	b = &Broker{opts: o, clock: o.Clock, lg: o.Logger.With("component", "broker"), done: make(chan struct{})}
+	b = &Broker{opts: o, lg: o.Logger.With("component", "broker"), done: make(chan struct{})}
 	var so store.Options
 	if o.Store != nil {
 		so = *o.Store
 	}
-	so.Now = o.Clock.Now
+	so.Now = time.Now // the broker's time and the store's are one
 	so.OnArrival = b.onArrival
 	if so.Logger == nil {
 		so.Logger = o.Logger

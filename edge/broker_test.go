@@ -201,26 +201,6 @@ func TestClosedBroker(t *testing.T) {
 	}
 }
 
-func TestManualClockTimers(t *testing.T) {
-	c := NewManualClock(time.Unix(0, 0))
-	t1 := c.NewTimer(time.Hour)
-	t2 := c.NewTimer(time.Minute)
-	c.Advance(2 * time.Minute)
-	select {
-	case <-t2.C():
-	default:
-		t.Fatal("minute timer did not fire")
-	}
-	select {
-	case <-t1.C():
-		t.Fatal("hour timer fired early")
-	default:
-	}
-	if !t1.Stop() || c.Timers() != 0 {
-		t.Fatal("Stop did not remove the timer")
-	}
-}
-
 func TestQueueOffsets(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := openBroker(t, nil)

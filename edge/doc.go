@@ -26,6 +26,5 @@
 //   - per-topic and per-group counters and consumer lag.
 //
 // A later layer (edge/remoting) puts RocketMQ's wire protocol in front of this API; no
-// feature exists only on the wire. Time comes from Options.Clock, so tests of hour-long
-// delays run in milliseconds with a ManualClock.
+// feature exists only on the wire. Time comes from the time package.
 package edge

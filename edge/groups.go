@@ -69,13 +69,13 @@ func (g *groupRegistry) run() {
 	defer g.b.wg.Done()
 	defer g.notes.stop()
 	for {
-		t := g.b.clock.NewTimer(g.b.opts.HeartbeatCheckInterval)
+		t := time.NewTimer(g.b.opts.HeartbeatCheckInterval)
 		select {
 		case <-g.b.done:
 			t.Stop()
 			return
-		case <-t.C():
-			now := g.b.clock.Now()
+		case <-t.C:
+			now := time.Now()
 			g.expire(now)
 			g.b.locks.expire(now)
 		}
@@ -228,7 +228,7 @@ func (b *Broker) Heartbeat(ctx context.Context, hb mq.Heartbeat) error {
 		}
 	}
 
-	now := b.clock.Now()
+	now := time.Now()
 	var notes []note
 	g.mu.Lock()
 	for _, cd := range hb.Consumers {

@@ -208,13 +208,13 @@ func (h *holdService) interval() time.Duration {
 func (h *holdService) run() {
 	defer h.b.wg.Done()
 	for {
-		t := h.b.clock.NewTimer(h.interval())
+		t := time.NewTimer(h.interval())
 		select {
 		case <-h.b.done:
 			t.Stop()
 			h.closeAll()
 			return
-		case <-t.C():
+		case <-t.C:
 			h.sweep()
 		}
 	}

@@ -92,7 +92,7 @@ func (b *Broker) LockQueues(ctx context.Context, group, clientID string, qs []mq
 		return nil, err
 	}
 	t := b.locks
-	now := b.clock.Now()
+	now := time.Now()
 	granted := make([]mq.MessageQueue, 0, len(qs))
 	t.mu.Lock()
 	defer t.mu.Unlock()

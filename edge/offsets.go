@@ -81,12 +81,12 @@ func (t *offsetTable) persist() error {
 func (t *offsetTable) run() {
 	defer t.b.wg.Done()
 	for {
-		tm := t.b.clock.NewTimer(t.b.opts.OffsetPersistInterval)
+		tm := time.NewTimer(t.b.opts.OffsetPersistInterval)
 		select {
 		case <-t.b.done:
 			tm.Stop()
 			return
-		case <-tm.C():
+		case <-tm.C:
 			if err := t.persist(); err != nil {
 				t.b.lg.Error("persist offsets", "err", err)
 			}
@@ -171,7 +171,7 @@ func (b *Broker) firstMessageIsNew(topic string, queueID int32) bool {
 	if err != nil || g.Status != store.Found || g.Messages[0].QueueOffset != 0 {
 		return false
 	}
-	return b.clock.Now().Sub(time.UnixMilli(g.Messages[0].StoreTime)) < b.opts.NewQueueWindow
+	return time.Since(time.UnixMilli(g.Messages[0].StoreTime)) < b.opts.NewQueueWindow
 }
 
 // ResetWhere says where ResetOffsets moves a group.

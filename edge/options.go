@@ -17,8 +17,6 @@ type Options struct {
 	// retention, ...). nil means the store's defaults. Its Now and OnArrival are set by the
 	// broker.
 	Store *store.Options
-	// Clock is the source of time. Default SystemClock.
-	Clock Clock
 	// Logger receives the broker's reports. Default: discard.
 	Logger *slog.Logger
 	// DefaultQueues is the read and write queue count of auto-created topics and of
@@ -85,7 +83,6 @@ var DefaultDelayLevels = []time.Duration{
 
 // DefaultOptions holds the defaults that zero fields take.
 var DefaultOptions = Options{
-	Clock:                  SystemClock,
 	DefaultQueues:          4,
 	MaxMessageSize:         4 << 20,
 	DefaultSuspend:         15 * time.Second,
@@ -109,9 +106,6 @@ func (o *Options) withDefaults() (Options, error) {
 		r = *o
 	}
 	d := DefaultOptions
-	if r.Clock == nil {
-		r.Clock = d.Clock
-	}
 	if r.Logger == nil {
 		r.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}

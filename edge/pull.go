@@ -211,7 +211,7 @@ func (b *Broker) suspendTimeout(d time.Duration) time.Duration {
 // (ctx.Err()) or Close (ErrClosed). The waiter is out of the hold queue when it returns.
 func (b *Broker) suspend(ctx context.Context, req *mq.PullRequest, filter store.Filter) error {
 	w := newWaiter(holdKey{req.Queue.Topic, req.Queue.QueueID}, req.Offset, filter)
-	t := b.clock.NewTimer(b.suspendTimeout(req.MaxWait))
+	t := time.NewTimer(b.suspendTimeout(req.MaxWait))
 	defer t.Stop()
 	switch b.hold.park(w) {
 	case parkMoved:
@@ -221,7 +221,7 @@ func (b *Broker) suspend(ctx context.Context, req *mq.PullRequest, filter store.
 	}
 	select {
 	case <-w.ch:
-	case <-t.C():
+	case <-t.C:
 		b.hold.remove(w)
 	case <-ctx.Done():
 		b.hold.remove(w)

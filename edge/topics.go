@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/edgemq/edgemq/edge/mq"
 	"github.com/edgemq/edgemq/store/meta"
@@ -96,7 +97,7 @@ func (t *topicTable) put(cfg TopicConfig, create bool) (*topic, error) {
 		return old, fmt.Errorf("%w: %q", ErrTopicExists, cfg.Name)
 	}
 	err := t.b.meta.PutTopic(meta.Topic{Name: cfg.Name, ReadQueues: cfg.ReadQueues, WriteQueues: cfg.WriteQueues,
-		Perm: cfg.Perm, Order: cfg.Order, Created: t.b.clock.Now().UnixMilli()})
+		Perm: cfg.Perm, Order: cfg.Order, Created: time.Now().UnixMilli()})
 	if err != nil {
 		return nil, fmt.Errorf("edge: store topic %q: %w", cfg.Name, err)
 	}
