@@ -47,6 +47,11 @@ type holdService struct {
 	// arrival, so an arrival that reads n == 0 comes after every parked pull read the end
 	// it moved (sync/atomic is sequentially consistent), and may skip mu.
 	n atomic.Int64
+	// parkHook, set only by a test before any pull, runs in park between counting the
+	// waiter and reading the queue's end, where an arrival must not slip through: the one
+	// place TestHoldParkRacesArrival needs to stop a pull, which no scheduler of
+	// goroutines (testing/synctest included) can pick out.
+	parkHook func()
 }
 
 // newHoldService is called before the store opens: b.st may be used only from run, park
@@ -54,10 +59,6 @@ type holdService struct {
 func newHoldService(b *Broker) *holdService {
 	return &holdService{b: b, m: map[holdKey][]*waiter{}}
 }
-
-// parkHook, when set by a test, runs in park between counting the waiter and reading the
-// queue's end, where an arrival must not slip through.
-var parkHook func()
 
 // parkResult says what park did.
 type parkResult int
@@ -79,8 +80,8 @@ func (h *holdService) park(w *waiter) parkResult {
 		return parkRefused
 	}
 	h.n.Add(1)
-	if parkHook != nil {
-		parkHook()
+	if h.parkHook != nil {
+		h.parkHook()
 	}
 	if h.b.st.MaxOffset(w.key.topic, w.key.queue) > w.offset {
 		h.n.Add(-1)

@@ -400,8 +400,8 @@ func TestHoldParkRacesArrival(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := holdBroker(t, Options{})
 		ctx := context.Background()
-		parkHook = func() {
-			parkHook = nil
+		b.hold.parkHook = func() {
+			b.hold.parkHook = nil
 			go func() {
 				if _, err := b.Send(ctx, &mq.Message{Topic: "H", Body: []byte("m")}, mq.QueueIndex(1)); err != nil {
 					t.Error(err)
@@ -414,7 +414,6 @@ func TestHoldParkRacesArrival(t *testing.T) {
 				runtime.Gosched()
 			}
 		}
-		defer func() { parkHook = nil }()
 		ch := pullAsync(ctx, b, mq.PullRequest{Group: "G", Queue: mq.MessageQueue{Topic: "H", QueueID: 1}, Offset: 0, Filter: "*", Suspend: true})
 		o := holdRecv(t, ch)
 		if o.err != nil || o.res.Status != mq.PullFound || len(o.res.Messages) != 1 {
