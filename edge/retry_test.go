@@ -210,3 +210,87 @@ func TestSendBackBadInput(t *testing.T) {
 		}
 	})
 }
+
+// TestSendToRetryTopicPastMaxGoesToDLQ: a message a client sends to %RETRY%<group> itself
+// (its send-back failed, or it is a remote client) carries its reconsume count in
+// RECONSUME_TIME. The broker stores the count as the message's ReconsumeTimes, and a
+// message past its maximum (MAX_RECONSUME_TIMES, else Options.MaxReconsumeTimes) goes to
+// %DLQ%<group>, undelayed, as RocketMQ does; at the maximum it is still retried. Bad
+// values are refused, and nothing is stored.
+func TestSendToRetryTopicPastMaxGoesToDLQ(t *testing.T) {
+	retry, dlq := mq.RetryTopic("g"), mq.DLQTopic("g")
+	brokers := map[int32]*Broker{16: openBroker(t, nil), 2: openBroker(t, &Options{MaxReconsumeTimes: 2})}
+	for _, tc := range []struct {
+		name      string
+		maxTimes  int32 // Options.MaxReconsumeTimes
+		props     map[string]string
+		topic     string // where the message is stored
+		level     string // its DELAY as stored ("" none)
+		reconsume int32
+	}{
+		{"no count", 16, nil, retry, "", 0},
+		{"below the default max", 16, map[string]string{mq.PropertyReconsumeTime: "5"}, retry, "", 5},
+		{"at the default max", 16, map[string]string{mq.PropertyReconsumeTime: "16"}, retry, "", 16},
+		{"past the default max", 16, map[string]string{mq.PropertyReconsumeTime: "17"}, dlq, "", 17},
+		{"at the message's max", 16, map[string]string{mq.PropertyReconsumeTime: "3", mq.PropertyMaxReconsumeTimes: "3"}, retry, "", 3},
+		{"past the message's max", 16, map[string]string{mq.PropertyReconsumeTime: "4", mq.PropertyMaxReconsumeTimes: "3"}, dlq, "", 4},
+		{"message's max 0", 16, map[string]string{mq.PropertyReconsumeTime: "1", mq.PropertyMaxReconsumeTimes: "0"}, dlq, "", 1},
+		{"message's max -1: the default", 16, map[string]string{mq.PropertyReconsumeTime: "16", mq.PropertyMaxReconsumeTimes: "-1"}, retry, "", 16},
+		{"at Options' max", 2, map[string]string{mq.PropertyReconsumeTime: "2"}, retry, "", 2},
+		{"past Options' max", 2, map[string]string{mq.PropertyReconsumeTime: "3"}, dlq, "", 3},
+		{"delayed, below the max", 16, map[string]string{mq.PropertyReconsumeTime: "2", mq.PropertyDelayLevel: "5"}, mq.ScheduleTopic, "5", 2},
+		{"delayed, past the max: undelayed", 16, map[string]string{mq.PropertyReconsumeTime: "17", mq.PropertyDelayLevel: "18"}, dlq, "", 17},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := brokers[tc.maxTimes]
+			m := &mq.Message{Topic: retry, Properties: maps.Clone(tc.props), Body: []byte("again")}
+			res, err := b.Send(context.Background(), m, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := b.st.ReadMessage(res.CommitLogOffset)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Queue.Topic != tc.topic || s.Topic != tc.topic || s.ReconsumeTimes != tc.reconsume || s.Properties[mq.PropertyDelayLevel] != tc.level {
+				t.Fatalf("stored in %s (result %s), reconsume times %d, DELAY %q; want %s, %d, %q",
+					s.Topic, res.Queue.Topic, s.ReconsumeTimes, s.Properties[mq.PropertyDelayLevel], tc.topic, tc.reconsume, tc.level)
+			}
+			if tc.topic == dlq && s.QueueID != 0 {
+				t.Fatalf("stored in DLQ queue %d, want 0", s.QueueID)
+			}
+			if _, ok := s.Properties[mq.PropertyReconsumeTime]; ok {
+				t.Fatalf("%s kept in the stored properties %v", mq.PropertyReconsumeTime, s.Properties)
+			}
+			if !maps.Equal(m.Properties, tc.props) && (m.Properties != nil || tc.props != nil) {
+				t.Fatalf("the caller's properties changed to %v", m.Properties)
+			}
+		})
+	}
+
+	b := openBroker(t, nil)
+	for _, props := range []map[string]string{
+		{mq.PropertyReconsumeTime: "x"},
+		{mq.PropertyReconsumeTime: ""},
+		{mq.PropertyReconsumeTime: "-1"},
+		{mq.PropertyReconsumeTime: "2147483648"}, // past int32
+		{mq.PropertyReconsumeTime: "1", mq.PropertyMaxReconsumeTimes: "many"},
+		{mq.PropertyReconsumeTime: "1", mq.PropertyMaxReconsumeTimes: "99999999999"},
+	} {
+		if _, err := b.Send(context.Background(), &mq.Message{Topic: retry, Properties: props, Body: []byte("x")}, nil); !errors.Is(err, mq.ErrInvalidArgument) {
+			t.Errorf("send with %v: %v, want %v", props, err, mq.ErrInvalidArgument)
+		}
+		err := b.SendAsync(context.Background(), &mq.Message{Topic: retry, Properties: props, Body: []byte("x")}, nil, func(mq.SendResult, error) { t.Error("done called") })
+		if !errors.Is(err, mq.ErrInvalidArgument) {
+			t.Errorf("async send with %v: %v, want %v", props, err, mq.ErrInvalidArgument)
+		}
+	}
+	for _, name := range []string{retry, dlq} {
+		if n := b.st.MaxOffset(name, 0); n != 0 {
+			t.Errorf("%d messages stored in %s by refused sends", n, name)
+		}
+	}
+	if _, err := b.Topic(dlq); err == nil {
+		t.Error("a refused send created the DLQ topic")
+	}
+}
