@@ -3,7 +3,12 @@ package edge
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"runtime"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -418,6 +423,94 @@ func TestHoldParkRacesArrival(t *testing.T) {
 		o := holdRecv(t, ch)
 		if o.err != nil || o.res.Status != mq.PullFound || len(o.res.Messages) != 1 {
 			t.Fatalf("got %v %v with %d messages, want the message", o.err, o.res.Status, len(o.res.Messages))
+		}
+	})
+}
+
+// holeAt damages, in the closed broker's data dir, the record at commit-log position pos of
+// size bytes: its last byte is flipped, so that its checksum fails and the store reads its
+// queue entry as a hole (OFFSET_FOUND_NULL), as after bit rot.
+func holeAt(t *testing.T, dir string, pos int64, size int32) {
+	t.Helper()
+	segs, err := filepath.Glob(filepath.Join(dir, "commitlog", "*.log"))
+	if err != nil || len(segs) == 0 {
+		t.Fatalf("no segments in %s (%v)", dir, err)
+	}
+	file, base := "", int64(-1)
+	for _, s := range segs {
+		b, err := strconv.ParseInt(strings.TrimSuffix(filepath.Base(s), ".log"), 10, 64)
+		if err == nil && b <= pos && b > base {
+			file, base = s, b
+		}
+	}
+	f, err := os.OpenFile(file, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	off := pos - base + int64(size) - 1
+	var c [1]byte
+	if _, err := f.ReadAt(c[:], off); err != nil {
+		t.Fatal(err)
+	}
+	c[0] ^= 0xff
+	if _, err := f.WriteAt(c[:], off); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestPullParkedPastHoles: a suspended pull that finds only holes at the end of its queue
+// (records lost with their entries) waits past them, as at the queue's end, instead of
+// answering at once; the next message, or its timeout, answers it.
+func TestPullParkedPastHoles(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		dir := t.TempDir()
+		b := openBrokerAt(t, dir, nil)
+		if err := b.CreateTopic(TopicConfig{Name: "H", ReadQueues: 1, WriteQueues: 1}); err != nil {
+			t.Fatal(err)
+		}
+		holdSend(t, b, "H", 0, "a", "b", "c")
+		// Offsets 1 and 2 become holes; a message of another topic follows them in the log.
+		var lost []mq.MessageExt
+		for off := int64(1); off <= 2; off++ {
+			res, err := b.Pull(context.Background(), mq.PullRequest{Group: "g", Queue: mq.MessageQueue{Topic: "H"}, Offset: off, MaxMsgs: 1, Filter: "*"})
+			if err != nil || len(res.Messages) != 1 {
+				t.Fatalf("pull at %d: %v, %v", off, res.Status, err)
+			}
+			lost = append(lost, res.Messages[0])
+		}
+		holdSend(t, b, "Other", 0, "x")
+		if err := b.Close(); err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range lost {
+			holeAt(t, dir, m.CommitLogOffset, m.StoreSize)
+		}
+		b = openBrokerAt(t, dir, nil)
+		req := mq.PullRequest{Group: "g", Queue: mq.MessageQueue{Topic: "H"}, Offset: 1, Filter: "*"}
+		res, err := b.Pull(context.Background(), req)
+		if err != nil || res.Status != mq.PullNoNewMsg || len(res.Messages) != 0 || res.NextBeginOffset != 3 || res.MaxOffset != 3 {
+			t.Fatalf("pull at the holes: %v %v next %d max %d, %v; want NO_NEW_MSG next 3 max 3", res.Status, pullOffsets(res.Messages), res.NextBeginOffset, res.MaxOffset, err)
+		}
+
+		// Suspended, it waits past the holes: here until its timeout, then answers as above.
+		req.Suspend, req.MaxWait = true, 3*time.Second
+		ch := pullAsync(context.Background(), b, req)
+		holdParked(t, b, 1)
+		time.Sleep(3*time.Second - time.Nanosecond)
+		holdStillParked(t, ch)
+		time.Sleep(time.Nanosecond)
+		if o := holdRecv(t, ch); o.err != nil || o.res.Status != mq.PullNoNewMsg || o.res.NextBeginOffset != 3 {
+			t.Fatalf("timed-out pull: %v %v next %d, want NO_NEW_MSG next 3", o.err, o.res.Status, o.res.NextBeginOffset)
+		}
+		// And here until the next message.
+		req.MaxWait = 10 * time.Second
+		ch = pullAsync(context.Background(), b, req)
+		holdParked(t, b, 1)
+		holdSend(t, b, "H", 0, "d")
+		o := holdRecv(t, ch)
+		if o.err != nil || o.res.Status != mq.PullFound || !slices.Equal(pullOffsets(o.res.Messages), []int64{3}) || o.res.NextBeginOffset != 4 {
+			t.Fatalf("woken pull: %v %v %v next %d, want FOUND [3] next 4", o.err, o.res.Status, pullOffsets(o.res.Messages), o.res.NextBeginOffset)
 		}
 	})
 }
