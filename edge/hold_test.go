@@ -514,3 +514,29 @@ func TestPullParkedPastHoles(t *testing.T) {
 		}
 	})
 }
+
+// TestShortPollingArrivalWakesNobody: with long polling off (Options.ShortPolling), an
+// arrival wakes no parked pull, as RocketMQ's broker with longPollingEnable=false; the pull
+// is answered by the sweep every ShortPollingWait (or its own wait of at most that).
+func TestShortPollingArrivalWakesNobody(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// The sweep runs at 1 s, 2 s, ... from the open.
+		b := holdBroker(t, Options{ShortPolling: true, ShortPollingWait: time.Second})
+		time.Sleep(300 * time.Millisecond)
+		ch := pullAsync(context.Background(), b, mq.PullRequest{Group: "g", Queue: mq.MessageQueue{Topic: "H"}, Filter: "*", Suspend: true, MaxWait: 10 * time.Second})
+		holdParked(t, b, 1) // waits until 1.3 s at most
+		time.Sleep(200 * time.Millisecond)
+		holdSend(t, b, "H", 0, "A") // at 0.5 s
+		holdStillParked(t, ch)
+		time.Sleep(500*time.Millisecond - time.Nanosecond)
+		holdStillParked(t, ch)
+		time.Sleep(time.Nanosecond) // the sweep at 1 s
+		o := holdRecv(t, ch)
+		if o.err != nil || o.res.Status != mq.PullFound || !slices.Equal(pullOffsets(o.res.Messages), []int64{0}) {
+			t.Fatalf("got %v %v %v, want FOUND [0] from the sweep", o.err, o.res.Status, pullOffsets(o.res.Messages))
+		}
+		if d := time.Since(bubbleStart); d != time.Second {
+			t.Fatalf("answered at %v, want 1s", d)
+		}
+	})
+}
