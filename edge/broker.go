@@ -46,10 +46,16 @@ type Broker struct {
 }
 
 // Open opens (creating if needed) the broker's data dir and starts the broker. It fails,
-// leaving nothing running, for options out of range (wrapping mq.ErrInvalidArgument) and
-// for a data dir the store cannot open: one held by another process (the error names its
-// pid), a path that is not a directory, a file system that cannot be written.
+// leaving nothing running and the data dir unlocked, for an empty dir or Options out of
+// range (wrapping mq.ErrInvalidArgument), for Options.Store out of range or contradicting
+// the data dir (the store's errors; store.ErrSettings for segments too small for
+// Options.MaxMessageSize), and for a data dir the store cannot open: one held by another
+// process (wrapping dirlock.ErrLocked; the error names its pid), a path that is not a
+// directory, a file system that cannot be written.
 func Open(dir string, opts *Options) (*Broker, error) {
+	if dir == "" {
+		return nil, fmt.Errorf("%w: empty data dir", mq.ErrInvalidArgument)
+	}
 	o, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
@@ -73,7 +79,7 @@ func open(dir string, o Options) (b *Broker, err error) {
 	if so.Logger == nil {
 		so.Logger = o.Logger
 	}
-	if so.MaxMessageSize < o.MaxMessageSize {
+	if so.MaxMessageSize >= 0 && so.MaxMessageSize < o.MaxMessageSize { // a negative one is the store's to refuse
 		so.MaxMessageSize = o.MaxMessageSize
 	}
 	defer func() {

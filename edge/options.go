@@ -128,14 +128,24 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	setDefault(&r.BrokerName, d.BrokerName)
 	setDefault(&r.NewQueueWindow, d.NewQueueWindow)
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{
+		{"MaxMessageSize", int64(r.MaxMessageSize)}, {"CompressOver", int64(r.CompressOver)},
+		{"MaxReconsumeTimes", int64(r.MaxReconsumeTimes)},
+		{"DefaultSuspend", int64(r.DefaultSuspend)}, {"MaxSuspend", int64(r.MaxSuspend)},
+		{"ShortPollingWait", int64(r.ShortPollingWait)}, {"HoldCheckInterval", int64(r.HoldCheckInterval)},
+		{"OffsetPersistInterval", int64(r.OffsetPersistInterval)}, {"HeartbeatTimeout", int64(r.HeartbeatTimeout)},
+		{"HeartbeatCheckInterval", int64(r.HeartbeatCheckInterval)}, {"LockLifetime", int64(r.LockLifetime)},
+	} {
+		if f.v < 0 {
+			return r, fmt.Errorf("%w: negative %s", mq.ErrInvalidArgument, f.name)
+		}
+	}
 	switch {
 	case r.DefaultQueues < 0 || r.DefaultQueues > maxQueues:
 		return r, fmt.Errorf("%w: DefaultQueues %d not in 1..%d", mq.ErrInvalidArgument, r.DefaultQueues, maxQueues)
-	case r.MaxMessageSize < 0 || r.CompressOver < 0 || r.MaxReconsumeTimes < 0:
-		return r, fmt.Errorf("%w: negative MaxMessageSize, CompressOver or MaxReconsumeTimes", mq.ErrInvalidArgument)
-	case r.DefaultSuspend < 0 || r.MaxSuspend < 0 || r.ShortPollingWait < 0 || r.HoldCheckInterval < 0 ||
-		r.OffsetPersistInterval < 0 || r.HeartbeatTimeout < 0 || r.HeartbeatCheckInterval < 0 || r.LockLifetime < 0:
-		return r, fmt.Errorf("%w: negative duration in Options", mq.ErrInvalidArgument)
 	case mq.ValidateProducerGroup(r.BrokerName) != nil:
 		return r, fmt.Errorf("%w: BrokerName %q must be 1 to 255 characters of A-Z a-z 0-9 _ - %% |", mq.ErrInvalidArgument, r.BrokerName)
 	case len(r.DelayLevels) > 64:
