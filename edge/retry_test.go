@@ -189,7 +189,7 @@ func TestSendBackBadInput(t *testing.T) {
 		}{
 			{"empty group", mq.SendBackRequest{CommitLogOffset: orig.Pos}, mq.ErrInvalidArgument},
 			{"negative max", mq.SendBackRequest{CommitLogOffset: orig.Pos, Group: "g", MaxReconsumeTimes: -1}, mq.ErrInvalidArgument},
-			{"bad group", mq.SendBackRequest{CommitLogOffset: orig.Pos, Group: "a b"}, mq.ErrInvalidTopic},
+			{"bad group", mq.SendBackRequest{CommitLogOffset: orig.Pos, Group: "a b"}, mq.ErrInvalidArgument},
 			{"past the end", mq.SendBackRequest{CommitLogOffset: end + 100, Group: "g"}, mq.ErrMessageNotFound},
 			{"far past the end", mq.SendBackRequest{CommitLogOffset: 1 << 40, Group: "g"}, mq.ErrMessageNotFound},
 			{"inside a record", mq.SendBackRequest{CommitLogOffset: orig.Pos + 3, Group: "g"}, mq.ErrMessageNotFound},

@@ -246,5 +246,10 @@ func (b *Broker) Route(ctx context.Context, topic string) (mq.TopicRoute, error)
 	}, nil
 }
 
-// Topics lists every topic, system topics included, sorted by name.
-func (b *Broker) Topics() []TopicConfig { return b.topics.list() }
+// Topics lists every topic, system topics included, sorted by name. None after Close.
+func (b *Broker) Topics() []TopicConfig {
+	if b.check() != nil {
+		return nil
+	}
+	return b.topics.list()
+}
