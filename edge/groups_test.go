@@ -61,7 +61,7 @@ func hbSub(topic, expr string, version int64) mq.Subscription {
 	return mq.Subscription{Topic: topic, Expression: expr, SubVersion: version}
 }
 
-func mustHeartbeat(t *testing.T, b *Broker, hb mq.Heartbeat) {
+func mustHeartbeat(t testing.TB, b *Broker, hb mq.Heartbeat) {
 	t.Helper()
 	if err := b.Heartbeat(context.Background(), hb); err != nil {
 		t.Fatalf("Heartbeat(%s): %v", hb.ClientID, err)
