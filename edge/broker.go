@@ -19,7 +19,11 @@ import (
 // with long polling, consumer offsets, consumer groups and their heartbeats, queue locks for
 // orderly consumption, and retry, dead-letter and delayed delivery.
 //
-// Every method is safe for concurrent use. Goroutines, all stopped and waited for by Close:
+// Every method is safe for concurrent use. A method that takes a ctx checks, before its
+// other arguments, that the broker is open (else ErrClosed), that ctx is not nil (else
+// mq.ErrInvalidArgument) and not done (else ctx.Err()).
+//
+// Goroutines, all stopped and waited for by Close:
 // the store's own; the hold service's sweep of parked pulls; the offset persister; the
 // heartbeat expiry loop, which owns the short-lived goroutines delivering OnChange
 // callbacks; the delayed-message scheduler.
@@ -146,8 +150,9 @@ func (b *Broker) checkCtx(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// Close stops the broker: it answers parked pulls, stops every goroutine, persists consumer
-// offsets and delay progress, and closes the store (which flushes it).
+// Close stops the broker: it answers parked pulls (ErrClosed), stops every goroutine,
+// persists consumer offsets and delay progress, and closes the store (which flushes it). It
+// returns ErrClosed if the broker was closed already, else what went wrong on the way.
 func (b *Broker) Close() error {
 	if !b.closed.CompareAndSwap(false, true) {
 		return ErrClosed

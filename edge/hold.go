@@ -30,8 +30,8 @@ func newWaiter(key holdKey, offset int64, filter store.Filter) *waiter {
 	return &waiter{key: key, offset: offset, filter: filter, ch: make(chan struct{}, 1), idx: -1}
 }
 
-// holdService holds pulls that found nothing until a message they want arrives (the
-// seeds' PullRequestHoldService). Its goroutine, run, is the periodic sweep; it exits when
+// holdService holds pulls that found nothing until a message they want arrives (RocketMQ's
+// PullRequestHoldService). Its goroutine, run, is the periodic sweep; it exits when
 // the broker closes, after waking every parked pull.
 //
 // Lock order: mu is taken before the consume queues' locks (park and sweep read queue max

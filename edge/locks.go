@@ -79,9 +79,9 @@ func (b *Broker) validateLockRequest(group, clientID string, qs []mq.MessageQueu
 // than Options.LockLifetime ago. Clients renew their locks every 20 s.
 //
 // As in RocketMQ, a lock outlives its owner's heartbeat expiry. Unlike RocketMQ, a client's
-// locks are freed at once when it leaves its group through Unregister (which the remoting
-// layer calls when a connection closes), so the queues of a crashed orderly consumer do not
-// stall for the lock lifetime.
+// locks are freed at once when it leaves its group through Unregister (which a network
+// server calls when a client's connection closes), so the queues of a crashed orderly
+// consumer do not stall for the lock lifetime.
 //
 // Errors: ErrClosed, ctx.Err(); mq.ErrInvalidArgument for a bad group name (see
 // mq.ValidateGroup), an empty client id or a negative queue id, mq.ErrInvalidQueue for a queue of another broker, mq.ErrInvalidTopic

@@ -12,20 +12,23 @@ import (
 )
 
 // Options configures a Broker. A zero field takes its default; nil Options means all defaults.
+// Open refuses a negative size, count or duration (wrapping mq.ErrInvalidArgument), except
+// NewQueueWindow, where negative means never.
 type Options struct {
 	// Store configures the message store under the broker (segment size, flush policy,
-	// retention, ...). nil means the store's defaults. Its Now and OnArrival are set by the
-	// broker.
+	// retention, ...). nil means the store's defaults. Its Now (time.Now) and OnArrival are
+	// set by the broker, and its MaxMessageSize raised to MaxMessageSize.
 	Store *store.Options
 	// Logger receives the broker's reports. Default: discard.
 	Logger *slog.Logger
 	// DefaultQueues is the read and write queue count of auto-created topics and of
-	// CreateTopic calls that give none. Default 4.
+	// CreateTopic calls that give none: 1..1024. Default 4.
 	DefaultQueues int32
 	// NoAutoCreateTopics makes Send to an unknown topic fail with ErrTopicNotExist instead of
 	// creating it. Default false: topics are created on first send.
 	NoAutoCreateTopics bool
-	// MaxMessageSize is the largest body Send accepts, in bytes. Default 4 MiB.
+	// MaxMessageSize is the largest body Send accepts, in bytes. Default 4 MiB. The store's
+	// segments must hold two such messages with their properties (store.ErrSettings).
 	MaxMessageSize int
 	// CompressOver compresses (zstd) bodies larger than this many bytes before storing them;
 	// Pull returns the original bytes. Default 0: no compression.
@@ -35,13 +38,14 @@ type Options struct {
 	DefaultSuspend time.Duration
 	// MaxSuspend caps the wait of any pull. Default 30 s.
 	MaxSuspend time.Duration
-	// ShortPolling turns long polling off: a pull waits at most ShortPollingWait, and parked
-	// pulls are re-checked every ShortPollingWait instead of HoldCheckInterval.
+	// ShortPolling turns long polling off: an arrival wakes no parked pull, a pull waits at
+	// most ShortPollingWait, and parked pulls are re-checked every ShortPollingWait instead
+	// of HoldCheckInterval.
 	ShortPolling bool
 	// ShortPollingWait is the hold of a pull with ShortPolling. Default 1 s.
 	ShortPollingWait time.Duration
-	// HoldCheckInterval is how often parked pulls are re-checked against the queues (the
-	// seeds' PullRequestHoldService sweep). Default 5 s.
+	// HoldCheckInterval is how often parked pulls are re-checked against the queues
+	// (RocketMQ's PullRequestHoldService sweep). Default 5 s.
 	HoldCheckInterval time.Duration
 	// OffsetPersistInterval is how often consumer offsets are written to the meta store.
 	// Default 5 s. They are also written on Close.
@@ -52,10 +56,12 @@ type Options struct {
 	HeartbeatCheckInterval time.Duration
 	// LockLifetime is how long a queue lock lives unless renewed. Default 60 s.
 	LockLifetime time.Duration
-	// MaxReconsumeTimes sends a message to the DLQ once it has been reconsumed this many
-	// times, when SendBack gives no maximum. Default 16.
+	// MaxReconsumeTimes is the reconsume count past which a failed message goes to its
+	// group's dead-letter topic, when SendBack, or the message sent to a retry topic, gives
+	// no maximum. Default 16.
 	MaxReconsumeTimes int32
-	// DelayLevels are the delays of levels 1..n. Default
+	// DelayLevels are the delays of levels 1..n, each positive; at most 64. Higher levels
+	// are clamped to the last. Default
 	// 1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h.
 	DelayLevels []time.Duration
 	// StoreHost is the address written into message ids (RocketMQ's offsetMsgId) and
