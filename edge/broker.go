@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/edgemq/edgemq/edge/mq"
 	"github.com/edgemq/edgemq/store"
@@ -18,13 +19,16 @@ import (
 // with long polling, consumer offsets, consumer groups and their heartbeats, queue locks for
 // orderly consumption, and retry, dead-letter and delayed delivery.
 //
-// Every method is safe for concurrent use. Goroutines, all stopped and waited for by Close:
+// Every method is safe for concurrent use. A method that takes a ctx checks, before its
+// other arguments, that the broker is open (else ErrClosed), that ctx is not nil (else
+// mq.ErrInvalidArgument) and not done (else ctx.Err()).
+//
+// Goroutines, all stopped and waited for by Close:
 // the store's own; the hold service's sweep of parked pulls; the offset persister; the
 // heartbeat expiry loop, which owns the short-lived goroutines delivering OnChange
 // callbacks; the delayed-message scheduler.
 type Broker struct {
 	opts  Options
-	clock Clock
 	lg    *slog.Logger
 	st    *store.Store
 	meta  *meta.Store
@@ -46,10 +50,16 @@ type Broker struct {
 }
 
 // Open opens (creating if needed) the broker's data dir and starts the broker. It fails,
-// leaving nothing running, for options out of range (wrapping mq.ErrInvalidArgument) and
-// for a data dir the store cannot open: one held by another process (the error names its
-// pid), a path that is not a directory, a file system that cannot be written.
+// leaving nothing running and the data dir unlocked, for an empty dir or Options out of
+// range (wrapping mq.ErrInvalidArgument), for Options.Store out of range or contradicting
+// the data dir (the store's errors; store.ErrSettings for segments too small for
+// Options.MaxMessageSize), and for a data dir the store cannot open: one held by another
+// process (wrapping dirlock.ErrLocked; the error names its pid), a path that is not a
+// directory, a file system that cannot be written.
 func Open(dir string, opts *Options) (*Broker, error) {
+	if dir == "" {
+		return nil, fmt.Errorf("%w: empty data dir", mq.ErrInvalidArgument)
+	}
 	o, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
@@ -63,17 +73,17 @@ func Open(dir string, opts *Options) (*Broker, error) {
 
 // open builds the broker; on error it closes what it opened.
 func open(dir string, o Options) (b *Broker, err error) {
-	b = &Broker{opts: o, clock: o.Clock, lg: o.Logger.With("component", "broker"), done: make(chan struct{})}
+	b = &Broker{opts: o, lg: o.Logger.With("component", "broker"), done: make(chan struct{})}
 	var so store.Options
 	if o.Store != nil {
 		so = *o.Store
 	}
-	so.Now = o.Clock.Now
+	so.Now = time.Now // the broker's time and the store's are one
 	so.OnArrival = b.onArrival
 	if so.Logger == nil {
 		so.Logger = o.Logger
 	}
-	if so.MaxMessageSize < o.MaxMessageSize {
+	if so.MaxMessageSize >= 0 && so.MaxMessageSize < o.MaxMessageSize { // a negative one is the store's to refuse
 		so.MaxMessageSize = o.MaxMessageSize
 	}
 	defer func() {
@@ -140,8 +150,9 @@ func (b *Broker) checkCtx(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// Close stops the broker: it answers parked pulls, stops every goroutine, persists consumer
-// offsets and delay progress, and closes the store (which flushes it).
+// Close stops the broker: it answers parked pulls (ErrClosed), stops every goroutine,
+// persists consumer offsets and delay progress, and closes the store (which flushes it). It
+// returns ErrClosed if the broker was closed already, else what went wrong on the way.
 func (b *Broker) Close() error {
 	if !b.closed.CompareAndSwap(false, true) {
 		return ErrClosed

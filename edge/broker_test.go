@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -200,55 +201,37 @@ func TestClosedBroker(t *testing.T) {
 	}
 }
 
-func TestManualClockTimers(t *testing.T) {
-	c := NewManualClock(time.Unix(0, 0))
-	t1 := c.NewTimer(time.Hour)
-	t2 := c.NewTimer(time.Minute)
-	c.Advance(2 * time.Minute)
-	select {
-	case <-t2.C():
-	default:
-		t.Fatal("minute timer did not fire")
-	}
-	select {
-	case <-t1.C():
-		t.Fatal("hour timer fired early")
-	default:
-	}
-	if !t1.Stop() || c.Timers() != 0 {
-		t.Fatal("Stop did not remove the timer")
-	}
-}
-
 func TestQueueOffsets(t *testing.T) {
-	clk := NewManualClock(time.UnixMilli(1_700_000_000_000))
-	b := openBroker(t, &Options{Clock: clk})
-	for i := 0; i < 5; i++ {
-		if _, err := b.Send(context.Background(), &mq.Message{Topic: "O", Body: []byte("x")}, mq.QueueIndex(0)); err != nil {
-			t.Fatal(err)
+	synctest.Test(t, func(t *testing.T) {
+		b := openBroker(t, nil)
+		start := time.Now()
+		for i := 0; i < 5; i++ {
+			if _, err := b.Send(context.Background(), &mq.Message{Topic: "O", Body: []byte("x")}, mq.QueueIndex(0)); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(time.Second)
 		}
-		clk.Advance(time.Second)
-	}
-	ctx := context.Background()
-	q0 := mq.MessageQueue{Topic: "O", QueueID: 0}
-	if n, err := b.MaxOffset(ctx, q0); n != 5 || err != nil {
-		t.Fatalf("MaxOffset %d %v", n, err)
-	}
-	if n, err := b.MinOffset(ctx, q0); n != 0 || err != nil {
-		t.Fatalf("MinOffset %d %v", n, err)
-	}
-	if n, err := b.SearchOffset(ctx, q0, time.UnixMilli(1_700_000_002_000)); n != 2 || err != nil {
-		t.Fatalf("SearchOffset %d %v", n, err)
-	}
-	if _, err := b.MaxOffset(ctx, mq.MessageQueue{Topic: "O", QueueID: 9}); !errors.Is(err, mq.ErrInvalidQueue) {
-		t.Fatalf("queue out of range: %v", err)
-	}
-	if _, err := b.MaxOffset(ctx, mq.MessageQueue{Topic: "O", BrokerName: "other"}); !errors.Is(err, mq.ErrInvalidQueue) {
-		t.Fatalf("another broker's queue: %v", err)
-	}
-	if _, err := b.MaxOffset(ctx, mq.MessageQueue{Topic: "Nope"}); !errors.Is(err, mq.ErrTopicNotExist) {
-		t.Fatalf("unknown topic: %v", err)
-	}
+		ctx := context.Background()
+		q0 := mq.MessageQueue{Topic: "O", QueueID: 0}
+		if n, err := b.MaxOffset(ctx, q0); n != 5 || err != nil {
+			t.Fatalf("MaxOffset %d %v", n, err)
+		}
+		if n, err := b.MinOffset(ctx, q0); n != 0 || err != nil {
+			t.Fatalf("MinOffset %d %v", n, err)
+		}
+		if n, err := b.SearchOffset(ctx, q0, start.Add(2*time.Second)); n != 2 || err != nil {
+			t.Fatalf("SearchOffset %d %v", n, err)
+		}
+		if _, err := b.MaxOffset(ctx, mq.MessageQueue{Topic: "O", QueueID: 9}); !errors.Is(err, mq.ErrInvalidQueue) {
+			t.Fatalf("queue out of range: %v", err)
+		}
+		if _, err := b.MaxOffset(ctx, mq.MessageQueue{Topic: "O", BrokerName: "other"}); !errors.Is(err, mq.ErrInvalidQueue) {
+			t.Fatalf("another broker's queue: %v", err)
+		}
+		if _, err := b.MaxOffset(ctx, mq.MessageQueue{Topic: "Nope"}); !errors.Is(err, mq.ErrTopicNotExist) {
+			t.Fatalf("unknown topic: %v", err)
+		}
+	})
 }
 
 func TestMessageIDFormat(t *testing.T) {

@@ -1,31 +1,46 @@
-// Package edge is EdgeMQ's broker and its embedding API: a RocketMQ-style broker that runs
-// in-process over a store (package store).
+// Package edge is EdgeMQ's message broker: a RocketMQ-style broker that runs in the program
+// that opens it, over a message store in a data dir (package store).
 //
 //	b, err := edge.Open("/var/lib/edgemq", nil)
+//	if err != nil {
+//		return err
+//	}
 //	defer b.Close()
-//	res, err := b.Send(ctx, &edge.Message{Topic: "Telemetry", Tags: "temp", Body: data}, nil)
-//	pr, err := b.Pull(ctx, edge.PullRequest{Group: "g", Topic: "Telemetry", QueueID: 0,
-//		Offset: 0, Filter: "*", Suspend: true})
+//	res, err := b.Send(ctx, &mq.Message{Topic: "Telemetry", Tags: "temp", Body: data}, nil)
+//	pr, err := b.Pull(ctx, mq.PullRequest{Group: "g", Queue: mq.MessageQueue{Topic: "Telemetry"},
+//		Filter: "*", Suspend: true})
 //
-// It provides what RocketMQ's broker provides to its clients, with the same semantics (see
-// the seeds' PullMessageProcessor and PullRequestHoldService):
+// A *Broker speaks the client–broker contract of package edge/mq: its methods take and
+// return mq's messages, queues, requests and results, and fail with mq's errors. The
+// consumers of package consumer run on it in-process through their Broker interface.
 //
-//   - topics with read and write queue counts and permissions, created on first send;
-//   - sends of one message or a batch (one queue, in order), queue choice by round robin or
-//     a selector, optional zstd compression, and delayed delivery by level;
-//   - pulls with tag filters (hash first, then exact tag) and long polling: a pull that
-//     finds nothing parks in the hold queue of its (topic, queue) until a matching message
-//     arrives, the periodic sweep, its timeout, or its ctx ends;
-//   - consumer offsets in memory, committed directly or riding on a pull, persisted every
-//     5 s and on Close, and reset to first, last or a timestamp;
-//   - consumer groups from heartbeats, with member expiry and change notifications, and
-//     pulls filtered by the member's heartbeat subscription;
+// It does what Apache RocketMQ 4.x's broker does for its clients, with the same semantics:
+//
+//   - topics with read and write queue counts and permissions, made on first send unless
+//     Options.NoAutoCreateTopics;
+//   - sends of one message or a batch (one queue, in order), returning once stored (on
+//     disk, with the store's default sync flush) or with a callback (SendAsync), to a queue
+//     chosen by round robin or an mq.QueueSelector; large bodies compressed (zstd);
+//     delivery delayed by delay level;
+//   - pulls filtered by TAG expression, with long polling: a pull that finds nothing waits
+//     until a matching message arrives, the periodic sweep finds its queue grown, its wait
+//     runs out, or its ctx ends (with Options.ShortPolling, only the sweep or the wait);
+//   - consumer offsets, committed directly or riding on a pull, written to disk every
+//     Options.OffsetPersistInterval and on Close, queried (a new group reads a new queue from its first message) and reset
+//     to the first, the last, or a time;
+//   - consumer groups kept by heartbeats, with member expiry, change notifications, and
+//     pulls filtered by the members' subscriptions; producer groups;
 //   - queue locks for orderly consumption;
-//   - send-back of failed messages to %RETRY%<group> with growing delays, and after the
-//     maximum reconsume count to %DLQ%<group>;
-//   - per-topic and per-group counters and consumer lag.
+//   - failed messages sent back to %RETRY%<group> with growing delays, and to %DLQ%<group>
+//     past their maximum reconsume count;
+//   - counters per topic and group, consumer lag, and the state of queues and store.
 //
-// A later layer (edge/remoting) puts RocketMQ's wire protocol in front of this API; no
-// feature exists only on the wire. Time comes from Options.Clock, so tests of hour-long
-// delays run in milliseconds with a ManualClock.
+// Errors wrap mq's sentinels (mq.ErrTopicNotExist, mq.ErrInvalidArgument, ...), which
+// clients branch on with errors.Is; the broker's own are ErrClosed and ErrTopicExists. Bad
+// input is an error, never a panic, and changes nothing (but see Send).
+//
+// The broker takes the time from the time package: store times, delays, and the lifetimes
+// of heartbeats and locks from time.Now, waits and periodic work from time's timers. Tests
+// of a program that embeds a broker may run it in a testing/synctest bubble, whose fake
+// clock runs hours of delays and timeouts in no time.
 package edge

@@ -69,13 +69,13 @@ func (g *groupRegistry) run() {
 	defer g.b.wg.Done()
 	defer g.notes.stop()
 	for {
-		t := g.b.clock.NewTimer(g.b.opts.HeartbeatCheckInterval)
+		t := time.NewTimer(g.b.opts.HeartbeatCheckInterval)
 		select {
 		case <-g.b.done:
 			t.Stop()
 			return
-		case <-t.C():
-			now := g.b.clock.Now()
+		case <-t.C:
+			now := time.Now()
 			g.expire(now)
 			g.b.locks.expire(now)
 		}
@@ -202,8 +202,8 @@ func validateHeartbeat(hb *mq.Heartbeat) error {
 // Errors: ErrClosed, ctx.Err(); mq.ErrInvalidArgument for an empty client id, a bad group
 // name (1 to 248 characters of A-Z a-z 0-9 _ - % |; 255 for producer groups), model or
 // consume type, or a tag expression that does not parse; mq.ErrInvalidTopic for a
-// subscribed topic that is not a valid user, retry or dead-letter topic. Nothing changes on
-// error.
+// subscribed topic that is not a valid user, retry or dead-letter topic. A heartbeat refused
+// for what it holds changes nothing.
 func (b *Broker) Heartbeat(ctx context.Context, hb mq.Heartbeat) error {
 	if err := b.checkCtx(ctx); err != nil {
 		return err
@@ -228,7 +228,7 @@ func (b *Broker) Heartbeat(ctx context.Context, hb mq.Heartbeat) error {
 		}
 	}
 
-	now := b.clock.Now()
+	now := time.Now()
 	var notes []note
 	g.mu.Lock()
 	for _, cd := range hb.Consumers {
@@ -341,13 +341,14 @@ func (b *Broker) Unregister(ctx context.Context, clientID, group string) error {
 // GET_CONSUMER_LIST_BY_GROUP). topic names the topic whose broker a network client asks;
 // this broker knows every group, and does not use it. A known group without members has
 // none; a group the broker has never seen gets mq.ErrGroupNotExist. Errors: ErrClosed,
-// ctx.Err(), mq.ErrInvalidArgument for an empty group.
+// ctx.Err(), mq.ErrInvalidArgument for a bad group name (see mq.ValidateGroup),
+// mq.ErrGroupNotExist.
 func (b *Broker) ConsumerIDs(ctx context.Context, topic, group string) ([]string, error) {
 	if err := b.checkCtx(ctx); err != nil {
 		return nil, err
 	}
-	if group == "" {
-		return nil, fmt.Errorf("%w: empty consumer group", mq.ErrInvalidArgument)
+	if err := mq.ValidateGroup(group); err != nil {
+		return nil, err
 	}
 	g := b.groups
 	g.mu.RLock()
@@ -360,13 +361,14 @@ func (b *Broker) ConsumerIDs(ctx context.Context, topic, group string) ([]string
 }
 
 // Members returns group's members sorted by client id, each with its subscriptions sorted by
-// topic. Errors as ConsumerIDs.
+// topic. Errors: ErrClosed, mq.ErrInvalidArgument for a bad group name, mq.ErrGroupNotExist
+// for a group the broker has never seen.
 func (b *Broker) Members(group string) ([]Member, error) {
 	if err := b.check(); err != nil {
 		return nil, err
 	}
-	if group == "" {
-		return nil, fmt.Errorf("%w: empty consumer group", mq.ErrInvalidArgument)
+	if err := mq.ValidateGroup(group); err != nil {
+		return nil, err
 	}
 	g := b.groups
 	g.mu.RLock()
@@ -386,24 +388,35 @@ func (b *Broker) Members(group string) ([]Member, error) {
 }
 
 // Groups returns the names of the consumer groups the broker knows, sorted: those seen in a
-// heartbeat and those stored from earlier runs.
+// heartbeat and those stored from earlier runs. None after Close.
 func (b *Broker) Groups() []string {
+	if b.check() != nil {
+		return nil
+	}
 	g := b.groups
 	g.mu.RLock()
 	defer g.mu.RUnlock()
 	return slices.Sorted(maps.Keys(g.groups))
 }
 
-// ProducerGroups returns the sorted names of the producer groups with a live producer.
+// ProducerGroups returns the sorted names of the producer groups with a live producer. None
+// after Close.
 func (b *Broker) ProducerGroups() []string {
+	if b.check() != nil {
+		return nil
+	}
 	g := b.groups
 	g.mu.RLock()
 	defer g.mu.RUnlock()
 	return slices.Sorted(maps.Keys(g.producers))
 }
 
-// Producers returns the sorted client ids of group's live producers.
+// Producers returns the sorted client ids of group's live producers: none for a group
+// without, and after Close.
 func (b *Broker) Producers(group string) []string {
+	if b.check() != nil {
+		return nil
+	}
 	g := b.groups
 	g.mu.RLock()
 	defer g.mu.RUnlock()

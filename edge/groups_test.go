@@ -9,17 +9,15 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
-var grpT0 = time.Date(2024, 1, 2, 3, 4, 5, 0, time.UTC)
-
-// grpClockBroker opens a broker on a ManualClock with a 30 s heartbeat timeout checked every second.
-func grpClockBroker(t *testing.T) (*Broker, *ManualClock) {
+// grpTimedBroker opens a broker with a 30 s heartbeat timeout checked every second. Call it
+// in a synctest bubble, where time moves only by the test's time.Sleep.
+func grpTimedBroker(t *testing.T) *Broker {
 	t.Helper()
-	c := NewManualClock(grpT0)
-	b := openBroker(t, &Options{Clock: c, HeartbeatTimeout: 30 * time.Second, HeartbeatCheckInterval: time.Second})
-	return b, c
+	return openBroker(t, &Options{HeartbeatTimeout: 30 * time.Second, HeartbeatCheckInterval: time.Second})
 }
 
 // grpChanges records a client's OnChange calls.
@@ -29,22 +27,25 @@ func newGrpChanges() grpChanges { return make(grpChanges, 100) }
 
 func (c grpChanges) onChange(group string) { c <- group }
 
-// want waits (bounded) for a notification about group.
+// want checks, in a bubble, that a notification about group was delivered once the bubble is
+// idle.
 func (c grpChanges) want(t *testing.T, group string) {
 	t.Helper()
+	synctest.Wait()
 	select {
 	case g := <-c:
 		if g != group {
 			t.Fatalf("OnChange(%q), want OnChange(%q)", g, group)
 		}
-	case <-time.After(5 * time.Second):
-		t.Fatalf("no OnChange(%q) within 5 s", group)
+	default:
+		t.Fatalf("no OnChange(%q)", group)
 	}
 }
 
-// none checks that no notification was delivered; call it after b.groups.notes.wait().
+// none checks, in a bubble, that no notification was delivered once the bubble is idle.
 func (c grpChanges) none(t *testing.T) {
 	t.Helper()
+	synctest.Wait()
 	select {
 	case g := <-c:
 		t.Fatalf("unexpected OnChange(%q)", g)
@@ -60,7 +61,7 @@ func hbSub(topic, expr string, version int64) mq.Subscription {
 	return mq.Subscription{Topic: topic, Expression: expr, SubVersion: version}
 }
 
-func mustHeartbeat(t *testing.T, b *Broker, hb mq.Heartbeat) {
+func mustHeartbeat(t testing.TB, b *Broker, hb mq.Heartbeat) {
 	t.Helper()
 	if err := b.Heartbeat(context.Background(), hb); err != nil {
 		t.Fatalf("Heartbeat(%s): %v", hb.ClientID, err)
@@ -77,57 +78,59 @@ func consumerIDs(t *testing.T, b *Broker, group string) []string {
 }
 
 func TestHeartbeatRegisters(t *testing.T) {
-	b, c := grpClockBroker(t)
-	hb := mq.Heartbeat{ClientID: "10.0.0.1@1", Producers: []string{"pg"},
-		Consumers: []mq.ConsumerData{hbConsumer("g", hbSub("Telemetry", "temp || hum", 7), hbSub("%RETRY%g", "*", 7))}}
-	hb.Consumers[0].ConsumeType = mq.ConsumeActively
-	mustHeartbeat(t, b, hb)
+	synctest.Test(t, func(t *testing.T) {
+		b := grpTimedBroker(t)
+		hb := mq.Heartbeat{ClientID: "10.0.0.1@1", Producers: []string{"pg"},
+			Consumers: []mq.ConsumerData{hbConsumer("g", hbSub("Telemetry", "temp || hum", 7), hbSub("%RETRY%g", "*", 7))}}
+		hb.Consumers[0].ConsumeType = mq.ConsumeActively
+		mustHeartbeat(t, b, hb)
 
-	ms, err := b.Members("g")
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := Member{ClientID: "10.0.0.1@1", Model: mq.Clustering, ConsumeType: mq.ConsumeActively, FromWhere: "CONSUME_FROM_LAST_OFFSET",
-		Subscriptions: []mq.Subscription{hbSub("%RETRY%g", "*", 7), hbSub("Telemetry", "temp || hum", 7)}, LastHeartbeat: grpT0}
-	if len(ms) != 1 || !grpEqualMember(ms[0], want) {
-		t.Fatalf("Members = %+v, want [%+v]", ms, want)
-	}
-	if got := b.Groups(); !slices.Equal(got, []string{"g"}) {
-		t.Fatalf("Groups = %v, want [g]", got)
-	}
-	if got := b.ProducerGroups(); !slices.Equal(got, []string{"pg"}) {
-		t.Fatalf("ProducerGroups = %v, want [pg]", got)
-	}
-	if got := b.Producers("pg"); !slices.Equal(got, []string{"10.0.0.1@1"}) {
-		t.Fatalf("Producers(pg) = %v", got)
-	}
-	if s, ok := b.groups.subscription("g", "Telemetry"); !ok || s.Expression != "temp || hum" {
-		t.Fatalf("subscription = %+v, %v", s, ok)
-	}
-	if _, ok := b.groups.subscription("g", "Other"); ok {
-		t.Fatal("subscription to a topic nobody subscribed")
-	}
+		ms, err := b.Members("g")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := Member{ClientID: "10.0.0.1@1", Model: mq.Clustering, ConsumeType: mq.ConsumeActively, FromWhere: "CONSUME_FROM_LAST_OFFSET",
+			Subscriptions: []mq.Subscription{hbSub("%RETRY%g", "*", 7), hbSub("Telemetry", "temp || hum", 7)}, LastHeartbeat: bubbleStart}
+		if len(ms) != 1 || !grpEqualMember(ms[0], want) {
+			t.Fatalf("Members = %+v, want [%+v]", ms, want)
+		}
+		if got := b.Groups(); !slices.Equal(got, []string{"g"}) {
+			t.Fatalf("Groups = %v, want [g]", got)
+		}
+		if got := b.ProducerGroups(); !slices.Equal(got, []string{"pg"}) {
+			t.Fatalf("ProducerGroups = %v, want [pg]", got)
+		}
+		if got := b.Producers("pg"); !slices.Equal(got, []string{"10.0.0.1@1"}) {
+			t.Fatalf("Producers(pg) = %v", got)
+		}
+		if s, ok := b.groups.subscription("g", "Telemetry"); !ok || s.Expression != "temp || hum" {
+			t.Fatalf("subscription = %+v, %v", s, ok)
+		}
+		if _, ok := b.groups.subscription("g", "Other"); ok {
+			t.Fatal("subscription to a topic nobody subscribed")
+		}
 
-	// The group's config is stored the first time, and not overwritten later.
-	cfg, ok, err := b.meta.Group("g")
-	if err != nil || !ok || !cfg.ConsumeEnable || cfg.RetryQueues != 1 || cfg.MaxReconsumeTimes != 16 || cfg.BroadcastEnable {
-		t.Fatalf("stored group %+v, %v, %v", cfg, ok, err)
-	}
-	cfg.MaxReconsumeTimes = 3
-	if err := b.meta.PutGroup(cfg); err != nil {
-		t.Fatal(err)
-	}
+		// The group's config is stored the first time, and not overwritten later.
+		cfg, ok, err := b.meta.Group("g")
+		if err != nil || !ok || !cfg.ConsumeEnable || cfg.RetryQueues != 1 || cfg.MaxReconsumeTimes != 16 || cfg.BroadcastEnable {
+			t.Fatalf("stored group %+v, %v, %v", cfg, ok, err)
+		}
+		cfg.MaxReconsumeTimes = 3
+		if err := b.meta.PutGroup(cfg); err != nil {
+			t.Fatal(err)
+		}
 
-	// A later heartbeat refreshes LastHeartbeat.
-	c.Advance(10 * time.Second)
-	mustHeartbeat(t, b, hb)
-	ms, _ = b.Members("g")
-	if !ms[0].LastHeartbeat.Equal(grpT0.Add(10 * time.Second)) {
-		t.Fatalf("LastHeartbeat = %v, want %v", ms[0].LastHeartbeat, grpT0.Add(10*time.Second))
-	}
-	if cfg, _, _ := b.meta.Group("g"); cfg.MaxReconsumeTimes != 3 {
-		t.Fatalf("heartbeat overwrote the stored group config: %+v", cfg)
-	}
+		// A later heartbeat refreshes LastHeartbeat.
+		time.Sleep(10 * time.Second)
+		mustHeartbeat(t, b, hb)
+		ms, _ = b.Members("g")
+		if !ms[0].LastHeartbeat.Equal(bubbleStart.Add(10 * time.Second)) {
+			t.Fatalf("LastHeartbeat = %v, want %v", ms[0].LastHeartbeat, bubbleStart.Add(10*time.Second))
+		}
+		if cfg, _, _ := b.meta.Group("g"); cfg.MaxReconsumeTimes != 3 {
+			t.Fatalf("heartbeat overwrote the stored group config: %+v", cfg)
+		}
+	})
 }
 
 func TestGroupsKnownAfterReopen(t *testing.T) {
@@ -235,130 +238,112 @@ func TestSubscriptionReplacedOnlyByNewerVersion(t *testing.T) {
 }
 
 func TestOnChange(t *testing.T) {
-	b, _ := grpClockBroker(t)
-	ca, cb, cc := newGrpChanges(), newGrpChanges(), newGrpChanges()
-	a := mq.Heartbeat{ClientID: "a", Consumers: []mq.ConsumerData{hbConsumer("g", hbSub("T", "*", 1))}, OnChange: ca.onChange}
-	bb := mq.Heartbeat{ClientID: "b", Consumers: []mq.ConsumerData{hbConsumer("g", hbSub("T", "*", 1))}, OnChange: cb.onChange}
-	cl := mq.Heartbeat{ClientID: "c", Consumers: []mq.ConsumerData{hbConsumer("g", hbSub("T", "*", 1))}, OnChange: cc.onChange}
-	settle := func() { b.groups.notes.wait() }
+	synctest.Test(t, func(t *testing.T) {
+		b := grpTimedBroker(t)
+		ca, cb, cc := newGrpChanges(), newGrpChanges(), newGrpChanges()
+		a := mq.Heartbeat{ClientID: "a", Consumers: []mq.ConsumerData{hbConsumer("g", hbSub("T", "*", 1))}, OnChange: ca.onChange}
+		bb := mq.Heartbeat{ClientID: "b", Consumers: []mq.ConsumerData{hbConsumer("g", hbSub("T", "*", 1))}, OnChange: cb.onChange}
+		cl := mq.Heartbeat{ClientID: "c", Consumers: []mq.ConsumerData{hbConsumer("g", hbSub("T", "*", 1))}, OnChange: cc.onChange}
 
-	mustHeartbeat(t, b, a)
-	settle()
-	ca.none(t)
+		mustHeartbeat(t, b, a)
+		ca.none(t)
 
-	// Join: the others hear of it, the newcomer does not.
-	mustHeartbeat(t, b, bb)
-	ca.want(t, "g")
-	settle()
-	cb.none(t)
+		// Join: the others hear of it, the newcomer does not.
+		mustHeartbeat(t, b, bb)
+		ca.want(t, "g")
+		cb.none(t)
 
-	// A heartbeat that changes nothing announces nothing.
-	mustHeartbeat(t, b, a)
-	mustHeartbeat(t, b, bb)
-	settle()
-	ca.none(t)
-	cb.none(t)
+		// A heartbeat that changes nothing announces nothing.
+		mustHeartbeat(t, b, a)
+		mustHeartbeat(t, b, bb)
+		ca.none(t)
+		cb.none(t)
 
-	// A subscription change.
-	bb.Consumers = []mq.ConsumerData{hbConsumer("g", hbSub("T", "X", 2))}
-	mustHeartbeat(t, b, bb)
-	ca.want(t, "g")
-	settle()
-	cb.none(t)
+		// A subscription change.
+		bb.Consumers = []mq.ConsumerData{hbConsumer("g", hbSub("T", "X", 2))}
+		mustHeartbeat(t, b, bb)
+		ca.want(t, "g")
+		cb.none(t)
 
-	// A new topic is a change too.
-	bb.Consumers = []mq.ConsumerData{hbConsumer("g", hbSub("T", "X", 2), hbSub("U", "*", 2))}
-	mustHeartbeat(t, b, bb)
-	ca.want(t, "g")
-	settle()
-	cb.none(t)
+		// A new topic is a change too.
+		bb.Consumers = []mq.ConsumerData{hbConsumer("g", hbSub("T", "X", 2), hbSub("U", "*", 2))}
+		mustHeartbeat(t, b, bb)
+		ca.want(t, "g")
+		cb.none(t)
 
-	// Leave.
-	mustHeartbeat(t, b, cl)
-	ca.want(t, "g")
-	cb.want(t, "g")
-	if err := b.Unregister(context.Background(), "c", "g"); err != nil {
-		t.Fatal(err)
-	}
-	ca.want(t, "g")
-	cb.want(t, "g")
-	settle()
-	cc.none(t)
-	if got := consumerIDs(t, b, "g"); !slices.Equal(got, []string{"a", "b"}) {
-		t.Fatalf("after Unregister: %v, want [a b]", got)
-	}
+		// Leave.
+		mustHeartbeat(t, b, cl)
+		ca.want(t, "g")
+		cb.want(t, "g")
+		if err := b.Unregister(context.Background(), "c", "g"); err != nil {
+			t.Fatal(err)
+		}
+		ca.want(t, "g")
+		cb.want(t, "g")
+		cc.none(t)
+		if got := consumerIDs(t, b, "g"); !slices.Equal(got, []string{"a", "b"}) {
+			t.Fatalf("after Unregister: %v, want [a b]", got)
+		}
+	})
 }
 
 func TestOnChangeOnExpiry(t *testing.T) {
-	b, c := grpClockBroker(t)
-	ca, cb := newGrpChanges(), newGrpChanges()
-	a := mq.Heartbeat{ClientID: "a", Consumers: []mq.ConsumerData{hbConsumer("g", hbSub("T", "*", 1))}, OnChange: ca.onChange}
-	bb := mq.Heartbeat{ClientID: "b", Consumers: []mq.ConsumerData{hbConsumer("g", hbSub("T", "*", 1))}, OnChange: cb.onChange}
-	mustHeartbeat(t, b, a)
-	mustHeartbeat(t, b, bb)
-	ca.want(t, "g")
-
-	// b keeps its heartbeats up, a goes silent. Advance in check-interval steps, so that the
-	// expiry loop's timer is due whenever it was set.
-	deadline := time.After(10 * time.Second)
-	for expired := false; !expired; {
-		c.Advance(time.Second)
+	synctest.Test(t, func(t *testing.T) {
+		b := grpTimedBroker(t)
+		ca, cb := newGrpChanges(), newGrpChanges()
+		a := mq.Heartbeat{ClientID: "a", Consumers: []mq.ConsumerData{hbConsumer("g", hbSub("T", "*", 1))}, OnChange: ca.onChange}
+		bb := mq.Heartbeat{ClientID: "b", Consumers: []mq.ConsumerData{hbConsumer("g", hbSub("T", "*", 1))}, OnChange: cb.onChange}
+		mustHeartbeat(t, b, a)
 		mustHeartbeat(t, b, bb)
-		select {
-		case g := <-cb:
-			if g != "g" {
-				t.Fatalf("OnChange(%q), want g", g)
-			}
-			expired = true
-		case <-deadline:
-			t.Fatal("a never expired")
-		case <-time.After(time.Millisecond):
+		ca.want(t, "g")
+
+		// b keeps its heartbeats up, a goes silent. The 30 s timeout is checked every second:
+		// a is gone at the first check more than 30 s after its heartbeat, 31 s.
+		for range 30 {
+			time.Sleep(time.Second)
+			mustHeartbeat(t, b, bb)
+			cb.none(t)
 		}
-	}
-	if elapsed := c.Now().Sub(grpT0); elapsed <= 30*time.Second {
-		t.Fatalf("a expired after %v, before the 30 s timeout", elapsed)
-	}
-	if got := consumerIDs(t, b, "g"); !slices.Equal(got, []string{"b"}) {
-		t.Fatalf("after a expired: %v, want [b]", got)
-	}
-	b.groups.notes.wait()
-	ca.none(t)
+		time.Sleep(time.Second)
+		cb.want(t, "g")
+		if got := consumerIDs(t, b, "g"); !slices.Equal(got, []string{"b"}) {
+			t.Fatalf("after a expired: %v, want [b]", got)
+		}
+		ca.none(t)
+	})
 }
 
 func TestNoOnChangeInBroadcastingGroups(t *testing.T) {
-	b, c := grpClockBroker(t)
-	ca, cb := newGrpChanges(), newGrpChanges()
-	bc := func(client string, cb grpChanges, expr string) mq.Heartbeat {
-		cd := hbConsumer("g", hbSub("T", expr, 1))
-		cd.Model = mq.Broadcasting
-		return mq.Heartbeat{ClientID: client, Consumers: []mq.ConsumerData{cd}, OnChange: cb.onChange}
-	}
-	mustHeartbeat(t, b, bc("a", ca, "*"))
-	mustHeartbeat(t, b, bc("b", cb, "*"))                               // join
-	mustHeartbeat(t, b, bc("b", cb, "X"))                               // subscription change
-	if err := b.Unregister(context.Background(), "b", ""); err != nil { // leave
-		t.Fatal(err)
-	}
-	mustHeartbeat(t, b, bc("b", cb, "*"))
-	deadline := time.Now().Add(5 * time.Second)
-	for len(consumerIDs(t, b, "g")) > 1 { // b expires first
-		if time.Now().After(deadline) {
-			t.Fatal("b never expired")
+	synctest.Test(t, func(t *testing.T) {
+		b := grpTimedBroker(t)
+		ca, cb := newGrpChanges(), newGrpChanges()
+		bc := func(client string, cb grpChanges, expr string) mq.Heartbeat {
+			cd := hbConsumer("g", hbSub("T", expr, 1))
+			cd.Model = mq.Broadcasting
+			return mq.Heartbeat{ClientID: client, Consumers: []mq.ConsumerData{cd}, OnChange: cb.onChange}
 		}
-		c.Advance(time.Second)
 		mustHeartbeat(t, b, bc("a", ca, "*"))
-		time.Sleep(time.Millisecond)
-	}
-	for len(consumerIDs(t, b, "g")) > 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("members never expired")
+		mustHeartbeat(t, b, bc("b", cb, "*"))                               // join
+		mustHeartbeat(t, b, bc("b", cb, "X"))                               // subscription change
+		if err := b.Unregister(context.Background(), "b", ""); err != nil { // leave
+			t.Fatal(err)
 		}
-		c.Advance(time.Second)
-		time.Sleep(time.Millisecond)
-	}
-	b.groups.notes.wait()
-	ca.none(t)
-	cb.none(t)
+		mustHeartbeat(t, b, bc("b", cb, "*"))
+		time.Sleep(10 * time.Second)
+		mustHeartbeat(t, b, bc("a", ca, "*"))
+		time.Sleep(21 * time.Second) // b expires
+		synctest.Wait()
+		if got := consumerIDs(t, b, "g"); !slices.Equal(got, []string{"a"}) {
+			t.Fatalf("after b's timeout: %v, want [a]", got)
+		}
+		time.Sleep(10 * time.Second) // a expires
+		synctest.Wait()
+		if got := consumerIDs(t, b, "g"); len(got) != 0 {
+			t.Fatalf("after a's timeout: %v, want none", got)
+		}
+		ca.none(t)
+		cb.none(t)
+	})
 }
 
 func TestBlockedOnChangeDoesNotBlockHeartbeat(t *testing.T) {

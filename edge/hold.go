@@ -30,8 +30,8 @@ func newWaiter(key holdKey, offset int64, filter store.Filter) *waiter {
 	return &waiter{key: key, offset: offset, filter: filter, ch: make(chan struct{}, 1), idx: -1}
 }
 
-// holdService holds pulls that found nothing until a message they want arrives (the
-// seeds' PullRequestHoldService). Its goroutine, run, is the periodic sweep; it exits when
+// holdService holds pulls that found nothing until a message they want arrives (RocketMQ's
+// PullRequestHoldService). Its goroutine, run, is the periodic sweep; it exits when
 // the broker closes, after waking every parked pull.
 //
 // Lock order: mu is taken before the consume queues' locks (park and sweep read queue max
@@ -47,6 +47,11 @@ type holdService struct {
 	// arrival, so an arrival that reads n == 0 comes after every parked pull read the end
 	// it moved (sync/atomic is sequentially consistent), and may skip mu.
 	n atomic.Int64
+	// parkHook, set only by a test before any pull, runs in park between counting the
+	// waiter and reading the queue's end, where an arrival must not slip through: the one
+	// place TestHoldParkRacesArrival needs to stop a pull, which no scheduler of
+	// goroutines (testing/synctest included) can pick out.
+	parkHook func()
 }
 
 // newHoldService is called before the store opens: b.st may be used only from run, park
@@ -54,10 +59,6 @@ type holdService struct {
 func newHoldService(b *Broker) *holdService {
 	return &holdService{b: b, m: map[holdKey][]*waiter{}}
 }
-
-// parkHook, when set by a test, runs in park between counting the waiter and reading the
-// queue's end, where an arrival must not slip through.
-var parkHook func()
 
 // parkResult says what park did.
 type parkResult int
@@ -79,8 +80,8 @@ func (h *holdService) park(w *waiter) parkResult {
 		return parkRefused
 	}
 	h.n.Add(1)
-	if parkHook != nil {
-		parkHook()
+	if h.parkHook != nil {
+		h.parkHook()
 	}
 	if h.b.st.MaxOffset(w.key.topic, w.key.queue) > w.offset {
 		h.n.Add(-1)
@@ -208,13 +209,13 @@ func (h *holdService) interval() time.Duration {
 func (h *holdService) run() {
 	defer h.b.wg.Done()
 	for {
-		t := h.b.clock.NewTimer(h.interval())
+		t := time.NewTimer(h.interval())
 		select {
 		case <-h.b.done:
 			t.Stop()
 			h.closeAll()
 			return
-		case <-t.C():
+		case <-t.C:
 			h.sweep()
 		}
 	}

@@ -53,8 +53,11 @@ func (t *lockTable) releaseClient(group, client string) {
 }
 
 func (b *Broker) validateLockRequest(group, clientID string, qs []mq.MessageQueue) error {
-	if group == "" || clientID == "" {
-		return fmt.Errorf("%w: empty group or client id", mq.ErrInvalidArgument)
+	if err := mq.ValidateGroup(group); err != nil {
+		return err
+	}
+	if clientID == "" {
+		return fmt.Errorf("%w: empty client id", mq.ErrInvalidArgument)
 	}
 	for _, q := range qs {
 		if err := mq.ValidateSubscribedTopic(q.Topic); err != nil {
@@ -70,18 +73,18 @@ func (b *Broker) validateLockRequest(group, clientID string, qs []mq.MessageQueu
 	return nil
 }
 
-// LockQueues locks mqs for clientID in group, for orderly consumption (RocketMQ's
+// LockQueues locks qs for clientID in group, for orderly consumption (RocketMQ's
 // LOCK_BATCH_MQ), and returns the queues granted, in request order. A queue is granted when
 // it is free, already the caller's (the lock is renewed), or its lock was last renewed more
 // than Options.LockLifetime ago. Clients renew their locks every 20 s.
 //
 // As in RocketMQ, a lock outlives its owner's heartbeat expiry. Unlike RocketMQ, a client's
-// locks are freed at once when it leaves its group through Unregister (which the remoting
-// layer calls when a connection closes), so the queues of a crashed orderly consumer do not
-// stall for the lock lifetime.
+// locks are freed at once when it leaves its group through Unregister (which a network
+// server calls when a client's connection closes), so the queues of a crashed orderly
+// consumer do not stall for the lock lifetime.
 //
-// Errors: ErrClosed, ctx.Err(); mq.ErrInvalidArgument for an empty group or client id or a
-// negative queue id, mq.ErrInvalidQueue for a queue of another broker, mq.ErrInvalidTopic
+// Errors: ErrClosed, ctx.Err(); mq.ErrInvalidArgument for a bad group name (see
+// mq.ValidateGroup), an empty client id or a negative queue id, mq.ErrInvalidQueue for a queue of another broker, mq.ErrInvalidTopic
 // for a topic that is not a valid user, retry or dead-letter topic. The topics need not
 // exist. Nothing is locked on error.
 func (b *Broker) LockQueues(ctx context.Context, group, clientID string, qs []mq.MessageQueue) ([]mq.MessageQueue, error) {
@@ -92,7 +95,7 @@ func (b *Broker) LockQueues(ctx context.Context, group, clientID string, qs []mq
 		return nil, err
 	}
 	t := b.locks
-	now := b.clock.Now()
+	now := time.Now()
 	granted := make([]mq.MessageQueue, 0, len(qs))
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -107,7 +110,7 @@ func (b *Broker) LockQueues(ctx context.Context, group, clientID string, qs []mq
 	return granted, nil
 }
 
-// UnlockQueues frees the locks clientID holds on mqs in group (RocketMQ's UNLOCK_BATCH_MQ);
+// UnlockQueues frees the locks clientID holds on qs in group (RocketMQ's UNLOCK_BATCH_MQ);
 // other clients' locks are left alone. Errors as LockQueues.
 func (b *Broker) UnlockQueues(ctx context.Context, group, clientID string, qs []mq.MessageQueue) error {
 	if err := b.checkCtx(ctx); err != nil {

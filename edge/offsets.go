@@ -81,12 +81,12 @@ func (t *offsetTable) persist() error {
 func (t *offsetTable) run() {
 	defer t.b.wg.Done()
 	for {
-		tm := t.b.clock.NewTimer(t.b.opts.OffsetPersistInterval)
+		tm := time.NewTimer(t.b.opts.OffsetPersistInterval)
 		select {
 		case <-t.b.done:
 			tm.Stop()
 			return
-		case <-tm.C():
+		case <-tm.C:
 			if err := t.persist(); err != nil {
 				t.b.lg.Error("persist offsets", "err", err)
 			}
@@ -103,12 +103,8 @@ func (b *Broker) checkBrokerName(name string) error {
 	return nil
 }
 
-// checkQueue validates a queue of this broker for offset calls (group "-" skips the group
-// check).
-func (b *Broker) checkQueue(group string, q mq.MessageQueue) (*topic, error) {
-	if group == "" {
-		return nil, fmt.Errorf("%w: empty consumer group", mq.ErrInvalidArgument)
-	}
+// checkQueue validates a queue of this broker for offset calls.
+func (b *Broker) checkQueue(q mq.MessageQueue) (*topic, error) {
 	if err := b.checkBrokerName(q.BrokerName); err != nil {
 		return nil, err
 	}
@@ -124,13 +120,17 @@ func (b *Broker) checkQueue(group string, q mq.MessageQueue) (*topic, error) {
 
 // CommitOffset records that group has consumed queue q up to offset (the next offset to
 // consume). Offsets are kept in memory and written to disk every OffsetPersistInterval and
-// on Close. Errors: ErrClosed, ctx.Err(), and (wrapped) mq.ErrInvalidArgument (empty
-// group, negative offset), mq.ErrTopicNotExist, mq.ErrInvalidQueue.
+// on Close. Errors: ErrClosed, ctx.Err(), and (wrapped) mq.ErrInvalidArgument (a bad group
+// name, see mq.ValidateGroup; a negative offset), mq.ErrTopicNotExist, mq.ErrInvalidQueue
+// (a queue id outside the topic's queues, another broker's queue).
 func (b *Broker) CommitOffset(ctx context.Context, group string, q mq.MessageQueue, offset int64) error {
 	if err := b.checkCtx(ctx); err != nil {
 		return err
 	}
-	if _, err := b.checkQueue(group, q); err != nil {
+	if err := mq.ValidateGroup(group); err != nil {
+		return err
+	}
+	if _, err := b.checkQueue(q); err != nil {
 		return err
 	}
 	if offset < 0 {
@@ -144,12 +144,15 @@ func (b *Broker) CommitOffset(ctx context.Context, group string, q mq.MessageQue
 // mq.ErrOffsetNotFound, except for a queue whose first message (offset 0) is still stored
 // and was stored less than Options.NewQueueWindow ago: then 0, so that a new group reads a
 // new topic's first messages (RocketMQ returns 0 while the first message is in memory).
-// Errors as CommitOffset's, and mq.ErrOffsetNotFound.
+// Errors as CommitOffset's (the offset aside), and mq.ErrOffsetNotFound.
 func (b *Broker) QueryOffset(ctx context.Context, group string, q mq.MessageQueue) (int64, error) {
 	if err := b.checkCtx(ctx); err != nil {
 		return 0, err
 	}
-	if _, err := b.checkQueue(group, q); err != nil {
+	if err := mq.ValidateGroup(group); err != nil {
+		return 0, err
+	}
+	if _, err := b.checkQueue(q); err != nil {
 		return 0, err
 	}
 	if off, ok := b.offsets.get(offsetKey{group, q.Topic, q.QueueID}); ok {
@@ -171,7 +174,7 @@ func (b *Broker) firstMessageIsNew(topic string, queueID int32) bool {
 	if err != nil || g.Status != store.Found || g.Messages[0].QueueOffset != 0 {
 		return false
 	}
-	return b.clock.Now().Sub(time.UnixMilli(g.Messages[0].StoreTime)) < b.opts.NewQueueWindow
+	return time.Since(time.UnixMilli(g.Messages[0].StoreTime)) < b.opts.NewQueueWindow
 }
 
 // ResetWhere says where ResetOffsets moves a group.
@@ -187,15 +190,23 @@ const (
 )
 
 // ResetOffsets moves group's offsets of every read queue of topic to where (at is the time for
-// ResetToTimestamp). It returns the new offsets by queue id. Consumers running in the group
-// should be restarted (or they will commit their old positions again).
+// ResetToTimestamp), and writes them to disk. It returns the new offsets by queue id.
+// Consumers running in the group should be restarted (or they will commit their old
+// positions again). Errors: ErrClosed; mq.ErrInvalidArgument for a bad group name or
+// position; mq.ErrTopicNotExist; an error writing the offsets. Nothing moves on error.
 func (b *Broker) ResetOffsets(group, topic string, where ResetWhere, at time.Time) (map[int32]int64, error) {
 	if err := b.check(); err != nil {
 		return nil, err
 	}
-	tp, err := b.checkQueue(group, mq.MessageQueue{Topic: topic})
+	if err := mq.ValidateGroup(group); err != nil {
+		return nil, err
+	}
+	tp, err := b.checkQueue(mq.MessageQueue{Topic: topic})
 	if err != nil {
 		return nil, err
+	}
+	if where != ResetToFirst && where != ResetToLast && where != ResetToTimestamp {
+		return nil, fmt.Errorf("%w: reset position %d", mq.ErrInvalidArgument, where)
 	}
 	out := map[int32]int64{}
 	for q := int32(0); q < tp.cfg.ReadQueues; q++ {
@@ -209,22 +220,23 @@ func (b *Broker) ResetOffsets(group, topic string, where ResetWhere, at time.Tim
 			if off, err = b.st.OffsetByTime(topic, q, at.UnixMilli()); err != nil {
 				return nil, err
 			}
-		default:
-			return nil, fmt.Errorf("%w: reset position %d", mq.ErrInvalidArgument, where)
 		}
-		b.offsets.set(offsetKey{group, topic, q}, off)
 		out[q] = off
+	}
+	for q, off := range out {
+		b.offsets.set(offsetKey{group, topic, q}, off)
 	}
 	return out, b.offsets.persist()
 }
 
 // MaxOffset returns the next offset to be written in queue q (0 for an empty one). Errors:
-// ErrClosed, ctx.Err(), and (wrapped) mq.ErrTopicNotExist, mq.ErrInvalidQueue.
+// ErrClosed, ctx.Err(), and (wrapped) mq.ErrTopicNotExist, mq.ErrInvalidQueue (a queue id
+// outside the topic's queues, another broker's queue).
 func (b *Broker) MaxOffset(ctx context.Context, q mq.MessageQueue) (int64, error) {
 	if err := b.checkCtx(ctx); err != nil {
 		return 0, err
 	}
-	if _, err := b.checkQueue("-", q); err != nil {
+	if _, err := b.checkQueue(q); err != nil {
 		return 0, err
 	}
 	return b.st.MaxOffset(q.Topic, q.QueueID), nil
@@ -235,7 +247,7 @@ func (b *Broker) MinOffset(ctx context.Context, q mq.MessageQueue) (int64, error
 	if err := b.checkCtx(ctx); err != nil {
 		return 0, err
 	}
-	if _, err := b.checkQueue("-", q); err != nil {
+	if _, err := b.checkQueue(q); err != nil {
 		return 0, err
 	}
 	return b.st.MinOffset(q.Topic, q.QueueID), nil
@@ -247,7 +259,7 @@ func (b *Broker) SearchOffset(ctx context.Context, q mq.MessageQueue, at time.Ti
 	if err := b.checkCtx(ctx); err != nil {
 		return 0, err
 	}
-	if _, err := b.checkQueue("-", q); err != nil {
+	if _, err := b.checkQueue(q); err != nil {
 		return 0, err
 	}
 	return b.st.OffsetByTime(q.Topic, q.QueueID, at.UnixMilli())

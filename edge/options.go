@@ -12,22 +12,23 @@ import (
 )
 
 // Options configures a Broker. A zero field takes its default; nil Options means all defaults.
+// Open refuses a negative size, count or duration (wrapping mq.ErrInvalidArgument), except
+// NewQueueWindow, where negative means never.
 type Options struct {
 	// Store configures the message store under the broker (segment size, flush policy,
-	// retention, ...). nil means the store's defaults. Its Now and OnArrival are set by the
-	// broker.
+	// retention, ...). nil means the store's defaults. Its Now (time.Now) and OnArrival are
+	// set by the broker, and its MaxMessageSize raised to MaxMessageSize.
 	Store *store.Options
-	// Clock is the source of time. Default SystemClock.
-	Clock Clock
 	// Logger receives the broker's reports. Default: discard.
 	Logger *slog.Logger
 	// DefaultQueues is the read and write queue count of auto-created topics and of
-	// CreateTopic calls that give none. Default 4.
+	// CreateTopic calls that give none: 1..1024. Default 4.
 	DefaultQueues int32
 	// NoAutoCreateTopics makes Send to an unknown topic fail with ErrTopicNotExist instead of
 	// creating it. Default false: topics are created on first send.
 	NoAutoCreateTopics bool
-	// MaxMessageSize is the largest body Send accepts, in bytes. Default 4 MiB.
+	// MaxMessageSize is the largest body Send accepts, in bytes. Default 4 MiB. The store's
+	// segments must hold two such messages with their properties (store.ErrSettings).
 	MaxMessageSize int
 	// CompressOver compresses (zstd) bodies larger than this many bytes before storing them;
 	// Pull returns the original bytes. Default 0: no compression.
@@ -37,13 +38,14 @@ type Options struct {
 	DefaultSuspend time.Duration
 	// MaxSuspend caps the wait of any pull. Default 30 s.
 	MaxSuspend time.Duration
-	// ShortPolling turns long polling off: a pull waits at most ShortPollingWait, and parked
-	// pulls are re-checked every ShortPollingWait instead of HoldCheckInterval.
+	// ShortPolling turns long polling off: an arrival wakes no parked pull, a pull waits at
+	// most ShortPollingWait, and parked pulls are re-checked every ShortPollingWait instead
+	// of HoldCheckInterval.
 	ShortPolling bool
 	// ShortPollingWait is the hold of a pull with ShortPolling. Default 1 s.
 	ShortPollingWait time.Duration
-	// HoldCheckInterval is how often parked pulls are re-checked against the queues (the
-	// seeds' PullRequestHoldService sweep). Default 5 s.
+	// HoldCheckInterval is how often parked pulls are re-checked against the queues
+	// (RocketMQ's PullRequestHoldService sweep). Default 5 s.
 	HoldCheckInterval time.Duration
 	// OffsetPersistInterval is how often consumer offsets are written to the meta store.
 	// Default 5 s. They are also written on Close.
@@ -54,10 +56,12 @@ type Options struct {
 	HeartbeatCheckInterval time.Duration
 	// LockLifetime is how long a queue lock lives unless renewed. Default 60 s.
 	LockLifetime time.Duration
-	// MaxReconsumeTimes sends a message to the DLQ once it has been reconsumed this many
-	// times, when SendBack gives no maximum. Default 16.
+	// MaxReconsumeTimes is the reconsume count past which a failed message goes to its
+	// group's dead-letter topic, when SendBack, or the message sent to a retry topic, gives
+	// no maximum. Default 16.
 	MaxReconsumeTimes int32
-	// DelayLevels are the delays of levels 1..n. Default
+	// DelayLevels are the delays of levels 1..n, each positive; at most 64. Higher levels
+	// are clamped to the last. Default
 	// 1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h.
 	DelayLevels []time.Duration
 	// StoreHost is the address written into message ids (RocketMQ's offsetMsgId) and
@@ -85,7 +89,6 @@ var DefaultDelayLevels = []time.Duration{
 
 // DefaultOptions holds the defaults that zero fields take.
 var DefaultOptions = Options{
-	Clock:                  SystemClock,
 	DefaultQueues:          4,
 	MaxMessageSize:         4 << 20,
 	DefaultSuspend:         15 * time.Second,
@@ -109,9 +112,6 @@ func (o *Options) withDefaults() (Options, error) {
 		r = *o
 	}
 	d := DefaultOptions
-	if r.Clock == nil {
-		r.Clock = d.Clock
-	}
 	if r.Logger == nil {
 		r.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -134,14 +134,24 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	setDefault(&r.BrokerName, d.BrokerName)
 	setDefault(&r.NewQueueWindow, d.NewQueueWindow)
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{
+		{"MaxMessageSize", int64(r.MaxMessageSize)}, {"CompressOver", int64(r.CompressOver)},
+		{"MaxReconsumeTimes", int64(r.MaxReconsumeTimes)},
+		{"DefaultSuspend", int64(r.DefaultSuspend)}, {"MaxSuspend", int64(r.MaxSuspend)},
+		{"ShortPollingWait", int64(r.ShortPollingWait)}, {"HoldCheckInterval", int64(r.HoldCheckInterval)},
+		{"OffsetPersistInterval", int64(r.OffsetPersistInterval)}, {"HeartbeatTimeout", int64(r.HeartbeatTimeout)},
+		{"HeartbeatCheckInterval", int64(r.HeartbeatCheckInterval)}, {"LockLifetime", int64(r.LockLifetime)},
+	} {
+		if f.v < 0 {
+			return r, fmt.Errorf("%w: negative %s", mq.ErrInvalidArgument, f.name)
+		}
+	}
 	switch {
 	case r.DefaultQueues < 0 || r.DefaultQueues > maxQueues:
 		return r, fmt.Errorf("%w: DefaultQueues %d not in 1..%d", mq.ErrInvalidArgument, r.DefaultQueues, maxQueues)
-	case r.MaxMessageSize < 0 || r.CompressOver < 0 || r.MaxReconsumeTimes < 0:
-		return r, fmt.Errorf("%w: negative MaxMessageSize, CompressOver or MaxReconsumeTimes", mq.ErrInvalidArgument)
-	case r.DefaultSuspend < 0 || r.MaxSuspend < 0 || r.ShortPollingWait < 0 || r.HoldCheckInterval < 0 ||
-		r.OffsetPersistInterval < 0 || r.HeartbeatTimeout < 0 || r.HeartbeatCheckInterval < 0 || r.LockLifetime < 0:
-		return r, fmt.Errorf("%w: negative duration in Options", mq.ErrInvalidArgument)
 	case mq.ValidateProducerGroup(r.BrokerName) != nil:
 		return r, fmt.Errorf("%w: BrokerName %q must be 1 to 255 characters of A-Z a-z 0-9 _ - %% |", mq.ErrInvalidArgument, r.BrokerName)
 	case len(r.DelayLevels) > 64:

@@ -29,10 +29,12 @@ const (
 // ctx.Err() if ctx ends first, ErrClosed if the broker closes.
 //
 // req.CommitOffset > 0 is stored as the group's offset of the queue before reading, once.
-// Errors: ErrClosed; ErrInvalidArgument (empty group, negative offset or MaxWait, MaxMsgs
-// outside 0..1024, a bad filter); ErrTopicNotExist (Pull never creates topics);
-// ErrNoPermission (the topic is not readable); ErrInvalidQueue (outside the read queues);
-// ErrSubscriptionNotExist (no filter and no subscription). A rejected pull changes nothing.
+// Errors: ErrClosed, ctx.Err(), and (wrapped) mq.ErrInvalidArgument (a nil ctx, a bad group
+// name (see mq.ValidateGroup), a negative offset or MaxWait, MaxMsgs outside 0..1024, a bad
+// filter); mq.ErrTopicNotExist (Pull never creates topics); mq.ErrNoPermission (the topic is
+// not readable); mq.ErrInvalidQueue (outside the read queues, or another broker's);
+// mq.ErrSubscriptionNotExist (no filter and no subscription). A rejected pull changes
+// nothing.
 func (b *Broker) Pull(ctx context.Context, req mq.PullRequest) (mq.PullResult, error) {
 	if err := b.checkCtx(ctx); err != nil {
 		return mq.PullResult{}, err
@@ -62,8 +64,8 @@ func (b *Broker) Pull(ctx context.Context, req mq.PullRequest) (mq.PullResult, e
 
 // checkPull validates req and returns its batch size and filter (nil: everything).
 func (b *Broker) checkPull(req *mq.PullRequest) (int, store.Filter, error) {
-	if req.Group == "" {
-		return 0, nil, fmt.Errorf("%w: empty consumer group", mq.ErrInvalidArgument)
+	if err := mq.ValidateGroup(req.Group); err != nil {
+		return 0, nil, err
 	}
 	if err := b.checkBrokerName(req.Queue.BrokerName); err != nil {
 		return 0, nil, err
@@ -211,7 +213,7 @@ func (b *Broker) suspendTimeout(d time.Duration) time.Duration {
 // (ctx.Err()) or Close (ErrClosed). The waiter is out of the hold queue when it returns.
 func (b *Broker) suspend(ctx context.Context, req *mq.PullRequest, filter store.Filter) error {
 	w := newWaiter(holdKey{req.Queue.Topic, req.Queue.QueueID}, req.Offset, filter)
-	t := b.clock.NewTimer(b.suspendTimeout(req.MaxWait))
+	t := time.NewTimer(b.suspendTimeout(req.MaxWait))
 	defer t.Stop()
 	switch b.hold.park(w) {
 	case parkMoved:
@@ -221,7 +223,7 @@ func (b *Broker) suspend(ctx context.Context, req *mq.PullRequest, filter store.
 	}
 	select {
 	case <-w.ch:
-	case <-t.C():
+	case <-t.C:
 		b.hold.remove(w)
 	case <-ctx.Done():
 		b.hold.remove(w)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/edgemq/edgemq/store"
@@ -62,40 +63,6 @@ func pullAsync(ctx context.Context, b *Broker, req mq.PullRequest) <-chan pullOu
 		ch <- pullOutcome{res, err}
 	}()
 	return ch
-}
-
-// pullRecv waits for a pull's outcome; a pull that does not return within 10 s fails.
-func pullRecv(t testing.TB, ch <-chan pullOutcome) pullOutcome {
-	t.Helper()
-	select {
-	case o := <-ch:
-		return o
-	case <-time.After(10 * time.Second):
-		t.Fatal("pull did not return")
-		return pullOutcome{}
-	}
-}
-
-// pullStillParked checks a pull has not returned yet.
-func pullStillParked(t testing.TB, ch <-chan pullOutcome) {
-	t.Helper()
-	select {
-	case o := <-ch:
-		t.Fatalf("pull returned early: %v %+v", o.err, o.res)
-	case <-time.After(50 * time.Millisecond):
-	}
-}
-
-// pullWaitParked waits until n pulls are parked.
-func pullWaitParked(t testing.TB, b *Broker, n int) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for b.hold.parked() != n {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d pulls parked, want %d", b.hold.parked(), n)
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
 
 func pullOffsets(msgs []mq.MessageExt) []int64 {
@@ -273,35 +240,39 @@ func TestPullBadInputChangesNothing(t *testing.T) {
 }
 
 func TestPullCommitOffsetOnFirstPassOnly(t *testing.T) {
-	b := openBroker(t, &Options{Clock: NewManualClock(time.Unix(1e9, 0))})
-	if err := b.CreateTopic(TopicConfig{Name: "C", ReadQueues: 1, WriteQueues: 1}); err != nil {
-		t.Fatal(err)
-	}
-	pullSend(t, b, "C", 0, "a", "b", "c", "d", "e")
-	res, err := b.Pull(context.Background(), mq.PullRequest{Group: "g", Queue: mq.MessageQueue{Topic: "C"}, Offset: 5, Filter: "*", CommitOffset: 3})
-	if err != nil || res.Status != mq.PullNoNewMsg {
-		t.Fatalf("pull: %v %v", res.Status, err)
-	}
-	if off, err := b.QueryOffset(context.Background(), "g", mq.MessageQueue{Topic: "C", QueueID: 0}); err != nil || off != 3 {
-		t.Fatalf("piggybacked offset: got %d %v, want 3", off, err)
-	}
-	// A parked pull carrying 4: the consumer commits 5 meanwhile; the second pass after the
-	// wake-up must not put 4 back.
-	ch := pullAsync(context.Background(), b, mq.PullRequest{Group: "g", Queue: mq.MessageQueue{Topic: "C"}, Offset: 5, Filter: "*", CommitOffset: 4, Suspend: true})
-	pullWaitParked(t, b, 1)
-	if off, _ := b.QueryOffset(context.Background(), "g", mq.MessageQueue{Topic: "C", QueueID: 0}); off != 4 {
-		t.Fatalf("first pass stored %d, want 4", off)
-	}
-	if err := b.CommitOffset(context.Background(), "g", mq.MessageQueue{Topic: "C", QueueID: 0}, 5); err != nil {
-		t.Fatal(err)
-	}
-	pullSend(t, b, "C", 0, "f")
-	if o := pullRecv(t, ch); o.err != nil || o.res.Status != mq.PullFound {
-		t.Fatalf("woken pull: %v %v", o.res.Status, o.err)
-	}
-	if off, _ := b.QueryOffset(context.Background(), "g", mq.MessageQueue{Topic: "C", QueueID: 0}); off != 5 {
-		t.Fatalf("offset after the second pass: got %d, want 5", off)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		b := openBroker(t, nil)
+		ctx := context.Background()
+		q := mq.MessageQueue{Topic: "C", QueueID: 0}
+		if err := b.CreateTopic(TopicConfig{Name: "C", ReadQueues: 1, WriteQueues: 1}); err != nil {
+			t.Fatal(err)
+		}
+		holdSend(t, b, "C", 0, "a", "b", "c", "d", "e")
+		res, err := b.Pull(ctx, mq.PullRequest{Group: "g", Queue: q, Offset: 5, Filter: "*", CommitOffset: 3})
+		if err != nil || res.Status != mq.PullNoNewMsg {
+			t.Fatalf("pull: %v %v", res.Status, err)
+		}
+		if off, err := b.QueryOffset(ctx, "g", q); err != nil || off != 3 {
+			t.Fatalf("piggybacked offset: got %d %v, want 3", off, err)
+		}
+		// A parked pull carrying 4: the consumer commits 5 meanwhile; the second pass after
+		// the wake-up must not put 4 back.
+		ch := pullAsync(ctx, b, mq.PullRequest{Group: "g", Queue: q, Offset: 5, Filter: "*", CommitOffset: 4, Suspend: true})
+		holdParked(t, b, 1)
+		if off, _ := b.QueryOffset(ctx, "g", q); off != 4 {
+			t.Fatalf("first pass stored %d, want 4", off)
+		}
+		if err := b.CommitOffset(ctx, "g", q, 5); err != nil {
+			t.Fatal(err)
+		}
+		holdSend(t, b, "C", 0, "f")
+		if o := holdRecv(t, ch); o.err != nil || o.res.Status != mq.PullFound {
+			t.Fatalf("woken pull: %v %v", o.res.Status, o.err)
+		}
+		if off, _ := b.QueryOffset(ctx, "g", q); off != 5 {
+			t.Fatalf("offset after the second pass: got %d, want 5", off)
+		}
+	})
 }
 
 func TestPullDecompressesAndCounts(t *testing.T) {

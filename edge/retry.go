@@ -28,10 +28,10 @@ import (
 // original topic in RETRY_TOPIC and the original message id in ORIGIN_MESSAGE_ID (each kept
 // if the message had one already: req.OriginMsgID or else the offset message id of the
 // message), and req.MaxReconsumeTimes, if given, in MAX_RECONSUME_TIMES. Errors: ErrClosed,
-// ctx.Err(), and (wrapped) mq.ErrInvalidArgument (empty group, negative maximum),
-// mq.ErrInvalidQueue (another broker's name), mq.ErrMessageNotFound (nothing stored at the
-// offset, or deleted by retention), mq.ErrInvalidTopic (a group name unfit for a topic
-// name), mq.ErrNoPermission (the retry or DLQ topic is not writable).
+// ctx.Err(), and (wrapped) mq.ErrInvalidArgument (a bad group name, see mq.ValidateGroup; a
+// negative maximum), mq.ErrInvalidQueue (another broker's name), mq.ErrMessageNotFound
+// (nothing stored at the offset, or deleted by retention), mq.ErrNoPermission (the retry or
+// DLQ topic is not writable). Nothing is stored on error.
 func (b *Broker) SendBack(ctx context.Context, req mq.SendBackRequest) error {
 	_, err := b.sendBack(ctx, req)
 	return err
@@ -45,8 +45,8 @@ func (b *Broker) sendBack(ctx context.Context, req mq.SendBackRequest) (mq.SendR
 	if err := b.checkBrokerName(req.BrokerName); err != nil {
 		return mq.SendResult{}, err
 	}
-	if req.Group == "" {
-		return mq.SendResult{}, fmt.Errorf("%w: empty consumer group", mq.ErrInvalidArgument)
+	if err := mq.ValidateGroup(req.Group); err != nil {
+		return mq.SendResult{}, err
 	}
 	if req.MaxReconsumeTimes < 0 {
 		return mq.SendResult{}, fmt.Errorf("%w: negative max reconsume times %d", mq.ErrInvalidArgument, req.MaxReconsumeTimes)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/edgemq/edgemq/edge/mq"
@@ -42,7 +41,6 @@ type scheduler struct {
 	levels []*delayLevel
 
 	lastPersist time.Time
-	wake        atomic.Int64 // unix ms the loop sleeps until (0: no timer), for tests
 }
 
 // delayLevel is the state of one level's queue.
@@ -84,9 +82,8 @@ func newScheduler(b *Broker) (*scheduler, error) {
 		b.lg.Warn("schedule topic has queues beyond the configured delay levels: they get the last level's delay",
 			"levels", n, "queues", levels)
 	}
-	// Progress writes are counted from the open, not from when run first runs: a caller
-	// that advances a ManualClock right after Open must find the same deadline.
-	s := &scheduler{b: b, kick: make(chan struct{}, 1), lastPersist: b.clock.Now()}
+	// Progress writes are counted from the open.
+	s := &scheduler{b: b, kick: make(chan struct{}, 1), lastPersist: time.Now()}
 	for l := int32(1); l <= levels; l++ {
 		d := b.opts.DelayLevels[min(l, n)-1]
 		lv := &delayLevel{level: l, delay: d.Milliseconds(), headOff: -1}
@@ -109,7 +106,7 @@ func (s *scheduler) arrive(store.Arrival) {
 func (s *scheduler) run() {
 	defer s.b.wg.Done()
 	var (
-		t   Timer
+		t   *time.Timer
 		tc  <-chan time.Time
 		tAt time.Time
 	)
@@ -124,7 +121,7 @@ func (s *scheduler) run() {
 		wake, again := s.round()
 		if s.dirty() {
 			// Batch progress writes: at most one per OffsetPersistInterval.
-			if now := s.b.clock.Now(); !now.Before(s.lastPersist.Add(s.b.opts.OffsetPersistInterval)) {
+			if now := time.Now(); !now.Before(s.lastPersist.Add(s.b.opts.OffsetPersistInterval)) {
 				s.lastPersist = now
 				if err := s.persist(); err != nil {
 					s.b.lg.Error("persist delay progress", "err", err)
@@ -145,14 +142,9 @@ func (s *scheduler) run() {
 		if !wake.Equal(tAt) {
 			stop()
 			if !wake.IsZero() {
-				t, tAt = NewTimerAt(s.b.clock, wake), wake
-				tc = t.C()
+				t, tAt = time.NewTimer(time.Until(wake)), wake
+				tc = t.C
 			}
-		}
-		if wake.IsZero() {
-			s.wake.Store(0)
-		} else {
-			s.wake.Store(wake.UnixMilli())
 		}
 		select {
 		case <-s.b.done:
@@ -167,7 +159,7 @@ func (s *scheduler) run() {
 // round delivers what is due now. It returns when to look again (zero: on the next arrival
 // only), or again when due messages are left for another round at once.
 func (s *scheduler) round() (wake time.Time, again bool) {
-	now := s.b.clock.Now()
+	now := time.Now()
 	nowMS := now.UnixMilli()
 	var (
 		batches   = make([][]scheduled, len(s.levels))

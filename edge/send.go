@@ -6,6 +6,7 @@ import (
 	"maps"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/edgemq/edgemq/edge/mq"
 	"github.com/edgemq/edgemq/store"
@@ -23,10 +24,13 @@ import (
 // (Options.MaxReconsumeTimes when the message has none).
 //
 // m is not changed; the broker keeps no reference to it after Send returns. Errors:
-// ErrClosed, ctx.Err(), and (wrapped) mq.ErrInvalidArgument (nil message, bad delay level),
-// mq.ErrInvalidTopic, mq.ErrTopicNotExist (auto-creation off), mq.ErrNoPermission,
-// mq.ErrInvalidQueue (a selector's index out of range), mq.ErrMessageTooLarge; nothing is
-// stored on error.
+// ErrClosed, ctx.Err(), and (wrapped) mq.ErrInvalidArgument (a nil ctx or message, a bad
+// delay level, reconsume count or maximum), mq.ErrInvalidTopic (a bad or reserved name),
+// mq.ErrTopicNotExist (auto-creation off), mq.ErrNoPermission, mq.ErrInvalidQueue (a
+// selector's index out of range), mq.ErrMessageTooLarge (a body over
+// Options.MaxMessageSize, or properties over the store's limit). Nothing is stored on error,
+// and a topic is made (auto-creation) only for a send the broker accepts: the store may still
+// refuse it (properties over its limit, a full disk), leaving the topic made.
 func (b *Broker) Send(ctx context.Context, m *mq.Message, sel mq.QueueSelector) (mq.SendResult, error) {
 	var s store.Message
 	tp, err := b.prepareSend(ctx, m, sel, &s)
@@ -111,15 +115,11 @@ func (b *Broker) prepareSend(ctx context.Context, m *mq.Message, sel mq.QueueSel
 	if m == nil {
 		return nil, fmt.Errorf("%w: nil message", mq.ErrInvalidArgument)
 	}
-	tp, err := b.sendTopic(m.Topic)
-	if err != nil {
+	if err := b.checkMessage(m); err != nil {
 		return nil, err
 	}
-	q, err := b.chooseQueue(tp, m, sel)
+	tp, q, err := b.sendQueue(m, sel)
 	if err != nil {
-		return nil, err
-	}
-	if err := b.checkBody(m); err != nil {
 		return nil, err
 	}
 	storeCopy(m, q, s)
@@ -135,36 +135,92 @@ func (b *Broker) result(s *store.Message) mq.SendResult {
 	}
 }
 
-// sendTopic returns the topic a send to name writes to, created if it may be. The name is
-// validated when the topic is made (topicTable.ensure), never again.
-func (b *Broker) sendTopic(name string) (*topic, error) {
-	tp, ok := b.topics.get(name)
+// sendQueue returns the topic a send of m (the first message of a batch) writes to and the
+// queue it goes to: the one sel chooses, else the next by round robin. A topic that does not
+// exist is made, when it may be, only once the queue is chosen, so that a refused send makes
+// none. The name is validated when the topic is made, never again.
+func (b *Broker) sendQueue(m *mq.Message, sel mq.QueueSelector) (*topic, int32, error) {
+	tp, ok := b.topics.get(m.Topic)
+	var cfg TopicConfig
+	sendable := ok && tp.sendable
 	if !ok {
 		var err error
-		if tp, err = b.topics.ensure(name); err != nil {
-			return nil, err
+		if cfg, err = b.topics.configFor(m.Topic); err != nil {
+			return nil, 0, err
+		}
+		sendable = isSendable(m.Topic)
+	} else {
+		cfg = tp.cfg
+	}
+	if err := checkWritable(cfg, sendable); err != nil {
+		return nil, 0, err
+	}
+	q := int32(-1)
+	if sel != nil {
+		// sel gets a copy: m itself, passed to a function value, would escape, and every
+		// caller's message would move to the heap, with a selector or without.
+		c := *m
+		i := sel(int(cfg.WriteQueues), &c)
+		if i < 0 || i >= int(cfg.WriteQueues) {
+			return nil, 0, fmt.Errorf("%w: queue index %d of topic %q, which has %d write queues", mq.ErrInvalidQueue, i, cfg.Name, cfg.WriteQueues)
+		}
+		q = int32(i)
+	}
+	if !ok {
+		var err error
+		if tp, err = b.topics.ensure(m.Topic); err != nil {
+			return nil, 0, err
+		}
+		if tp.cfg != cfg { // made meanwhile, otherwise
+			if err := checkWritable(tp.cfg, tp.sendable); err != nil {
+				return nil, 0, err
+			}
+			if q >= tp.cfg.WriteQueues {
+				return nil, 0, fmt.Errorf("%w: queue %d of topic %q, which has %d write queues", mq.ErrInvalidQueue, q, cfg.Name, tp.cfg.WriteQueues)
+			}
 		}
 	}
-	if !tp.sendable {
-		return nil, fmt.Errorf("%w: %q is reserved", mq.ErrInvalidTopic, name)
+	if q < 0 {
+		q = int32((tp.rr.Add(1) - 1) % uint32(tp.cfg.WriteQueues))
 	}
-	if tp.cfg.Perm&mq.PermWrite == 0 {
-		return nil, fmt.Errorf("%w: topic %q is not writable", mq.ErrNoPermission, name)
-	}
-	return tp, nil
+	return tp, q, nil
 }
 
-func (b *Broker) checkBody(m *mq.Message) error {
+// checkWritable refuses a send to a topic producers may not write; sendable is
+// isSendable(cfg.Name).
+func checkWritable(cfg TopicConfig, sendable bool) error {
+	switch {
+	case !sendable:
+		return fmt.Errorf("%w: %q is reserved", mq.ErrInvalidTopic, cfg.Name)
+	case cfg.Perm&mq.PermWrite == 0:
+		return fmt.Errorf("%w: topic %q is not writable", mq.ErrNoPermission, cfg.Name)
+	case cfg.WriteQueues <= 0:
+		return fmt.Errorf("%w: topic %q has no write queues", mq.ErrNoPermission, cfg.Name)
+	}
+	return nil
+}
+
+// checkMessage checks what of m the broker reads before storing it: its body size, its
+// delay level, and on a retry topic its reconsume counts.
+func (b *Broker) checkMessage(m *mq.Message) error {
 	if len(m.Body) > b.opts.MaxMessageSize {
 		return fmt.Errorf("%w: body of %d bytes, max %d", mq.ErrMessageTooLarge, len(m.Body), b.opts.MaxMessageSize)
+	}
+	if _, err := delayOf(m.Properties); err != nil {
+		return err
+	}
+	if mq.IsRetryTopic(m.Topic) {
+		if _, _, _, err := b.reconsumeCounts(m.Properties); err != nil {
+			return err
+		}
 	}
 	return nil
 }
 
 // SendBatch stores msgs, all of one topic, contiguously on one queue, in order. The queue is
-// chosen once, by sel applied to the first message (round robin when nil). Errors as Send's;
-// a nil message, or messages of different topics, are mq.ErrInvalidArgument. Nothing is
-// stored on error.
+// chosen once, by sel applied to the first message (round robin when nil). An empty batch
+// stores nothing and returns no results and no error. Errors as Send's; a nil message, or
+// messages of different topics, are mq.ErrInvalidArgument. Nothing is stored on error.
 func (b *Broker) SendBatch(ctx context.Context, msgs []*mq.Message, sel mq.QueueSelector) ([]mq.SendResult, error) {
 	if err := b.checkCtx(ctx); err != nil {
 		return nil, err
@@ -173,16 +229,17 @@ func (b *Broker) SendBatch(ctx context.Context, msgs []*mq.Message, sel mq.Queue
 		return nil, nil
 	}
 	for i, m := range msgs {
-		if m == nil {
+		switch {
+		case m == nil:
 			return nil, fmt.Errorf("%w: message %d of the batch is nil", mq.ErrInvalidArgument, i)
+		case m.Topic != msgs[0].Topic:
+			return nil, fmt.Errorf("%w: a batch holds one topic, got %q and %q", mq.ErrInvalidArgument, msgs[0].Topic, m.Topic)
+		}
+		if err := b.checkMessage(m); err != nil {
+			return nil, err
 		}
 	}
-	name := msgs[0].Topic
-	tp, err := b.sendTopic(name)
-	if err != nil {
-		return nil, err
-	}
-	q, err := b.chooseQueue(tp, msgs[0], sel)
+	tp, q, err := b.sendQueue(msgs[0], sel)
 	if err != nil {
 		return nil, err
 	}
@@ -190,12 +247,6 @@ func (b *Broker) SendBatch(ctx context.Context, msgs []*mq.Message, sel mq.Queue
 	ptrs := make([]*store.Message, len(msgs))
 	var bytes int64
 	for i, m := range msgs {
-		if m.Topic != name {
-			return nil, fmt.Errorf("%w: a batch holds one topic, got %q and %q", mq.ErrInvalidArgument, name, m.Topic)
-		}
-		if err := b.checkBody(m); err != nil {
-			return nil, err
-		}
 		storeCopy(m, q, &stored[i])
 		if err := b.prepare(&stored[i]); err != nil {
 			return nil, err
@@ -212,24 +263,6 @@ func (b *Broker) SendBatch(ctx context.Context, msgs []*mq.Message, sel mq.Queue
 	}
 	tp.in.add(int64(len(msgs)), bytes)
 	return res, nil
-}
-
-func (b *Broker) chooseQueue(tp *topic, m *mq.Message, sel mq.QueueSelector) (int32, error) {
-	n := tp.cfg.WriteQueues
-	if n <= 0 {
-		return 0, fmt.Errorf("%w: topic %q has no write queues", mq.ErrNoPermission, tp.cfg.Name)
-	}
-	if sel == nil {
-		return int32((tp.rr.Add(1) - 1) % uint32(n)), nil
-	}
-	// sel gets a copy: m itself, passed to a function value, would escape, and every
-	// caller's message would move to the heap, with a selector or without.
-	c := *m
-	i := sel(int(n), &c)
-	if i < 0 || i >= int(n) {
-		return 0, fmt.Errorf("%w: queue index %d of topic %q, which has %d write queues", mq.ErrInvalidQueue, i, tp.cfg.Name, n)
-	}
-	return int32(i), nil
 }
 
 // prepare turns s, a copy of a message bound for its topic and queue, into what is stored:
@@ -255,7 +288,7 @@ func (b *Broker) prepare(s *store.Message) error {
 		s.Topic = mq.ScheduleTopic
 		s.QueueID = int32(level - 1)
 		if s.BornTime == 0 { // else delivery would show the schedule copy's store time
-			s.BornTime = b.clock.Now().UnixMilli()
+			s.BornTime = time.Now().UnixMilli()
 		}
 		if _, err := b.topics.ensure(mq.ScheduleTopic); err != nil {
 			return err
@@ -274,23 +307,9 @@ func (b *Broker) prepare(s *store.Message) error {
 // (mq.PropertyMaxReconsumeTimes, else Options.MaxReconsumeTimes) goes to the group's
 // dead-letter topic, undelayed.
 func (b *Broker) prepareRetry(s *store.Message) error {
-	rt, hasRT := s.Properties[mq.PropertyReconsumeTime]
-	if !hasRT {
-		return nil
-	}
-	n, err := strconv.ParseInt(rt, 10, 32)
-	if err != nil || n < 0 {
-		return fmt.Errorf("%w: %s %q", mq.ErrInvalidArgument, mq.PropertyReconsumeTime, rt)
-	}
-	maxTimes := int64(b.opts.MaxReconsumeTimes)
-	if v, ok := s.Properties[mq.PropertyMaxReconsumeTimes]; ok {
-		mx, err := strconv.ParseInt(v, 10, 32)
-		if err != nil {
-			return fmt.Errorf("%w: %s %q", mq.ErrInvalidArgument, mq.PropertyMaxReconsumeTimes, v)
-		}
-		if mx >= 0 {
-			maxTimes = mx
-		}
+	n, maxTimes, ok, err := b.reconsumeCounts(s.Properties)
+	if err != nil || !ok {
+		return err
 	}
 	s.Properties = maps.Clone(s.Properties)
 	delete(s.Properties, mq.PropertyReconsumeTime)
@@ -308,6 +327,31 @@ func (b *Broker) prepareRetry(s *store.Message) error {
 		return fmt.Errorf("%w: topic %q is not writable", mq.ErrNoPermission, s.Topic)
 	}
 	return nil
+}
+
+// reconsumeCounts reads the reconsume count of a message sent to a retry topic
+// (mq.PropertyReconsumeTime; ok is false when it has none) and its maximum
+// (mq.PropertyMaxReconsumeTimes, else, or when negative, Options.MaxReconsumeTimes).
+func (b *Broker) reconsumeCounts(props map[string]string) (n, maxTimes int64, ok bool, err error) {
+	rt, ok := props[mq.PropertyReconsumeTime]
+	if !ok {
+		return 0, 0, false, nil
+	}
+	n, err = strconv.ParseInt(rt, 10, 32)
+	if err != nil || n < 0 {
+		return 0, 0, false, fmt.Errorf("%w: %s %q", mq.ErrInvalidArgument, mq.PropertyReconsumeTime, rt)
+	}
+	maxTimes = int64(b.opts.MaxReconsumeTimes)
+	if v, ok := props[mq.PropertyMaxReconsumeTimes]; ok {
+		mx, err := strconv.ParseInt(v, 10, 32)
+		if err != nil {
+			return 0, 0, false, fmt.Errorf("%w: %s %q", mq.ErrInvalidArgument, mq.PropertyMaxReconsumeTimes, v)
+		}
+		if mx >= 0 {
+			maxTimes = mx
+		}
+	}
+	return n, maxTimes, true, nil
 }
 
 // delayOf returns the delay level in props, 0 when none.

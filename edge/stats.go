@@ -45,6 +45,8 @@ func counter(m *sync.Map, k string) *counters {
 	return c.(*counters)
 }
 
+func (c *counters) load() (n, bytes int64) { return c.n.Load(), c.bytes.Load() }
+
 func (c *counters) add(n, bytes int64) {
 	c.n.Add(n)
 	c.bytes.Add(bytes)
@@ -54,24 +56,39 @@ func (s *statsTable) in(topic string, n, bytes int64) { counter(&s.topics, topic
 
 func (s *statsTable) out(group string, n, bytes int64) { counter(&s.groups, group).add(n, bytes) }
 
-// TopicStats returns the send counters of topic.
+// TopicStats returns the send counters of topic: zero for a topic never sent to. They stay
+// readable after Close.
 func (b *Broker) TopicStats(topic string) TopicStats {
-	c := counter(&b.stats.topics, topic)
-	return TopicStats{MessagesIn: c.n.Load(), BytesIn: c.bytes.Load()}
+	c, ok := b.stats.topics.Load(topic)
+	if !ok {
+		return TopicStats{}
+	}
+	n, bytes := c.(*counters).load()
+	return TopicStats{MessagesIn: n, BytesIn: bytes}
 }
 
-// GroupStats returns the pull counters of group.
+// GroupStats returns the pull counters of group: zero for a group that never pulled a
+// message. They stay readable after Close.
 func (b *Broker) GroupStats(group string) GroupStats {
-	c := counter(&b.stats.groups, group)
-	return GroupStats{MessagesOut: c.n.Load(), BytesOut: c.bytes.Load()}
+	c, ok := b.stats.groups.Load(group)
+	if !ok {
+		return GroupStats{}
+	}
+	n, bytes := c.(*counters).load()
+	return GroupStats{MessagesOut: n, BytesOut: bytes}
 }
 
 // Lag returns group's lag on each read queue of topic: messages stored but not yet consumed.
+// Errors: ErrClosed, mq.ErrInvalidArgument for a bad group name (see mq.ValidateGroup),
+// mq.ErrTopicNotExist.
 func (b *Broker) Lag(group, topic string) ([]QueueLag, error) {
 	if err := b.check(); err != nil {
 		return nil, err
 	}
-	tp, err := b.checkQueue(group, mq.MessageQueue{Topic: topic})
+	if err := mq.ValidateGroup(group); err != nil {
+		return nil, err
+	}
+	tp, err := b.checkQueue(mq.MessageQueue{Topic: topic})
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +115,7 @@ type QueueInfo struct {
 }
 
 // Queues lists the queues of topic that hold or held messages, or of every topic when topic
-// is "", sorted by topic then queue id. System topics are included.
+// is "", sorted by topic then queue id. System topics are included. Errors: ErrClosed.
 func (b *Broker) Queues(topic string) ([]QueueInfo, error) {
 	if err := b.check(); err != nil {
 		return nil, err
@@ -124,7 +141,7 @@ type StoreStats struct {
 	DurablePos int64
 }
 
-// StoreStats returns the state of the commit log.
+// StoreStats returns the state of the commit log. Errors: ErrClosed.
 func (b *Broker) StoreStats() (StoreStats, error) {
 	if err := b.check(); err != nil {
 		return StoreStats{}, err

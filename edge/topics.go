@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/edgemq/edgemq/edge/mq"
 	"github.com/edgemq/edgemq/store/meta"
@@ -27,17 +28,18 @@ type TopicConfig struct {
 type topic struct {
 	cfg TopicConfig
 	rr  atomic.Uint32
-	// sendable: producers may send to the topic (a user topic, or a retry topic: clients
-	// whose send-back fails send to %RETRY%<group> themselves). Fixed when the topic is
-	// made, so that sends do not validate its name again.
+	// isSendable(cfg.Name), found once.
 	sendable bool
 	in       *counters // the name's send counters in Broker.stats, found once
 }
 
 func (t *topicTable) newTopic(cfg TopicConfig) *topic {
-	sendable := mq.IsRetryTopic(cfg.Name) || !mq.IsSystemTopic(cfg.Name)
-	return &topic{cfg: cfg, sendable: sendable, in: counter(&t.b.stats.topics, cfg.Name)}
+	return &topic{cfg: cfg, sendable: isSendable(cfg.Name), in: counter(&t.b.stats.topics, cfg.Name)}
 }
+
+// isSendable reports whether producers may send to a topic of this name: a user topic, or a
+// retry topic (clients whose send-back fails send to %RETRY%<group> themselves).
+func isSendable(name string) bool { return mq.IsRetryTopic(name) || !mq.IsSystemTopic(name) }
 
 // topicTable holds the topics in memory, backed by the meta store.
 type topicTable struct {
@@ -96,7 +98,7 @@ func (t *topicTable) put(cfg TopicConfig, create bool) (*topic, error) {
 		return old, fmt.Errorf("%w: %q", ErrTopicExists, cfg.Name)
 	}
 	err := t.b.meta.PutTopic(meta.Topic{Name: cfg.Name, ReadQueues: cfg.ReadQueues, WriteQueues: cfg.WriteQueues,
-		Perm: cfg.Perm, Order: cfg.Order, Created: t.b.clock.Now().UnixMilli()})
+		Perm: cfg.Perm, Order: cfg.Order, Created: time.Now().UnixMilli()})
 	if err != nil {
 		return nil, fmt.Errorf("edge: store topic %q: %w", cfg.Name, err)
 	}
@@ -114,11 +116,25 @@ func (t *topicTable) ensure(name string) (*topic, error) {
 	if tp, ok := t.get(name); ok {
 		return tp, nil
 	}
+	cfg, err := t.configFor(name)
+	if err != nil {
+		return nil, err
+	}
+	tp, err := t.put(cfg, true)
+	if err != nil && tp != nil {
+		return tp, nil // created meanwhile
+	}
+	return tp, err
+}
+
+// configFor validates name and returns the config ensure gives a topic of that name:
+// system topics (retry, DLQ, schedule) always, user topics when auto-creation is on.
+func (t *topicTable) configFor(name string) (TopicConfig, error) {
 	var cfg TopicConfig
 	switch {
 	case mq.IsRetryTopic(name) || mq.IsDLQTopic(name):
 		if err := mq.ValidateSubscribedTopic(name); err != nil {
-			return nil, err
+			return cfg, err
 		}
 		cfg = TopicConfig{Name: name, ReadQueues: 1, WriteQueues: 1, Perm: mq.PermReadWrite}
 	case name == mq.ScheduleTopic:
@@ -126,18 +142,14 @@ func (t *topicTable) ensure(name string) (*topic, error) {
 		cfg = TopicConfig{Name: name, ReadQueues: n, WriteQueues: n, Perm: mq.PermReadWrite}
 	default:
 		if err := mq.ValidateTopic(name); err != nil {
-			return nil, err
+			return cfg, err
 		}
 		if t.b.opts.NoAutoCreateTopics {
-			return nil, fmt.Errorf("%w: %q", mq.ErrTopicNotExist, name)
+			return cfg, fmt.Errorf("%w: %q", mq.ErrTopicNotExist, name)
 		}
-		cfg = TopicConfig{Name: name}
+		cfg = TopicConfig{Name: name, ReadQueues: t.b.opts.DefaultQueues, WriteQueues: t.b.opts.DefaultQueues, Perm: mq.PermReadWrite}
 	}
-	tp, err := t.put(cfg, true)
-	if err != nil && tp != nil {
-		return tp, nil // created meanwhile
-	}
-	return tp, err
+	return cfg, nil
 }
 
 func (t *topicTable) delete(name string) error {
@@ -164,8 +176,10 @@ func (t *topicTable) list() []TopicConfig {
 	return out
 }
 
-// CreateTopic creates a topic; zero queue counts and permission take their defaults. It fails
-// with ErrTopicExists if the topic exists, ErrInvalidTopic for a bad or reserved name.
+// CreateTopic creates a topic; zero queue counts and permission take their defaults. Errors:
+// ErrClosed; ErrTopicExists if the topic exists; mq.ErrInvalidTopic for a bad or reserved
+// name (see mq.ValidateTopic); mq.ErrInvalidArgument for queue counts outside 1..1024 or a
+// permission with bits other than mq.PermRead, mq.PermWrite and mq.PermInherit.
 func (b *Broker) CreateTopic(cfg TopicConfig) error {
 	if err := b.check(); err != nil {
 		return err
@@ -179,6 +193,7 @@ func (b *Broker) CreateTopic(cfg TopicConfig) error {
 
 // UpdateTopic creates or replaces a topic's config. Messages already stored in queues beyond
 // new, smaller queue counts stay readable by offset but are no longer served to new pulls.
+// Errors as CreateTopic's, but for ErrTopicExists.
 func (b *Broker) UpdateTopic(cfg TopicConfig) error {
 	if err := b.check(); err != nil {
 		return err
@@ -192,6 +207,7 @@ func (b *Broker) UpdateTopic(cfg TopicConfig) error {
 
 // DeleteTopic deletes a topic's config. Its messages stay in the store until retention
 // removes them; a topic created again with the same name continues its queue offsets.
+// Errors: ErrClosed, mq.ErrTopicNotExist.
 func (b *Broker) DeleteTopic(name string) error {
 	if err := b.check(); err != nil {
 		return err
@@ -230,5 +246,10 @@ func (b *Broker) Route(ctx context.Context, topic string) (mq.TopicRoute, error)
 	}, nil
 }
 
-// Topics lists every topic, system topics included, sorted by name.
-func (b *Broker) Topics() []TopicConfig { return b.topics.list() }
+// Topics lists every topic, system topics included, sorted by name. None after Close.
+func (b *Broker) Topics() []TopicConfig {
+	if b.check() != nil {
+		return nil
+	}
+	return b.topics.list()
+}
