@@ -310,6 +310,11 @@ func (b *Broker) Unregister(ctx context.Context, clientID, group string) error {
 	if clientID == "" {
 		return fmt.Errorf("%w: empty client id", mq.ErrInvalidArgument)
 	}
+	if group != "" {
+		if err := mq.ValidateProducerGroup(group); err != nil { // consumer or producer group
+			return err
+		}
+	}
 	g := b.groups
 	var notes []note
 	g.mu.Lock()
@@ -349,6 +354,11 @@ func (b *Broker) ConsumerIDs(ctx context.Context, topic, group string) ([]string
 	}
 	if err := mq.ValidateGroup(group); err != nil {
 		return nil, err
+	}
+	if topic != "" {
+		if err := mq.ValidateSubscribedTopic(topic); err != nil {
+			return nil, err
+		}
 	}
 	g := b.groups
 	g.mu.RLock()

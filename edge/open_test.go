@@ -35,10 +35,10 @@ func TestOpenFails(t *testing.T) {
 		{"empty data dir", "-", nil, mq.ErrInvalidArgument, "empty data dir"},
 		{"data dir is a file", file, nil, nil, "not a directory"},
 		{"data dir under a file", filepath.Join(file, "sub"), nil, nil, "not a directory"},
-		{"1 MiB segments, 4 MiB messages", "", &Options{Store: &store.Options{SegmentSize: 1 << 20}}, store.ErrSettings, "MaxMessageSize 4194304 needs segments of at least"},
-		{"messages larger than segments", "", &Options{MaxMessageSize: 1 << 40}, store.ErrSettings, "needs segments of at least"},
+		{"1 MiB segments, 4 MiB messages", "", &Options{Store: &store.Options{SegmentSize: 1 << 20}}, store.ErrOptions, "SegmentSize 1048576 too small for MaxMessageSize 4194304"},
+		{"messages larger than segments", "", &Options{MaxMessageSize: 1 << 40}, store.ErrOptions, "MaxMessageSize 1099511627776 out of range"},
 		{"negative MaxMessageSize", "", &Options{MaxMessageSize: -1}, mq.ErrInvalidArgument, "negative MaxMessageSize"},
-		{"negative store MaxMessageSize", "", &Options{Store: &store.Options{MaxMessageSize: -1}}, nil, "negative MaxMessageSize"},
+		{"negative store MaxMessageSize", "", &Options{Store: &store.Options{MaxMessageSize: -1}}, store.ErrOptions, "MaxMessageSize -1 out of range"},
 		{"negative CompressOver", "", &Options{CompressOver: -100}, mq.ErrInvalidArgument, "negative CompressOver"},
 		{"negative MaxReconsumeTimes", "", &Options{MaxReconsumeTimes: -1}, mq.ErrInvalidArgument, "negative MaxReconsumeTimes"},
 		{"negative DefaultQueues", "", &Options{DefaultQueues: -1}, mq.ErrInvalidArgument, "DefaultQueues -1"},
@@ -49,7 +49,7 @@ func TestOpenFails(t *testing.T) {
 		{"too many delay levels", "", &Options{DelayLevels: make([]time.Duration, 65)}, mq.ErrInvalidArgument, "65 delay levels"},
 		{"zero delay level", "", &Options{DelayLevels: []time.Duration{time.Second, 0}}, mq.ErrInvalidArgument, "delay level 2"},
 		{"negative store QueueSegmentEntries", "", &Options{Store: &store.Options{QueueSegmentEntries: -1}}, nil, "QueueSegmentEntries"},
-		{"negative store FlushInterval", "", &Options{Store: &store.Options{FlushInterval: -1}}, nil, "negative interval"},
+		{"negative store FlushInterval", "", &Options{Store: &store.Options{FlushInterval: -1}}, store.ErrOptions, "FlushInterval -1ns is negative"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := tc.dir

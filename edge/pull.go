@@ -90,6 +90,9 @@ func (b *Broker) checkPull(req *mq.PullRequest) (int, store.Filter, error) {
 	if req.MaxWait < 0 {
 		return 0, nil, fmt.Errorf("%w: negative MaxWait %v", mq.ErrInvalidArgument, req.MaxWait)
 	}
+	if req.CommitOffset < 0 {
+		return 0, nil, fmt.Errorf("%w: negative CommitOffset %d", mq.ErrInvalidArgument, req.CommitOffset)
+	}
 	expr := req.Filter
 	if expr == "" {
 		sub, ok := b.groups.subscription(req.Group, topic)
