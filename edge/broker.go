@@ -133,11 +133,18 @@ func (b *Broker) onArrival(a store.Arrival) {
 }
 
 func (b *Broker) check() error {
+	if b == nil {
+		return errNilBroker
+	}
 	if b.closed.Load() {
 		return ErrClosed
 	}
 	return nil
 }
+
+// errNilBroker answers every call on a nil *Broker: a caller's nil is an error, not a
+// crash.
+var errNilBroker = fmt.Errorf("%w: nil broker", mq.ErrInvalidArgument)
 
 // checkCtx is check, then ctx's error.
 func (b *Broker) checkCtx(ctx context.Context) error {
@@ -154,6 +161,9 @@ func (b *Broker) checkCtx(ctx context.Context) error {
 // persists consumer offsets and delay progress, and closes the store (which flushes it). It
 // returns ErrClosed if the broker was closed already, else what went wrong on the way.
 func (b *Broker) Close() error {
+	if b == nil {
+		return errNilBroker
+	}
 	if !b.closed.CompareAndSwap(false, true) {
 		return ErrClosed
 	}

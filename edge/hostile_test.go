@@ -549,3 +549,47 @@ func FuzzBroker(f *testing.F) {
 		}
 	})
 }
+
+// TestNilBroker: every method of a nil *Broker answers; none panics.
+func TestNilBroker(t *testing.T) {
+	var b *Broker
+	ctx := context.Background()
+	q := mq.MessageQueue{Topic: "T"}
+	for name, call := range map[string]func() error{
+		"Send":         func() error { _, err := b.Send(ctx, &mq.Message{Topic: "T"}, nil); return err },
+		"SendAsync":    func() error { return b.SendAsync(ctx, &mq.Message{Topic: "T"}, nil, func(mq.SendResult, error) {}) },
+		"SendBatch":    func() error { _, err := b.SendBatch(ctx, []*mq.Message{{Topic: "T"}}, nil); return err },
+		"Pull":         func() error { _, err := b.Pull(ctx, mq.PullRequest{Group: "g", Queue: q}); return err },
+		"Route":        func() error { _, err := b.Route(ctx, "T"); return err },
+		"CommitOffset": func() error { return b.CommitOffset(ctx, "g", q, 1) },
+		"QueryOffset":  func() error { _, err := b.QueryOffset(ctx, "g", q); return err },
+		"MaxOffset":    func() error { _, err := b.MaxOffset(ctx, q); return err },
+		"MinOffset":    func() error { _, err := b.MinOffset(ctx, q); return err },
+		"SearchOffset": func() error { _, err := b.SearchOffset(ctx, q, time.Now()); return err },
+		"Heartbeat":    func() error { return b.Heartbeat(ctx, mq.Heartbeat{ClientID: "c"}) },
+		"Unregister":   func() error { return b.Unregister(ctx, "c", "") },
+		"ConsumerIDs":  func() error { _, err := b.ConsumerIDs(ctx, "T", "g"); return err },
+		"LockQueues":   func() error { _, err := b.LockQueues(ctx, "g", "c", []mq.MessageQueue{q}); return err },
+		"UnlockQueues": func() error { return b.UnlockQueues(ctx, "g", "c", []mq.MessageQueue{q}) },
+		"SendBack":     func() error { return b.SendBack(ctx, mq.SendBackRequest{Group: "g"}) },
+		"ViewMessage":  func() error { _, err := b.ViewMessage(ctx, 0); return err },
+		"CreateTopic":  func() error { return b.CreateTopic(TopicConfig{Name: "T"}) },
+		"UpdateTopic":  func() error { return b.UpdateTopic(TopicConfig{Name: "T"}) },
+		"DeleteTopic":  func() error { return b.DeleteTopic("T") },
+		"Topic":        func() error { _, err := b.Topic("T"); return err },
+		"Members":      func() error { _, err := b.Members("g"); return err },
+		"ResetOffsets": func() error { _, err := b.ResetOffsets("g", "T", ResetToFirst, time.Time{}); return err },
+		"Lag":          func() error { _, err := b.Lag("g", "T"); return err },
+		"Queues":       func() error { _, err := b.Queues(""); return err },
+		"StoreStats":   func() error { _, err := b.StoreStats(); return err },
+		"Close":        b.Close,
+	} {
+		if err := call(); !errors.Is(err, mq.ErrInvalidArgument) {
+			t.Errorf("%s on a nil broker: %v, want %v", name, err, mq.ErrInvalidArgument)
+		}
+	}
+	if b.Topics() != nil || b.Groups() != nil || b.ProducerGroups() != nil || b.Producers("g") != nil ||
+		b.TopicStats("T") != (TopicStats{}) || b.GroupStats("g") != (GroupStats{}) {
+		t.Error("a nil broker's lists and counters are not empty")
+	}
+}

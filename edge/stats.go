@@ -59,6 +59,9 @@ func (s *statsTable) out(group string, n, bytes int64) { counter(&s.groups, grou
 // TopicStats returns the send counters of topic: zero for a topic never sent to. They stay
 // readable after Close.
 func (b *Broker) TopicStats(topic string) TopicStats {
+	if b == nil {
+		return TopicStats{}
+	}
 	c, ok := b.stats.topics.Load(topic)
 	if !ok {
 		return TopicStats{}
@@ -70,6 +73,9 @@ func (b *Broker) TopicStats(topic string) TopicStats {
 // GroupStats returns the pull counters of group: zero for a group that never pulled a
 // message. They stay readable after Close.
 func (b *Broker) GroupStats(group string) GroupStats {
+	if b == nil {
+		return GroupStats{}
+	}
 	c, ok := b.stats.groups.Load(group)
 	if !ok {
 		return GroupStats{}
