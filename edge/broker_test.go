@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"github.com/edgemq/edgemq/edge/mq"
-	"net/netip"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -232,42 +231,6 @@ func TestQueueOffsets(t *testing.T) {
 			t.Fatalf("unknown topic: %v", err)
 		}
 	})
-}
-
-func TestMessageIDFormat(t *testing.T) {
-	for _, tc := range []struct {
-		host string
-		pos  int64
-		want string
-	}{
-		{"127.0.0.1:10911", 64, "7F00000100002A9F0000000000000040"},
-		{"10.0.0.5:10911", 1 << 40, "0A00000500002A9F0000010000000000"},
-		{"[::ffff:10.0.0.5]:10911", 255, "0A00000500002A9F00000000000000FF"},
-		{"[2001:db8::1]:1", 1, "20010DB800000000000000000000000100000001" + "0000000000000001"},
-	} {
-		host := netip.MustParseAddrPort(tc.host)
-		got := mq.OffsetMsgID(host, tc.pos)
-		if got != tc.want {
-			t.Errorf("MessageID(%s, %d) = %s, want %s", tc.host, tc.pos, got, tc.want)
-		}
-		h, pos, err := mq.ParseOffsetMsgID(got)
-		if err != nil || pos != tc.pos || h.Port() != host.Port() || h.Addr().Unmap() != host.Addr().Unmap() {
-			t.Errorf("ParseMessageID(%s) = %v %d %v", got, h, pos, err)
-		}
-	}
-	for _, bad := range []string{"", "XYZ", "7F00000100002A9F00000000000000", "7F00000100002A9FFFFFFFFFFFFFFFFF"} {
-		if _, _, err := mq.ParseOffsetMsgID(bad); !errors.Is(err, mq.ErrInvalidArgument) {
-			t.Errorf("ParseMessageID(%q): %v", bad, err)
-		}
-	}
-}
-
-func BenchmarkMessageID(b *testing.B) {
-	h := netip.MustParseAddrPort("10.0.0.5:10911")
-	b.ReportAllocs()
-	for i := 0; b.Loop(); i++ {
-		_ = mq.OffsetMsgID(h, int64(i))
-	}
 }
 
 // TestSendRefusesExistingSystemTopics: a DLQ or the schedule topic, once the broker created

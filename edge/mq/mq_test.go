@@ -57,6 +57,14 @@ func FuzzParseOffsetMsgID(f *testing.F) {
 	})
 }
 
+func BenchmarkOffsetMsgID(b *testing.B) {
+	h := netip.MustParseAddrPort("10.0.0.5:10911")
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		_ = OffsetMsgID(h, int64(i))
+	}
+}
+
 func TestMsgID(t *testing.T) {
 	m := MessageExt{StoreHost: netip.MustParseAddrPort("127.0.0.1:10911"), CommitLogOffset: 64}
 	if got := m.MsgID(); got != "7F00000100002A9F0000000000000040" {
