@@ -375,8 +375,11 @@ func (lc *PullConsumer) Start() error {
 // Poll returns the oldest pulled batch, up to Options.PullBatchSize messages of one queue in
 // queue order, waiting until there is one or ctx ends (then nil, ctx.Err()). It may be
 // called from several goroutines, each getting other batches. Errors: ErrNotStarted,
-// ErrShutdown (also when Shutdown ends the wait).
+// ErrShutdown (also when Shutdown ends the wait), mq.ErrInvalidArgument for a nil ctx.
 func (lc *PullConsumer) Poll(ctx context.Context) ([]*Message, error) {
+	if ctx == nil {
+		return nil, errNilContext
+	}
 	for {
 		lc.mu.Lock()
 		if err := lc.checkStartedLocked(); err != nil {
@@ -584,8 +587,12 @@ func (lc *PullConsumer) Assignment() []mq.MessageQueue {
 // CommitSync commits, for every assigned queue, the offset after the last message Poll
 // returned from it (or the position Seek set), and returns when the offset store has them:
 // the broker in clustering, the local file in broadcasting. ctx bounds the calls to the
-// broker. Errors: ErrNotStarted, ErrShutdown, ctx.Err(), the offset store's.
+// broker. Errors: ErrNotStarted, ErrShutdown, ctx.Err(), the offset store's;
+// mq.ErrInvalidArgument for a nil ctx.
 func (lc *PullConsumer) CommitSync(ctx context.Context) error {
+	if ctx == nil {
+		return errNilContext
+	}
 	if err := lc.checkStarted(); err != nil {
 		return err
 	}
@@ -645,8 +652,11 @@ func (lc *PullConsumer) commit(ctx context.Context) error {
 // ErrShutdown. A consumer never started just becomes shut down; a second Shutdown returns
 // ErrShutdown. Nothing Shutdown waits for can hang, since a pull ends when its context is
 // cancelled (a Broker must honour it); ctx bounds the calls to the broker it makes
-// afterwards, each of which Options.CallTimeout bounds too.
+// afterwards, each of which Options.CallTimeout bounds too (a nil ctx: only that).
 func (lc *PullConsumer) Shutdown(ctx context.Context) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	lc.mu.Lock()
 	st := lc.state
 	lc.state = stateShutdown

@@ -191,6 +191,9 @@ func (pc *PushConsumer) Resume() { pc.paused.Store(false) }
 // every goroutine. It returns ctx.Err() if ctx ended before the listeners returned; the
 // broker calls it makes after that are bounded by Options.CallTimeout each.
 func (pc *PushConsumer) Shutdown(ctx context.Context) error {
+	if ctx == nil { // no deadline of the caller's: wait for listeners as long as they take
+		ctx = context.Background()
+	}
 	pc.mu.Lock()
 	if pc.state != stateStarted {
 		st := pc.state

@@ -3,6 +3,7 @@ package consumer
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/edgemq/edgemq/edge/mq"
 )
@@ -87,3 +88,6 @@ var (
 	// listeners.
 	ErrMixedListeners = errors.New("consumer: concurrent and orderly listeners in one consumer")
 )
+
+// errNilContext answers a call given a nil context where it needs one.
+var errNilContext = fmt.Errorf("%w: nil context", mq.ErrInvalidArgument)
