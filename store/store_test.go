@@ -549,7 +549,7 @@ func TestHandedOverEntriesMatchTheLog(t *testing.T) {
 			waitDispatched(t, s)
 			s.dmu.Lock()
 			handed := s.handedOverN
-			s.dmu.Unlock()
+			s.unlockDispatch()
 			if handed == 0 {
 				t.Fatal("no record was dispatched from a handed-over entry")
 			}
