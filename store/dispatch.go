@@ -172,6 +172,37 @@ func (s *Store) unlockDispatch() {
 	}
 }
 
+// dispatchInline dispatches msgs, just appended, under the append lock: in async mode,
+// when every record before them is dispatched and the dispatch token is free, as it is
+// unless the dispatcher goroutine is busy. Then no append waits for another's dispatch and
+// nothing is handed over. It reports false, having done nothing, when it cannot; the batch
+// is then handed over and Append waits for its dispatch (dispatchTo). s.mu must be held.
+func (s *Store) dispatchInline(msgs []*Message, qs []undo) bool {
+	start := msgs[0].Pos
+	if s.opts.Flush != commitlog.FlushAsync || s.dispatched.Load() != start || !s.dmu.TryLock() {
+		return false
+	}
+	if s.dstopped || s.dispatched.Load() != start { // the token's last holder took them
+		s.unlockDispatch()
+		return false
+	}
+	for i, m := range msgs {
+		e := cqueue.Entry{Pos: m.Pos, Size: m.Size, TagHash: TagHash(m.Tags)}
+		if !s.dispatchEntry(qs[i].q, m.QueueOffset, e, m.StoreTime, true) {
+			s.handOver(msgs[i:], qs[i:]) // a queue cannot take it (a full disk): retried later
+			break
+		}
+		s.inlineN++
+		s.dispatched.Store(m.Pos + int64(m.Size))
+	}
+	due := s.syncDue()
+	s.unlockDispatch()
+	if due {
+		s.kickDispatcher()
+	}
+	return true
+}
+
 func (s *Store) kickDispatcher() {
 	select {
 	case s.dkick <- struct{}{}:

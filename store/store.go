@@ -60,9 +60,9 @@ type Store struct {
 	queues atomic.Pointer[map[string]map[int32]*queue]
 
 	dispatched atomic.Int64 // every record below this position has its queue entry
-	// dmu is the dispatch token: its holder (the dispatcher goroutine, or an appender that
-	// dispatches its own records) owns dr, dstopped, the queues' read-ahead and the appends
-	// to consume queues.
+	// dmu is the dispatch token: its holder (the dispatcher goroutine, or an acknowledgement
+	// that dispatches records, see dispatchTo and dispatchInline) owns dr, dstopped, the
+	// queues' read-ahead and the appends to consume queues. Release it with unlockDispatch.
 	dmu         sync.Mutex
 	dr          *commitlog.Reader
 	synced      atomic.Int64  // dispatched when the queues were last synced (by sync)
@@ -84,6 +84,7 @@ type Store struct {
 	carry       []handoffEntry // handed-over entries taken by the holder of dmu
 	carryHead   int
 	handedOverN int64     // records dispatched from handed-over entries (tests look)
+	inlineN     int64     // records dispatched by their appender under s.mu (tests look)
 	readers     sync.Pool // *commitlog.Reader
 	closed      atomic.Bool
 	done        chan struct{}
@@ -342,7 +343,9 @@ func (s *Store) writeLocked(now int64, msgs []*Message, done func(error)) (int64
 		}
 		m.Size = int32(next - m.Pos)
 	}
-	s.handOver(msgs, s.undo)
+	if !s.dispatchInline(msgs, s.undo) {
+		s.handOver(msgs, s.undo)
+	}
 	if done != nil {
 		s.queueAck(end, done)
 	}
