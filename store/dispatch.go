@@ -8,7 +8,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/edgemq/edgemq/store/commitlog"
@@ -144,56 +146,91 @@ const maxExtraRounds = 2
 
 // takeToken takes the dispatch token and reports true if it is free. Otherwise it waits until
 // the holder releases it (unlockDispatch) or every record below end is dispatched, and
-// reports false. The wait cannot miss the release: takeToken reads the count of releases
-// before its TryLock, counts itself in dparked, and parks on the current dwake channel only
-// while the count of releases is unchanged; a release counts itself first, then closes
-// dwake (replacing it) if dparked is not zero.
+// reports false. A waiter puts its capacity-1 channel in dwaiters, then tries the token
+// again: the holder that made that TryLock fail releases the token after, and then finds the
+// waiter in the list and wakes it. A waiter that stops waiting unwoken takes itself out.
 func (s *Store) takeToken(end int64) bool {
-	g := s.dreleases.Load()
 	if s.dmu.TryLock() {
 		return true
 	}
-	s.dparked.Add(1)
-	wake := s.dwake.Load().(chan struct{})
-	if s.dreleases.Load() == g && s.dispatched.Load() < end {
-		<-wake
+	w := tokenWaiters.Get().(chan struct{})
+	defer tokenWaiters.Put(w)
+	s.wmu.Lock()
+	s.dwaiters = append(s.dwaiters, w)
+	s.dparked.Store(int32(len(s.dwaiters)))
+	s.wmu.Unlock()
+	got := s.dmu.TryLock()
+	if !got && s.dispatched.Load() < end {
+		<-w
+		return false
 	}
-	s.dparked.Add(-1)
-	return false
+	s.wmu.Lock()
+	if i := slices.Index(s.dwaiters, w); i >= 0 {
+		s.dwaiters = slices.Delete(s.dwaiters, i, i+1)
+		s.dparked.Store(int32(len(s.dwaiters)))
+	} else {
+		<-w // a release took it out and woke it, under wmu: drain it for the pool
+	}
+	s.wmu.Unlock()
+	return got
 }
+
+// tokenWaiters holds the capacity-1 channels on which takeToken waits, so that waiting
+// makes no garbage.
+var tokenWaiters = sync.Pool{New: func() any { return make(chan struct{}, 1) }}
 
 // unlockDispatch releases the dispatch token and wakes whoever waits for it in takeToken.
 // Every holder of dmu releases it so, or a waiter would sleep until the next release.
 func (s *Store) unlockDispatch() {
 	s.dmu.Unlock()
-	s.dreleases.Add(1)
-	if s.dparked.Load() > 0 {
-		close(s.dwake.Swap(make(chan struct{})).(chan struct{}))
+	if s.dparked.Load() == 0 {
+		return
 	}
+	s.wmu.Lock()
+	for _, w := range s.dwaiters {
+		w <- struct{}{} // never blocks: each channel is in the list once, and empty
+	}
+	clear(s.dwaiters)
+	s.dwaiters = s.dwaiters[:0]
+	s.dparked.Store(0)
+	s.wmu.Unlock()
 }
 
-// dispatchInline dispatches msgs, just appended, under the append lock: in async mode,
-// when every record before them is dispatched and the dispatch token is free, as it is
-// unless the dispatcher goroutine is busy. Then no append waits for another's dispatch and
-// nothing is handed over. It reports false, having done nothing, when it cannot; the batch
-// is then handed over and Append waits for its dispatch (dispatchTo). s.mu must be held.
-func (s *Store) dispatchInline(msgs []*Message, qs []undo) bool {
+// maxInlineLag bounds the bytes of log before its batch that an async append dispatches
+// under the append lock (dispatchInline); past it the batch waits for dispatch outside it.
+const maxInlineLag = 64 << 10
+
+// dispatchInline dispatches msgs, just appended and ending the log at end, under the append
+// lock: in async mode, when the dispatch token is free, as it is unless the dispatcher
+// goroutine is busy. Then no append waits for another's dispatch. The batch's entries are
+// written directly when every record before it is dispatched, as is usual; else (records
+// handed over while the token was busy, or the batch opens a segment) the batch is handed
+// over and everything up to end dispatched, at most maxInlineLag behind it, so that the
+// appends after it can go directly again. It reports false, having done nothing, when it
+// cannot; the batch is then handed over and Append waits for its dispatch (dispatchTo).
+// s.mu must be held.
+func (s *Store) dispatchInline(msgs []*Message, qs []undo, end int64) bool {
 	start := msgs[0].Pos
-	if s.opts.Flush != commitlog.FlushAsync || s.dispatched.Load() != start || !s.dmu.TryLock() {
+	if s.opts.Flush != commitlog.FlushAsync || start-s.dispatched.Load() > maxInlineLag || !s.dmu.TryLock() {
 		return false
 	}
-	if s.dstopped || s.dispatched.Load() != start { // the token's last holder took them
+	switch from := s.dispatched.Load(); {
+	case s.dstopped:
 		s.unlockDispatch()
 		return false
-	}
-	for i, m := range msgs {
-		e := cqueue.Entry{Pos: m.Pos, Size: m.Size, TagHash: TagHash(m.Tags)}
-		if !s.dispatchEntry(qs[i].q, m.QueueOffset, e, m.StoreTime, true) {
-			s.handOver(msgs[i:], qs[i:]) // a queue cannot take it (a full disk): retried later
-			break
+	case from == start:
+		for i, m := range msgs {
+			e := cqueue.Entry{Pos: m.Pos, Size: m.Size, TagHash: TagHash(m.Tags)}
+			if !s.dispatchEntry(qs[i].q, m.QueueOffset, e, m.StoreTime, true) {
+				s.handOver(msgs[i:], qs[i:]) // a queue cannot take it (a full disk): retried later
+				break
+			}
+			s.inlineN++
+			s.dispatched.Store(m.Pos + int64(m.Size))
 		}
-		s.inlineN++
-		s.dispatched.Store(m.Pos + int64(m.Size))
+	case from < end:
+		s.handOver(msgs, qs)
+		s.dispatch(s.dr, end, true)
 	}
 	due := s.syncDue()
 	s.unlockDispatch()

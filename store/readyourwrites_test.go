@@ -19,7 +19,8 @@ import (
 // acknowledged, with 32 appenders, in both flush modes: right after Append returns, and
 // inside AppendAsync's done (called from the acknowledgement goroutine in sync mode, and
 // before AppendAsync returns in async mode; a check there sees the store as the
-// acknowledgement leaves it, before any later dispatch could hide a missing one). MaxOffset
+// acknowledgement leaves it, before any later dispatch could hide a missing one), across
+// segment rolls (a segment's first record is dispatched from the log). MaxOffset
 // counts the message, GetMessages at its offset returns it, ReadMessage at its position reads
 // it, and OffsetByTime brackets it: its store time gives an offset at or before it, the next
 // millisecond one after it.
@@ -31,9 +32,10 @@ func TestReadYourWrites(t *testing.T) {
 				name = fl.String() + "/AppendAsync"
 			}
 			t.Run(name, func(t *testing.T) {
-				s := openStore(t, t.TempDir(), Options{Flush: fl})
+				s := openStore(t, t.TempDir(), Options{Flush: fl, SegmentSize: testSeg}) // a few segment rolls
 				defer s.Close()
 				const producers, each = 32, 60
+				pad := bytes.Repeat([]byte{'p'}, 300)
 				var bad atomic.Int64
 				check := func(m *Message) {
 					if err := visible(s, m); err != nil && bad.Add(1) <= 3 {
@@ -45,6 +47,7 @@ func TestReadYourWrites(t *testing.T) {
 					wg.Go(func() {
 						for i := range each {
 							m := msg("RYW", int32(p%4), p*each+i)
+							m.Body = append(m.Body, pad...)
 							if !async {
 								if err := s.Append([]*Message{m}); err != nil {
 									t.Error(err)

@@ -65,11 +65,11 @@ type Store struct {
 	// queues' read-ahead and the appends to consume queues. Release it with unlockDispatch.
 	dmu         sync.Mutex
 	dr          *commitlog.Reader
-	synced      atomic.Int64  // dispatched when the queues were last synced (by sync)
-	dstopped    bool          // the dispatcher has stopped: nobody dispatches any more
-	dreleases   atomic.Uint64 // releases of dmu (unlockDispatch), for takeToken's wait
-	dparked     atomic.Int32  // acknowledgements waiting for dmu in takeToken
-	dwake       atomic.Value  // chan struct{}: closed and replaced by a release when dparked > 0
+	synced      atomic.Int64    // dispatched when the queues were last synced (by sync)
+	dstopped    bool            // the dispatcher has stopped: nobody dispatches any more
+	wmu         sync.Mutex      // guards dwaiters
+	dwaiters    []chan struct{} // acknowledgements waiting for dmu in takeToken
+	dparked     atomic.Int32    // len(dwaiters)
 	dkick       chan struct{}
 	syncReq     chan chan error // Flush asks the dispatcher, the checkpoint's only writer (sync)
 	progressMu  sync.Mutex      // with progress: appenders wait for a lagging dispatcher
@@ -133,7 +133,6 @@ func Open(dir string, opts *Options) (st *Store, err error) {
 		done:    make(chan struct{}),
 	}
 	s.progress = sync.NewCond(&s.progressMu)
-	s.dwake.Store(make(chan struct{}))
 	if s.lock, err = dirlock.Acquire(dir); err != nil {
 		return nil, err
 	}
@@ -343,7 +342,7 @@ func (s *Store) writeLocked(now int64, msgs []*Message, done func(error)) (int64
 		}
 		m.Size = int32(next - m.Pos)
 	}
-	if !s.dispatchInline(msgs, s.undo) {
+	if !s.dispatchInline(msgs, s.undo, end) {
 		s.handOver(msgs, s.undo)
 	}
 	if done != nil {
