@@ -20,8 +20,9 @@ func (s *Store) queueAck(end int64, done func(error)) {
 }
 
 // ackLoop is the acknowledgement goroutine of AppendAsync (sync flush policy): it waits for
-// the fsync that covers the queued batches, dispatches them, and calls their done functions
-// in log order. After Close's flush it acknowledges what is left and exits.
+// the fsync that covers the queued batches, for their dispatch (dispatching them itself when
+// the token is free, see dispatchTo), and calls their done functions in log order. After
+// Close's flush it acknowledges what is left and exits.
 func (s *Store) ackLoop() {
 	defer s.wg.Done()
 	for {
@@ -50,7 +51,7 @@ func (s *Store) ackLoop() {
 		end := batch[len(batch)-1].end
 		err := s.log.WaitDurable(end)
 		if err == nil {
-			s.dispatchAfter(end)
+			s.dispatchTo(end)
 		}
 		for _, a := range batch {
 			a.done(err)

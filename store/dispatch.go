@@ -8,7 +8,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/edgemq/edgemq/store/commitlog"
@@ -31,12 +33,14 @@ func (s *Store) dispatchLimit() int64 {
 	return s.log.Written()
 }
 
-// dispatchLoop is the dispatcher goroutine. It dispatches what appenders left to it (an
-// appender dispatches its own records when the dispatch token is free, see dispatchAfter),
-// and fsyncs the queues and writes the checkpoint (sync) on its ticker, once QueueFlushBytes
-// were dispatched, for Flush and at Close. It holds dmu, the dispatch token, whenever it
-// dispatches, but not across the fsyncs of a sync (except at Close), so that appenders
-// dispatch their messages to waiting pulls meanwhile instead of waiting for the disk.
+// dispatchLoop is the dispatcher goroutine. Acknowledgements wait for their records to be
+// dispatched and dispatch them themselves when the token is free (dispatchTo), so the loop
+// dispatches only what they left: records past the round an appender took, and records whose
+// queue entry could not be written (a full disk) on a later kick. It fsyncs the queues and
+// writes the checkpoint (sync) on its ticker, once QueueFlushBytes were dispatched, for Flush
+// and at Close. It holds dmu, the dispatch token, whenever it dispatches, but not across the
+// fsyncs of a sync (except at Close), so that appenders dispatch their messages meanwhile
+// instead of waiting for the disk.
 func (s *Store) dispatchLoop() {
 	defer s.wg.Done()
 	t := time.NewTicker(s.opts.QueueFlushInterval)
@@ -53,7 +57,7 @@ func (s *Store) dispatchLoop() {
 			s.dmu.Lock()
 			for s.dispatch(s.dr, s.dispatchLimit(), true) {
 			}
-			s.dmu.Unlock()
+			s.unlockDispatch()
 			reply <- s.sync()
 			continue
 		case <-s.done:
@@ -63,12 +67,12 @@ func (s *Store) dispatchLoop() {
 			s.syncLocked()
 			s.dstopped = true // no appender dispatches from now on
 			s.dr.Close()
-			s.dmu.Unlock()
+			s.unlockDispatch()
 			return
 		}
 		s.dmu.Lock()
 		more := s.dispatch(s.dr, s.dispatchLimit(), true)
-		s.dmu.Unlock()
+		s.unlockDispatch()
 		s.progressMu.Lock()
 		s.progress.Broadcast() // appenders held back by MaxDispatchLag
 		s.progressMu.Unlock()
@@ -87,41 +91,153 @@ func (s *Store) syncDue() bool {
 	return s.dispatched.Load()-s.synced.Load() >= s.opts.QueueFlushBytes
 }
 
-// dispatchAfter runs after an append that ended the log at end. When nobody has appended
-// since and the dispatch token is free, the appender dispatches the new records itself, so
-// that a message reaches its queue and wakes a waiting pull without a hand-off to the
-// dispatcher goroutine (a wake-up on every message of a lightly loaded broker). Under load
-// (the log has grown past end) it kicks the dispatcher, which takes the records in larger
-// rounds, unless the dispatcher lags by half the hand-off: then the appender waits for the
-// token and dispatches a round itself. That is backpressure where it is due: with more
-// producers than processors the dispatcher goroutine waits its turn to run behind them.
-func (s *Store) dispatchAfter(end int64) {
-	switch {
-	case s.handoffHigh.Load():
-		// The dispatcher lags by half the hand-off (with more producers than processors
-		// it waits its turn to run): help it, waiting for the token if need be, rather
-		// than let records miss the hand-off and be read back from the log.
-		s.dmu.Lock()
-	case s.log.Written() != end || !s.dmu.TryLock():
-		s.kickDispatcher()
-		return
+// dispatchTo returns once every record below end has its queue entry: an acknowledgement
+// (Append, AppendAsync's done) waits for it, so that an acknowledged message is visible to
+// every read. In sync mode end must be durable, since dispatch never goes past durability.
+//
+// While the dispatch token is free it dispatches itself, up to dispatchLimit: the records of
+// other appenders too, so that of the appenders one group commit's fsync releases, the first
+// to run dispatches the whole group and the others find their records dispatched without
+// taking the token; on an idle store a message so reaches its queue and a waiting pull
+// without a hand-off to another goroutine. While the token is held it waits for its holder to
+// release it (takeToken), who may have dispatched these records meanwhile.
+//
+// It returns early, leaving the records to the dispatcher goroutine, when a round of its own
+// makes no progress (a consume queue cannot take an entry, on a full disk; the error is
+// logged) or dispatching has stopped (Close). The queues' fsyncs, when due, are left to the
+// dispatcher goroutine too: an acknowledgement should not wait for them.
+func (s *Store) dispatchTo(end int64) {
+	for s.dispatched.Load() < end {
+		if !s.takeToken(end) {
+			continue
+		}
+		if s.dstopped || s.dispatched.Load() >= end {
+			s.unlockDispatch()
+			return
+		}
+		from := s.dispatched.Load()
+		more := s.dispatch(s.dr, s.dispatchLimit(), true)
+		// Acknowledgements that came to wait meanwhile may be of records past the limit
+		// read above: take them too, so that they wake to find them dispatched rather than
+		// to take the token in turn.
+		for i := 0; i < maxExtraRounds && !more && s.dparked.Load() > 0 && s.dispatchLimit() > s.dispatched.Load(); i++ {
+			more = s.dispatch(s.dr, s.dispatchLimit(), true)
+		}
+		stuck := s.dispatched.Load() == from
+		due := s.syncDue()
+		s.unlockDispatch()
+		if s.lagWaiters.Load() > 0 {
+			s.progressMu.Lock()
+			s.progress.Broadcast()
+			s.progressMu.Unlock()
+		}
+		if more || due || stuck {
+			s.kickDispatcher()
+		}
+		if stuck {
+			return
+		}
 	}
-	if s.dstopped {
-		s.dmu.Unlock()
-		return
+}
+
+// maxExtraRounds bounds the rounds that an acknowledgement holding the dispatch token
+// dispatches for those waiting for it, after its own: it returns only after them.
+const maxExtraRounds = 2
+
+// takeToken takes the dispatch token and reports true if it is free. Otherwise it waits until
+// the holder releases it (unlockDispatch) or every record below end is dispatched, and
+// reports false. A waiter puts its capacity-1 channel in dwaiters, then tries the token
+// again: the holder that made that TryLock fail releases the token after, and then finds the
+// waiter in the list and wakes it. A waiter that stops waiting unwoken takes itself out.
+func (s *Store) takeToken(end int64) bool {
+	if s.dmu.TryLock() {
+		return true
 	}
-	// The queues' fsyncs, when due, are left to the dispatcher: a send should not wait for
-	// them.
-	more := s.dispatch(s.dr, s.dispatchLimit(), true) || s.syncDue()
+	w := tokenWaiters.Get().(chan struct{})
+	defer tokenWaiters.Put(w)
+	s.wmu.Lock()
+	s.dwaiters = append(s.dwaiters, w)
+	s.dparked.Store(int32(len(s.dwaiters)))
+	s.wmu.Unlock()
+	got := s.dmu.TryLock()
+	if !got && s.dispatched.Load() < end {
+		<-w
+		return false
+	}
+	s.wmu.Lock()
+	if i := slices.Index(s.dwaiters, w); i >= 0 {
+		s.dwaiters = slices.Delete(s.dwaiters, i, i+1)
+		s.dparked.Store(int32(len(s.dwaiters)))
+	} else {
+		<-w // a release took it out and woke it, under wmu: drain it for the pool
+	}
+	s.wmu.Unlock()
+	return got
+}
+
+// tokenWaiters holds the capacity-1 channels on which takeToken waits, so that waiting
+// makes no garbage.
+var tokenWaiters = sync.Pool{New: func() any { return make(chan struct{}, 1) }}
+
+// unlockDispatch releases the dispatch token and wakes whoever waits for it in takeToken.
+// Every holder of dmu releases it so, or a waiter would sleep until the next release.
+func (s *Store) unlockDispatch() {
 	s.dmu.Unlock()
-	if s.lagWaiters.Load() > 0 {
-		s.progressMu.Lock()
-		s.progress.Broadcast()
-		s.progressMu.Unlock()
+	if s.dparked.Load() == 0 {
+		return
 	}
-	if more {
+	s.wmu.Lock()
+	for _, w := range s.dwaiters {
+		w <- struct{}{} // never blocks: each channel is in the list once, and empty
+	}
+	clear(s.dwaiters)
+	s.dwaiters = s.dwaiters[:0]
+	s.dparked.Store(0)
+	s.wmu.Unlock()
+}
+
+// maxInlineLag bounds the bytes of log before its batch that an async append dispatches
+// under the append lock (dispatchInline); past it the batch waits for dispatch outside it.
+const maxInlineLag = 64 << 10
+
+// dispatchInline dispatches msgs, just appended and ending the log at end, under the append
+// lock: in async mode, when the dispatch token is free, as it is unless the dispatcher
+// goroutine is busy. Then no append waits for another's dispatch. The batch's entries are
+// written directly when every record before it is dispatched, as is usual; else (records
+// handed over while the token was busy, or the batch opens a segment) the batch is handed
+// over and everything up to end dispatched, at most maxInlineLag behind it, so that the
+// appends after it can go directly again. It reports false, having done nothing, when it
+// cannot; the batch is then handed over and Append waits for its dispatch (dispatchTo).
+// s.mu must be held.
+func (s *Store) dispatchInline(msgs []*Message, qs []undo, end int64) bool {
+	start := msgs[0].Pos
+	if s.opts.Flush != commitlog.FlushAsync || start-s.dispatched.Load() > maxInlineLag || !s.dmu.TryLock() {
+		return false
+	}
+	switch from := s.dispatched.Load(); {
+	case s.dstopped:
+		s.unlockDispatch()
+		return false
+	case from == start:
+		for i, m := range msgs {
+			e := cqueue.Entry{Pos: m.Pos, Size: m.Size, TagHash: TagHash(m.Tags)}
+			if !s.dispatchEntry(qs[i].q, m.QueueOffset, e, m.StoreTime, true) {
+				s.handOver(msgs[i:], qs[i:]) // a queue cannot take it (a full disk): retried later
+				break
+			}
+			s.inlineN++
+			s.dispatched.Store(m.Pos + int64(m.Size))
+		}
+	case from < end:
+		s.handOver(msgs, qs)
+		s.dispatch(s.dr, end, true)
+	}
+	due := s.syncDue()
+	s.unlockDispatch()
+	if due {
 		s.kickDispatcher()
 	}
+	return true
 }
 
 func (s *Store) kickDispatcher() {
@@ -139,7 +255,7 @@ func (s *Store) kickDispatcher() {
 func (s *Store) sync() error {
 	s.dmu.Lock()
 	ck := s.checkpointLocked()
-	s.dmu.Unlock()
+	s.unlockDispatch()
 	return s.syncTo(ck)
 }
 
@@ -221,11 +337,13 @@ type handoffEntry struct {
 }
 
 // maxHandoff bounds the entries appenders leave for the dispatcher; past it they leave none,
-// and the dispatcher reads those records from the log. Appenders that find half of it
-// pending wait to help dispatch (dispatchAfter), so under load it stays about half full.
-// The hand-off and the dispatcher's carry are live heap, which the GC's goal doubles: at
-// 16Ki entries (48 bytes each), before appenders helped, they made 3-4 MiB of the peak RSS
-// of a saturated send run of the peer benchmark (scripts/bench, 64 producers of 100 B).
+// and the dispatcher reads those records from the log. An acknowledgement waits for its
+// records to be dispatched (dispatchTo), so the hand-off holds the batches of the appends in
+// flight: one per Append, and in sync mode those of AppendAsync waiting for their fsync (a
+// pipelining caller's window). The hand-off and the dispatcher's carry are live heap, which
+// the GC's goal doubles: at 16Ki entries (48 bytes each), before appenders helped, they made
+// 3-4 MiB of the peak RSS of a saturated send run of the peer benchmark (scripts/bench, 64
+// producers of 100 B).
 const maxHandoff = 4 << 10
 
 // handOver leaves the dispatcher the queue entries of msgs, just appended. s.mu must be held
@@ -242,9 +360,6 @@ func (s *Store) handOver(msgs []*Message, qs []undo) {
 			})
 		}
 	}
-	if len(s.handoff) >= maxHandoff/2 {
-		s.handoffHigh.Store(true)
-	}
 	s.hmu.Unlock()
 }
 
@@ -258,7 +373,6 @@ func (s *Store) handedOver(pos int64) (handoffEntry, bool) {
 		s.hmu.Lock()
 		s.carry = append(s.carry, s.handoff...)
 		s.handoff = s.handoff[:0]
-		s.handoffHigh.Store(false)
 		s.hmu.Unlock()
 	}
 	for s.carryHead < len(s.carry) {

@@ -10,71 +10,69 @@ import (
 	"github.com/edgemq/edgemq/store/internal/vfstest"
 )
 
-// TestHandoffStaysSmall: while the dispatcher cannot run, appenders hand over entries until
-// half of maxHandoff are pending, then wait to help dispatch instead of appending on; so the
-// hand-off stays within its heap budget (it and the dispatcher's carry are live heap, which
-// the GC's goal doubles), and once the dispatch token is free again every record is
-// dispatched from its handed-over entry, none read back from the log (but the first of
-// each segment).
+// TestHandoffStaysSmall: the hand-off holds the entries of the appends in flight, at most
+// maxHandoff of them, within its heap budget (it and the dispatcher's carry are live heap,
+// which the GC's goal doubles). While the dispatch token is held, pipelined AppendAsync in
+// sync mode (the one path on which an appender does not wait for its records' dispatch)
+// fills it to maxHandoff and no further, and no acknowledgement comes (it waits for the
+// dispatch); once the token is free, every batch is acknowledged, and the handed-over records
+// were dispatched from their entries, none read back from the log (but the first of each
+// segment).
 func TestHandoffStaysSmall(t *testing.T) {
 	const budget = 320 << 10 // bytes of one hand-off slice (its capacity may exceed maxHandoff)
-	dir := t.TempDir()
-	s := openStore(t, dir, Options{Flush: commitlog.FlushAsync, SegmentSize: testSeg})
+	s := openStore(t, t.TempDir(), Options{SegmentSize: testSeg})
 	defer s.Close()
-	const n = 3 * maxHandoff
+	const n = 2 * maxHandoff
+	var acked atomic.Int64
 	s.dmu.Lock() // the dispatch token: nobody dispatches
-	appended := make(chan error, 1)
-	go func() {
-		for i := 0; i < n; i += 4 {
-			if err := s.Append([]*Message{msg("S", 0, i), msg("S", 0, i+1), msg("S", 0, i+2), msg("S", 0, i+3)}); err != nil {
-				appended <- err
-				return
+	for i := 0; i < n; i += 4 {
+		err := s.AppendAsync([]*Message{msg("S", 0, i), msg("S", 0, i+1), msg("S", 0, i+2), msg("S", 0, i+3)}, func(err error) {
+			if err != nil {
+				t.Error(err)
 			}
+			acked.Add(4)
+		})
+		if err != nil {
+			s.unlockDispatch()
+			t.Fatal(err)
 		}
-		appended <- nil
-	}()
-	handed := func() int {
-		s.hmu.Lock()
-		defer s.hmu.Unlock()
-		return len(s.handoff)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for !s.handoffHigh.Load() && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
+	if err := s.log.Flush(); err != nil {
+		s.unlockDispatch()
+		t.Fatal(err)
 	}
-	l := handed()
-	time.Sleep(50 * time.Millisecond) // an appender that did not wait would append on
-	select {
-	case err := <-appended:
-		s.dmu.Unlock()
-		t.Fatalf("the appender went on while dispatch lagged by %d entries (err %v)", l, err)
-	default:
-	}
-	if l2 := handed(); l2 != l || l < maxHandoff/2 || l > maxHandoff/2+4 {
-		s.dmu.Unlock()
-		t.Fatalf("hand-off of %d, then %d entries while the appender waits, want %d to %d, unchanged", l, l2, maxHandoff/2, maxHandoff/2+4)
-	}
+	time.Sleep(20 * time.Millisecond) // an acknowledgement that did not wait would come
 	s.hmu.Lock()
-	c := cap(s.handoff)
+	l, c := len(s.handoff), cap(s.handoff)
 	s.hmu.Unlock()
+	a := acked.Load()
+	s.unlockDispatch()
+	if a != 0 {
+		t.Errorf("%d messages acknowledged while the dispatch token was held", a)
+	}
+	if l != maxHandoff {
+		t.Errorf("hand-off of %d entries after %d appended, want %d", l, n, maxHandoff)
+	}
 	if size := uintptr(c) * unsafe.Sizeof(handoffEntry{}); size > budget {
 		t.Errorf("hand-off slice of %d entries, %d bytes: want at most %d", c, size, budget)
 	}
-	s.dmu.Unlock()
-	if err := <-appended; err != nil {
-		t.Fatal(err)
+	deadline := time.Now().Add(10 * time.Second)
+	for acked.Load() < n && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
 	}
-	waitDispatched(t, s)
+	if got := acked.Load(); got != n {
+		t.Fatalf("%d of %d messages acknowledged", got, n)
+	}
 	if got := s.MaxOffset("S", 0); got != n {
 		t.Fatalf("%d messages in the queue, want %d", got, n)
 	}
 	s.dmu.Lock()
 	fromHandoff := s.handedOverN
-	s.dmu.Unlock()
+	s.unlockDispatch()
 	// The first record of each segment is read from the log (a segment's start is where the
 	// dispatcher looks first).
-	if segs := s.log.Size() / s.log.SegmentSize(); n-fromHandoff > segs {
-		t.Errorf("%d of %d records dispatched from handed-over entries, want all but the first of each of %d segments", fromHandoff, n, segs)
+	if segs := s.log.Size() / s.log.SegmentSize(); fromHandoff < maxHandoff-segs || fromHandoff > maxHandoff {
+		t.Errorf("%d of %d records dispatched from handed-over entries, want the %d handed over but the first of each of %d segments", fromHandoff, n, maxHandoff, segs)
 	}
 }
 

@@ -12,12 +12,19 @@
 // to the commitlog; with the default sync flush policy it returns once an fsync covers the
 // batch (group commit). AppendAsync returns once the batch is written and calls back when
 // the fsync that covers it completes, so that one caller can keep many batches in flight.
-// Dispatching turns new records into queue entries and calls
-// Options.OnArrival, the hook long polling hangs on: an appender that finds the log idle
-// dispatches its own records before it returns (no goroutine hand-off on a message's way to
-// a waiting pull); under load a dispatcher goroutine takes them in larger rounds. One of
-// them dispatches at a time. In sync mode only durable records are dispatched, so no
-// consumer ever sees a message a power cut could take back.
+// Dispatching turns new records into queue entries and calls Options.OnArrival, the hook
+// long polling hangs on. An acknowledgement (Append returning, AppendAsync's done) waits for
+// its batch's dispatch, so that an acknowledged message is visible to every read (MaxOffset,
+// GetMessages, OffsetByTime, a waiting pull). In async mode an append dispatches its records
+// under the append lock as it writes them (with any waiting before them), when the dispatch
+// token is free. Otherwise the acknowledging goroutine (the appender, or AppendAsync's
+// acknowledgement goroutine) dispatches when the token is free, its own records and those
+// written before them (of the appenders a group commit's fsync releases, the first to run
+// dispatches them all), and else waits for the token's holder, who dispatches them; a
+// dispatcher goroutine takes what is left. One of them dispatches at a time. In sync mode
+// only durable records are dispatched, so no consumer ever sees a message a power cut could
+// take back: the batch an fsync covers is dispatched after that fsync and before its
+// acknowledgements go out.
 //
 // GetMessages reads a queue from an offset through a tag filter and answers with RocketMQ's
 // statuses (FOUND, NO_MESSAGE_IN_QUEUE, OFFSET_OVERFLOW_ONE, ...), next begin offset, and min

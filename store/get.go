@@ -201,7 +201,8 @@ func (s *Store) MinOffset(topic string, queueID int32) int64 {
 }
 
 // MaxOffset returns the next queue offset to be written in (topic, queueID), 0 if none.
-// Like RocketMQ's maxOffset, it counts only dispatched messages.
+// Like RocketMQ's maxOffset, it counts only dispatched messages, which include every
+// acknowledged one.
 func (s *Store) MaxOffset(topic string, queueID int32) int64 {
 	if q, _ := s.queueFor(topic, queueID, false); q != nil {
 		return q.cq.Max()

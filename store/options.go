@@ -81,9 +81,11 @@ type Options struct {
 	// message is always returned). Default 256 KiB.
 	MaxPullBytes int
 	// OnArrival, if set, is called for every message once its consume-queue entry is
-	// written, by whoever dispatched it: the dispatcher goroutine, or on a lightly loaded
-	// store the appender itself, before Append returns. Calls are never concurrent and come
-	// in log order. It must not block: long polling hangs on it.
+	// written, by whoever dispatched it (an appender, for its own records and others', in
+	// async mode maybe with the append lock held; the acknowledgement goroutine of
+	// AppendAsync; or the dispatcher goroutine), before the message's Append returns or its
+	// done is called. Calls are never concurrent and come in log order. It must not block,
+	// append or wait for an append: long polling hangs on it, and appends wait for it.
 	OnArrival func(Arrival)
 	// Now is the clock for store timestamps and retention. Default time.Now.
 	Now func() time.Time

@@ -33,10 +33,10 @@ const propertySlack = 64 << 10
 // meta store. It knows nothing of consumer groups, the network or RocketMQ's wire format.
 //
 // Goroutines: the commitlog's own (flusher, segment preparer, retention, and with async
-// flush the prefaulter); the dispatcher, which turns new records into queue entries (when
-// appenders leave them to it), calls Options.OnArrival, and periodically fsyncs the queues
-// and writes the dispatch checkpoint; and the acknowledgement goroutine of AppendAsync.
-// Close stops and waits for all.
+// flush the prefaulter); the dispatcher, which turns new records into queue entries (those
+// that acknowledgements left to it), calls Options.OnArrival, and periodically fsyncs the
+// queues and writes the dispatch checkpoint; and the acknowledgement goroutine of
+// AppendAsync. Close stops and waits for all.
 type Store struct {
 	dir  string
 	opts Options
@@ -61,13 +61,16 @@ type Store struct {
 	queues atomic.Pointer[map[string]map[int32]*queue]
 
 	dispatched atomic.Int64 // every record below this position has its queue entry
-	// dmu is the dispatch token: its holder (the dispatcher goroutine, or an appender that
-	// dispatches its own records) owns dr, dstopped, the queues' read-ahead and the appends
-	// to consume queues.
+	// dmu is the dispatch token: its holder (the dispatcher goroutine, or an acknowledgement
+	// that dispatches records, see dispatchTo and dispatchInline) owns dr, dstopped, the
+	// queues' read-ahead and the appends to consume queues. Release it with unlockDispatch.
 	dmu         sync.Mutex
 	dr          *commitlog.Reader
-	synced      atomic.Int64 // dispatched when the queues were last synced (by sync)
-	dstopped    bool         // the dispatcher has stopped: nobody dispatches any more
+	synced      atomic.Int64    // dispatched when the queues were last synced (by sync)
+	dstopped    bool            // the dispatcher has stopped: nobody dispatches any more
+	wmu         sync.Mutex      // guards dwaiters
+	dwaiters    []chan struct{} // acknowledgements waiting for dmu in takeToken
+	dparked     atomic.Int32    // len(dwaiters)
 	dkick       chan struct{}
 	syncReq     chan chan error // Flush asks the dispatcher, the checkpoint's only writer (sync)
 	progressMu  sync.Mutex      // with progress: appenders wait for a lagging dispatcher
@@ -79,10 +82,10 @@ type Store struct {
 	ackKick     chan struct{}
 	hmu         sync.Mutex // guards handoff
 	handoff     []handoffEntry
-	handoffHigh atomic.Bool    // the hand-off holds maxHandoff/2 entries or more (dispatchAfter)
 	carry       []handoffEntry // handed-over entries taken by the holder of dmu
 	carryHead   int
 	handedOverN int64     // records dispatched from handed-over entries (tests look)
+	inlineN     int64     // records dispatched by their appender under s.mu (tests look)
 	readers     sync.Pool // *commitlog.Reader
 	closed      atomic.Bool
 	done        chan struct{}
@@ -227,7 +230,12 @@ func (s *Store) Dir() string { return s.dir }
 
 // Append stores msgs as one contiguous batch. For each message it sets QueueOffset (the next
 // of its (topic, queue)), StoreTime, Pos and Size. With FlushSync it returns once an fsync
-// covers the batch. A batch may mix topics and queues. On error nothing of the batch is
+// covers the batch. When it returns nil, every read sees the batch: its messages are in
+// their consume queues (MaxOffset counts them; GetMessages, OffsetByTime and waiting pulls
+// find them). In sync mode they reach their queues only once durable, so that no reader
+// sees a message a power cut could take back. (Should a consume queue not take an entry, on a
+// full disk, Append still returns nil, as the message is stored, and the dispatcher adds the
+// entry once it can.) A batch may mix topics and queues. On error nothing of the batch is
 // visible to readers (except after a flush failure, when durability is unknown).
 func (s *Store) Append(msgs []*Message) error {
 	end, err := s.write(msgs, nil)
@@ -239,18 +247,19 @@ func (s *Store) Append(msgs []*Message) error {
 			return err
 		}
 	}
-	s.dispatchAfter(end)
+	s.dispatchTo(end)
 	return nil
 }
 
 // AppendAsync stores msgs as Append does, but with FlushSync it returns once the batch is
 // written, before the fsync that covers it; done is called when Append would have returned:
-// with nil once that fsync completed, or with the flush's error. Concurrent and successive
-// async appends share fsyncs, so that one caller can keep many batches in flight. An error
-// found before writing (bad message, closed store, full disk) is returned and done is not
-// called. Otherwise done is called exactly once: with the async flush policy before
-// AppendAsync returns, else from the store's acknowledgement goroutine, in log order. done
-// must not block: it delays the acknowledgements behind it, and Close waits for it.
+// with nil once that fsync completed and the batch is visible to every read as after Append,
+// or with the flush's error. Concurrent and successive async appends share fsyncs, so that
+// one caller can keep many batches in flight. An error found before writing (bad message,
+// closed store, full disk) is returned and done is not called. Otherwise done is called
+// exactly once: with the async flush policy before AppendAsync returns, else from the
+// store's acknowledgement goroutine, in log order. done must not block: it delays the
+// acknowledgements behind it, and Close waits for it.
 func (s *Store) AppendAsync(msgs []*Message, done func(error)) error {
 	if done == nil {
 		return fmt.Errorf("%w: AppendAsync needs a done function", ErrInvalidMessage)
@@ -267,7 +276,7 @@ func (s *Store) AppendAsync(msgs []*Message, done func(error)) error {
 	if err != nil {
 		return err
 	}
-	s.dispatchAfter(end)
+	s.dispatchTo(end)
 	done(nil)
 	return nil
 }
@@ -345,7 +354,9 @@ func (s *Store) writeLocked(now int64, msgs []*Message, done func(error)) (int64
 		}
 		m.Size = int32(next - m.Pos)
 	}
-	s.handOver(msgs, s.undo)
+	if !s.dispatchInline(msgs, s.undo, end) {
+		s.handOver(msgs, s.undo)
+	}
 	if done != nil {
 		s.queueAck(end, done)
 	}
