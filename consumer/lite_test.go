@@ -66,14 +66,13 @@ func pollBatch(t testing.TB, lc *PullConsumer, d time.Duration) []*Message {
 	return msgs
 }
 
-// dispatched waits until n messages of topic's queue q can be pulled (the consume queue is
-// written after Send returns), so that pulls return full batches.
+// dispatched checks that n messages of topic's queue q can be pulled: a send's
+// acknowledgement comes after its message is in the consume queue.
 func dispatched(t testing.TB, b *edge.Broker, topic string, q int32, n int64) {
 	t.Helper()
-	waitFor(t, 5*time.Second, "messages dispatched", func() bool {
-		off, err := b.MaxOffset(context.Background(), mq.MessageQueue{Topic: topic, QueueID: q})
-		return err == nil && off >= n
-	})
+	if off, err := b.MaxOffset(context.Background(), mq.MessageQueue{Topic: topic, QueueID: q}); err != nil || off < n {
+		t.Fatalf("%s/%d: max offset %d, %v; want at least %d once the sends returned", topic, q, off, err, n)
+	}
 }
 
 // pollN polls until it has n messages (failing after 10 s or beyond n).

@@ -11,13 +11,15 @@ import (
 	"time"
 
 	"github.com/edgemq/edgemq/edge"
+	"github.com/edgemq/edgemq/edge/mq"
 	"github.com/edgemq/edgemq/store"
 	"github.com/edgemq/edgemq/store/commitlog"
 )
 
 // TestReadYourWrites: a sent message is visible to every read once its send is acknowledged:
 // when Send returns, and inside SendAsync's done, with 32 producers, in both flush modes.
-// MaxOffset of its queue counts it, a Pull at its queue offset returns it, and SearchOffset
+// MaxOffset of its queue counts it, a Pull at its queue offset returns it, ViewMessage at
+// its commit-log offset reads it, and SearchOffset
 // brackets it (the time before the send gives an offset at or before it, a millisecond after
 // the acknowledgement one after it). It uses only the broker's exported API.
 func TestReadYourWrites(t *testing.T) {
@@ -40,7 +42,7 @@ func TestReadYourWrites(t *testing.T) {
 				ctx := context.Background()
 				const producers, each = 32, 40
 				var bad atomic.Int64
-				check := func(m *edge.Message, res edge.SendResult, before time.Time) {
+				check := func(m *mq.Message, res mq.SendResult, before time.Time) {
 					if err := sentVisible(ctx, b, m, res, before, time.Now()); err != nil && bad.Add(1) <= 3 {
 						t.Error(err)
 					}
@@ -49,7 +51,7 @@ func TestReadYourWrites(t *testing.T) {
 				for p := range producers {
 					wg.Go(func() {
 						for i := range each {
-							m := &edge.Message{Topic: "RYW", Body: fmt.Appendf(nil, "p%d-%d", p, i)}
+							m := &mq.Message{Topic: "RYW", Body: fmt.Appendf(nil, "p%d-%d", p, i)}
 							before := time.Now()
 							if !async {
 								res, err := b.Send(ctx, m, nil)
@@ -61,7 +63,7 @@ func TestReadYourWrites(t *testing.T) {
 								continue
 							}
 							acked := make(chan struct{})
-							err := b.SendAsync(ctx, m, nil, func(res edge.SendResult, err error) {
+							err := b.SendAsync(ctx, m, nil, func(res mq.SendResult, err error) {
 								if err != nil {
 									t.Error(err)
 								} else {
@@ -88,24 +90,27 @@ func TestReadYourWrites(t *testing.T) {
 
 // sentVisible reports the reads that miss m, whose send res, begun at before, was just
 // acknowledged, by after. The store time of m lies between them.
-func sentVisible(ctx context.Context, b *edge.Broker, m *edge.Message, res edge.SendResult, before, after time.Time) error {
+func sentVisible(ctx context.Context, b *edge.Broker, m *mq.Message, res mq.SendResult, before, after time.Time) error {
 	var errs []error
 	off := res.QueueOffset
-	if max, err := b.MaxOffset(res.Topic, res.QueueID); err != nil || max <= off {
+	if max, err := b.MaxOffset(ctx, res.Queue); err != nil || max <= off {
 		errs = append(errs, fmt.Errorf("MaxOffset %d, %v; want > %d", max, err, off))
 	}
-	pr, err := b.Pull(ctx, edge.PullRequest{Group: "ryw", Topic: res.Topic, QueueID: res.QueueID, Offset: off, MaxMsgs: 1, Filter: "*"})
-	if err != nil || pr.Status != edge.PullFound || len(pr.Messages) != 1 || pr.Messages[0].QueueOffset != off || !bytes.Equal(pr.Messages[0].Body, m.Body) {
+	pr, err := b.Pull(ctx, mq.PullRequest{Group: "ryw", Queue: res.Queue, Offset: off, MaxMsgs: 1, Filter: "*"})
+	if err != nil || pr.Status != mq.PullFound || len(pr.Messages) != 1 || pr.Messages[0].QueueOffset != off || !bytes.Equal(pr.Messages[0].Body, m.Body) {
 		errs = append(errs, fmt.Errorf("Pull at its offset: %v, %d messages, %v", pr.Status, len(pr.Messages), err))
 	}
-	if o, err := b.SearchOffset(res.Topic, res.QueueID, before.Truncate(time.Millisecond)); err != nil || o > off {
+	if o, err := b.SearchOffset(ctx, res.Queue, before.Truncate(time.Millisecond)); err != nil || o > off {
 		errs = append(errs, fmt.Errorf("SearchOffset(before the send) = %d, %v; want <= %d", o, err, off))
 	}
-	if o, err := b.SearchOffset(res.Topic, res.QueueID, after.Add(time.Millisecond)); err != nil || o <= off {
+	if o, err := b.SearchOffset(ctx, res.Queue, after.Add(time.Millisecond)); err != nil || o <= off {
 		errs = append(errs, fmt.Errorf("SearchOffset(1 ms after the acknowledgement) = %d, %v; want > %d", o, err, off))
 	}
+	if v, err := b.ViewMessage(ctx, res.CommitLogOffset); err != nil || !bytes.Equal(v.Body, m.Body) {
+		errs = append(errs, fmt.Errorf("ViewMessage at its commit-log offset: %q, %v", v.Body, err))
+	}
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("%s/%d@%d:\n%w", res.Topic, res.QueueID, off, err)
+		return fmt.Errorf("%s/%d@%d:\n%w", res.Queue.Topic, res.Queue.QueueID, off, err)
 	}
 	return nil
 }

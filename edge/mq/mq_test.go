@@ -243,7 +243,9 @@ func TestRouteQueues(t *testing.T) {
 			{BrokerName: "write-only", ReadQueues: 1, WriteQueues: 1, Perm: PermWrite},
 		},
 	}
-	q := func(broker string, id int32) MessageQueue { return MessageQueue{Topic: "T", BrokerName: broker, QueueID: id} }
+	q := func(broker string, id int32) MessageQueue {
+		return MessageQueue{Topic: "T", BrokerName: broker, QueueID: id}
+	}
 	if got, want := r.ReadQueues(), []MessageQueue{q("a", 0), q("b", 0), q("b", 1), q("read-only", 0), q("slave-only", 0)}; !slices.Equal(got, want) {
 		t.Errorf("ReadQueues = %v, want %v", got, want)
 	}
