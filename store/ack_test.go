@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/edgemq/edgemq/store/commitlog"
-	"github.com/edgemq/edgemq/store/vfs"
+	"github.com/edgemq/edgemq/store/internal/vfstest"
 )
 
 // acks records done calls of AppendAsync.
@@ -188,7 +188,7 @@ func TestAppendAsyncCloseAcknowledgesAll(t *testing.T) {
 
 // TestAppendAsyncFlushFailure: when the fsync fails, done gets the error.
 func TestAppendAsyncFlushFailure(t *testing.T) {
-	fs := vfs.NewCrashFS()
+	fs := vfstest.NewCrashFS()
 	s := openStore(t, t.TempDir(), Options{FS: fs})
 	defer s.Close()
 	boom := errors.New("boom")

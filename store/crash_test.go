@@ -18,7 +18,6 @@ import (
 
 	"github.com/edgemq/edgemq/store/commitlog"
 	"github.com/edgemq/edgemq/store/internal/vfstest"
-	"github.com/edgemq/edgemq/store/vfs"
 )
 
 // The messages of the crash tests carry their id in their body, so a verifier can rebuild the
@@ -282,7 +281,7 @@ func TestPowerCut(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, 2))
 	for _, mode := range []commitlog.FlushMode{commitlog.FlushSync, commitlog.FlushAsync} {
 		t.Run(mode.String(), func(t *testing.T) {
-			fs := vfs.NewCrashFS()
+			fs := vfstest.NewCrashFS()
 			dir := t.TempDir() // the same path inside every CrashFS; lock and meta.db on disk
 			var acked []ack
 			next := int64(0)
@@ -379,7 +378,7 @@ func TestPowerCutReader(t *testing.T) {
 			time.Sleep(time.Duration(500+rand.IntN(1000)) * time.Microsecond)
 		}
 	}
-	fs := vfs.NewCrashFS()
+	fs := vfstest.NewCrashFS()
 	dir := t.TempDir()
 	var acked, received []ack
 	next := int64(0)

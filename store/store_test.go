@@ -17,7 +17,7 @@ import (
 	"github.com/edgemq/edgemq/store/cqueue"
 	"github.com/edgemq/edgemq/store/dirlock"
 	"github.com/edgemq/edgemq/store/internal/smaps"
-	"github.com/edgemq/edgemq/store/vfs"
+	"github.com/edgemq/edgemq/store/internal/vfstest"
 )
 
 const testSeg = 256 << 10
@@ -339,7 +339,7 @@ func TestRetentionMovesQueueHeads(t *testing.T) {
 func TestDiskFull(t *testing.T) {
 	for _, policy := range []commitlog.OnFull{commitlog.FailWrites, commitlog.DropOldest} {
 		t.Run(fmt.Sprint(policy), func(t *testing.T) {
-			fs := vfs.NewCrashFS()
+			fs := vfstest.NewCrashFS()
 			fs.SetCapacity(6*testSeg + 200<<10)
 			s := openStore(t, t.TempDir(), Options{FS: fs, SegmentSize: testSeg, OnFull: policy, MaxAge: -1, MaxUsedRatio: -1, MaxMessageSize: 16 << 10, QueueSegmentEntries: 256})
 			defer s.Close()

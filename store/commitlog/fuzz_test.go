@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/edgemq/edgemq/store/internal/vfstest"
 	"github.com/edgemq/edgemq/store/vfs"
 )
 
@@ -44,7 +45,7 @@ const fuzzDir = "/log"
 // fuzzLog returns the files of a small log on a CrashFS, to seed FuzzOpen: its first segment
 // and its checkpoint.
 func fuzzLog(f *testing.F, records int) (seg, ckpt []byte) {
-	fs := vfs.NewCrashFS()
+	fs := vfstest.NewCrashFS()
 	l, err := Open(fuzzDir, &Options{FS: fs, SegmentSize: testSegSize})
 	if err != nil {
 		f.Fatal(err)
@@ -95,7 +96,7 @@ func FuzzOpen(f *testing.F) {
 	f.Add(noHeader, ckpt)
 	f.Add([]byte{}, []byte{})
 	f.Fuzz(func(t *testing.T, seg, ckpt []byte) {
-		fs := vfs.NewCrashFS()
+		fs := vfstest.NewCrashFS()
 		if err := fs.MkdirAll(fuzzDir, 0o755); err != nil {
 			t.Fatal(err)
 		}

@@ -234,7 +234,7 @@ func (c *countingFS) SyncDir(dir string) error {
 // every acknowledged record: the segment's header and name were made durable before its
 // first record counted as durable. Each cut also reopens whole, and the log goes on.
 func TestPowerCutAfterRoll(t *testing.T) {
-	fs := vfs.NewCrashFS()
+	fs := vfstest.NewCrashFS()
 	dir := t.TempDir() // a path inside the CrashFS
 	l := openTest(t, dir, Options{FS: fs})
 	defer func() { l.Close() }()

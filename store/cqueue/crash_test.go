@@ -7,10 +7,11 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/edgemq/edgemq/store/internal/vfstest"
 	"github.com/edgemq/edgemq/store/vfs"
 )
 
-// TestPowerCut appends, syncs, truncates and deletes at random on a vfs.CrashFS, cuts the
+// TestPowerCut appends, syncs, truncates and deletes at random on a vfstest.CrashFS, cuts the
 // power, and reopens: every entry synced before the cut must be there, nothing in
 // [Min, Max) may fail to decode, and once the store's recovery truncates to the synced end
 // and re-appends, the queue must be exact and stay so across another cut.
@@ -25,7 +26,7 @@ func TestPowerCut(t *testing.T) {
 	wrong := 0 // unsynced entries that came back torn into other valid values
 	for seed := range uint64(seeds) {
 		rng := rand.New(rand.NewPCG(seed, 7))
-		fs := vfs.NewCrashFS()
+		fs := vfstest.NewCrashFS()
 		opts := &Options{FS: fs, SegmentEntries: 64} // 1280-byte files: entries straddle sectors
 		q, err := Open(dir, opts)
 		if err != nil {
@@ -119,7 +120,7 @@ func TestPowerCut(t *testing.T) {
 }
 
 func TestDiskFullCrashFS(t *testing.T) {
-	fs := vfs.NewCrashFS()
+	fs := vfstest.NewCrashFS()
 	q := openQueue(t, "/q", &Options{FS: fs, SegmentEntries: 4})
 	appendRange(t, q, 0, 4)
 	fs.SetCapacity(4 * EntrySize)

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/edgemq/edgemq/store/vfs"
+	"github.com/edgemq/edgemq/store/internal/vfstest"
 )
 
 // FuzzOpen opens a queue of two files whose bytes, and the first one's base offset, are the
@@ -30,7 +30,7 @@ func FuzzOpen(f *testing.F) {
 	f.Add(uint64(0), whole[:EntrySize], whole)
 	f.Add(uint64(0), []byte{}, []byte{})
 	f.Fuzz(func(t *testing.T, base uint64, first, second []byte) {
-		fs := vfs.NewCrashFS()
+		fs := vfstest.NewCrashFS()
 		dir := "/q"
 		if err := fs.MkdirAll(dir, dirPerm); err != nil {
 			t.Fatal(err)

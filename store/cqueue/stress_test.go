@@ -6,14 +6,14 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/edgemq/edgemq/store/vfs"
+	"github.com/edgemq/edgemq/store/internal/vfstest"
 )
 
 // TestConcurrentStress runs one writer, a retention loop and many readers: random
 // readers, and tailing readers that follow Max as a caught-up consumer does. Every entry
 // read must be the one appended at its offset.
 //
-// On vfs.OS the race detector cannot see the mapped bytes; on vfs.CrashFS mappings are Go
+// On vfs.OS the race detector cannot see the mapped bytes; on vfstest.CrashFS mappings are Go
 // memory, so it checks that no reader touches bytes the writer is writing.
 //
 // The "dropping" run has 80 KiB files and a one-page resident window, so that Append drops
@@ -21,7 +21,7 @@ import (
 func TestConcurrentStress(t *testing.T) {
 	t.Run("os", func(t *testing.T) { testConcurrentStress(t, t.TempDir(), &Options{SegmentEntries: 256}) })
 	t.Run("crashfs", func(t *testing.T) {
-		testConcurrentStress(t, "/stress", &Options{FS: vfs.NewCrashFS(), SegmentEntries: 256})
+		testConcurrentStress(t, "/stress", &Options{FS: vfstest.NewCrashFS(), SegmentEntries: 256})
 	})
 	t.Run("dropping", func(t *testing.T) {
 		testConcurrentStress(t, t.TempDir(), &Options{SegmentEntries: 4096, ResidentBytes: 1})

@@ -1,4 +1,4 @@
-package vfs
+package vfs_test
 
 import (
 	"fmt"
@@ -8,6 +8,9 @@ import (
 	"runtime/debug"
 	"testing"
 	"time"
+
+	"github.com/edgemq/edgemq/store/internal/vfstest"
+	"github.com/edgemq/edgemq/store/vfs"
 )
 
 // call runs f and fails the test if it panics or has not returned after 10 s.
@@ -44,9 +47,9 @@ func call(t *testing.T, name string, f func() error) error {
 func TestHostileCalls(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		fs   FS
+		fs   vfs.FS
 		dir  string
-	}{{"OS", OS, t.TempDir()}, {"CrashFS", NewCrashFS(), "/d"}} {
+	}{{"OS", vfs.OS, t.TempDir()}, {"CrashFS", vfstest.NewCrashFS(), "/d"}} {
 		t.Run(tc.name, func(t *testing.T) {
 			fs, dir := tc.fs, tc.dir
 			if err := fs.MkdirAll(dir, 0o755); err != nil {

@@ -1,6 +1,7 @@
 // Package vfs is the storage layer under the message store: the few file and directory
 // operations the commitlog, the consume queues and the checkpoint need, behind an interface so
-// tests can swap the real file system (OS) for one that simulates power cuts (CrashFS).
+// tests can swap the real file system (OS) for one that simulates power cuts (CrashFS, in
+// the test-support package store/internal/vfstest).
 //
 // Durability contract, the same for every implementation:
 //   - bytes written through WriteAt or through a writable mapping are durable only after

@@ -1,6 +1,7 @@
-// Package vfstest has file systems for tests of the store's packages. SyncHookFS calls a
-// function before every fsync; GatedFS, built on it, holds fsyncs at a gate, so that a test
-// can act while one is in flight.
+// Package vfstest has file systems for tests of the store's packages. CrashFS keeps files
+// in memory and simulates power cuts: a Cut keeps what was synced and tears what was not.
+// SyncHookFS calls a function before every fsync; GatedFS, built on it, holds fsyncs at a
+// gate, so that a test can act while one is in flight.
 package vfstest
 
 import (

@@ -1,8 +1,9 @@
-package vfs
+package vfstest
 
 import (
 	"bytes"
 	"errors"
+	"github.com/edgemq/edgemq/store/vfs"
 	"io"
 	"io/fs"
 	"maps"
@@ -84,14 +85,14 @@ type CrashFS struct {
 	// SyncDir followed each one. Set it before the FS is used. A Cut copies it.
 	DirSyncNotNeeded bool
 
-	mu       sync.Mutex                  // guards the fields below and every file's metadata and bytes, but not bytes reached through a mapping
-	dirs     map[string]bool             // directories, live and durable (roots are implicit)
-	files    map[string]*inode           // live namespace
-	durable  map[string]*inode           // durable namespace
-	pending  []nsOp                      // namespace operations not yet durable, oldest first
-	capacity int64                       // bytes; 0 = unlimited
-	usage    func(string) (Usage, error) // set by SetUsage
-	syncErr  error                       // set by FailSync
+	mu       sync.Mutex                      // guards the fields below and every file's metadata and bytes, but not bytes reached through a mapping
+	dirs     map[string]bool                 // directories, live and durable (roots are implicit)
+	files    map[string]*inode               // live namespace
+	durable  map[string]*inode               // durable namespace
+	pending  []nsOp                          // namespace operations not yet durable, oldest first
+	capacity int64                           // bytes; 0 = unlimited
+	usage    func(string) (vfs.Usage, error) // set by SetUsage
+	syncErr  error                           // set by FailSync
 	stats    CrashStats
 }
 
@@ -101,7 +102,7 @@ type CrashStats struct {
 	LiveBytes  int64 // sum of the live file sizes: the space SetCapacity limits
 	PendingOps int   // creations, renames and removals not yet durable
 	Mappings   int   // mappings not yet released by Unmap, over all files
-	Syncs      int64 // File.Sync calls that succeeded
+	Syncs      int64 // vfs.File.Sync calls that succeeded
 	DirSyncs   int64 // SyncDir calls that succeeded
 }
 
@@ -159,8 +160,8 @@ var (
 )
 
 var (
-	_ FS   = (*CrashFS)(nil)
-	_ File = (*crashFile)(nil)
+	_ vfs.FS   = (*CrashFS)(nil)
+	_ vfs.File = (*crashFile)(nil)
 )
 
 // NewCrashFS returns an empty CrashFS with unlimited capacity.
@@ -186,7 +187,7 @@ func (c *CrashFS) SetCapacity(n int64) {
 // SetUsage makes Usage return fn(dir) instead of figures computed from the capacity, to
 // simulate what statfs reports; nil restores the computed figures. fn is called without
 // the FS's lock held, so it may call the FS.
-func (c *CrashFS) SetUsage(fn func(dir string) (Usage, error)) {
+func (c *CrashFS) SetUsage(fn func(dir string) (vfs.Usage, error)) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.usage = fn
@@ -364,7 +365,7 @@ func (c *CrashFS) commitLocked(n int) {
 // os.O_EXCL and os.O_TRUNC, and fails for os.O_APPEND and os.O_SYNC; perm is ignored. A file
 // created here is durable only after SyncDir on its directory; O_TRUNC is a write, durable
 // after File.Sync.
-func (c *CrashFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
+func (c *CrashFS) OpenFile(name string, flag int, perm os.FileMode) (vfs.File, error) {
 	if flag&(os.O_APPEND|os.O_SYNC) != 0 {
 		return nil, &os.PathError{Op: "open", Path: name, Err: errBadFlag}
 	}
@@ -513,7 +514,7 @@ func (c *CrashFS) SyncDir(dir string) error {
 
 // Usage returns what SetUsage's function returns, if set. Otherwise Total is the capacity
 // (1 PiB when unlimited) and Free is Total less the used space (0 if that is negative).
-func (c *CrashFS) Usage(dir string) (Usage, error) {
+func (c *CrashFS) Usage(dir string) (vfs.Usage, error) {
 	c.mu.Lock()
 	if fn := c.usage; fn != nil {
 		c.mu.Unlock()
@@ -521,13 +522,13 @@ func (c *CrashFS) Usage(dir string) (Usage, error) {
 	}
 	defer c.mu.Unlock()
 	if !c.dirLocked(filepath.Clean(dir)) {
-		return Usage{}, &os.PathError{Op: "statfs", Path: dir, Err: fs.ErrNotExist}
+		return vfs.Usage{}, &os.PathError{Op: "statfs", Path: dir, Err: fs.ErrNotExist}
 	}
 	total := int64(unlimitedTotal)
 	if c.capacity > 0 {
 		total = c.capacity
 	}
-	return Usage{Total: uint64(total), Free: uint64(max(total-c.usedLocked(), 0))}, nil
+	return vfs.Usage{Total: uint64(total), Free: uint64(max(total-c.usedLocked(), 0))}, nil
 }
 
 // crashFile is an open file of a CrashFS.
@@ -563,7 +564,7 @@ func (f *crashFile) growLocked(op string, n int64, slack bool) error {
 		return &os.PathError{Op: op, Path: f.name, Err: errTooLarge}
 	}
 	if c := f.fs.capacity; c > 0 && f.fs.usedLocked()+n-int64(old) > c {
-		return &os.PathError{Op: op, Path: f.name, Err: ErrNoSpace}
+		return &os.PathError{Op: op, Path: f.name, Err: vfs.ErrNoSpace}
 	}
 	if err := ino.reserve(int(n), slack); err != nil {
 		return &os.PathError{Op: op, Path: f.name, Err: err}

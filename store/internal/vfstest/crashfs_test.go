@@ -1,9 +1,10 @@
-package vfs
+package vfstest
 
 import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/edgemq/edgemq/store/vfs"
 	"io"
 	"io/fs"
 	"math/rand/v2"
@@ -18,7 +19,7 @@ import (
 // seeded returns the rng for cut number seed, so every run draws the same cuts.
 func seeded(seed int) *rand.Rand { return rand.New(rand.NewPCG(uint64(seed), 0x5eed)) }
 
-func mustOpen(t testing.TB, fsys FS, name string, flag int) File {
+func mustOpen(t testing.TB, fsys vfs.FS, name string, flag int) vfs.File {
 	t.Helper()
 	f, err := fsys.OpenFile(name, flag, 0o644)
 	if err != nil {
@@ -27,14 +28,14 @@ func mustOpen(t testing.TB, fsys FS, name string, flag int) File {
 	return f
 }
 
-func mustWrite(t testing.TB, f File, p []byte, off int64) {
+func mustWrite(t testing.TB, f vfs.File, p []byte, off int64) {
 	t.Helper()
 	if _, err := f.WriteAt(p, off); err != nil {
 		t.Fatalf("write %s at %d: %v", f.Name(), off, err)
 	}
 }
 
-func mustSync(t testing.TB, f File) {
+func mustSync(t testing.TB, f vfs.File) {
 	t.Helper()
 	if err := f.Sync(); err != nil {
 		t.Fatalf("sync %s: %v", f.Name(), err)
@@ -42,7 +43,7 @@ func mustSync(t testing.TB, f File) {
 }
 
 // readAll returns the whole content of name in fsys, or nil and false if it does not exist.
-func readAll(t testing.TB, fsys FS, name string) ([]byte, bool) {
+func readAll(t testing.TB, fsys vfs.FS, name string) ([]byte, bool) {
 	t.Helper()
 	f, err := fsys.OpenFile(name, os.O_RDONLY, 0)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -76,7 +77,7 @@ func newCrashDir(t testing.TB) *CrashFS {
 }
 
 // durableFile creates d/f holding content, synced, with d synced too.
-func durableFile(t testing.TB, c *CrashFS, content []byte) File {
+func durableFile(t testing.TB, c *CrashFS, content []byte) vfs.File {
 	t.Helper()
 	f := mustOpen(t, c, "d/f", os.O_RDWR|os.O_CREATE)
 	mustWrite(t, f, content, 0)
@@ -260,12 +261,12 @@ func TestCrashFSCutIsIndependent(t *testing.T) {
 	mustWrite(t, f, []byte("AFTER!"), 0)
 	mustSync(t, f)
 	if got, _ := readAll(t, n, "d/f"); string(got) != "before" {
-		t.Errorf("cut FS sees %q after the old FS wrote, want %q", got, "before")
+		t.Errorf("cut vfs.FS sees %q after the old vfs.FS wrote, want %q", got, "before")
 	}
 	nf := mustOpen(t, n, "d/f", os.O_RDWR)
 	mustWrite(t, nf, []byte("cut---"), 0)
 	if got, _ := readAll(t, c, "d/f"); string(got) != "AFTER!" {
-		t.Errorf("old FS sees %q after the cut FS wrote, want %q", got, "AFTER!")
+		t.Errorf("old vfs.FS sees %q after the cut vfs.FS wrote, want %q", got, "AFTER!")
 	}
 }
 
@@ -571,8 +572,8 @@ func TestCrashFSCapacity(t *testing.T) {
 		{"Allocate", func() error { return f.Allocate(701) }},
 		{"Truncate", func() error { return f.Truncate(701) }},
 	} {
-		if err := tc.do(); !errors.Is(err, ErrNoSpace) {
-			t.Errorf("%s past capacity: %v, want ErrNoSpace", tc.name, err)
+		if err := tc.do(); !errors.Is(err, vfs.ErrNoSpace) {
+			t.Errorf("%s past capacity: %v, want vfs.ErrNoSpace", tc.name, err)
 		}
 		if got, _ := readAll(t, c, "d/f"); !bytes.Equal(got, fill(600, 1)) {
 			t.Errorf("%s past capacity changed the file", tc.name)
@@ -597,26 +598,26 @@ func TestCrashFSUsage(t *testing.T) {
 	mustWrite(t, f, fill(600, 1), 0)
 	u, err := c.Usage("d")
 	if err != nil || u.Total != unlimitedTotal || u.Free != unlimitedTotal-600 {
-		t.Errorf("unlimited Usage = %+v, %v; want Total %d, Free %d", u, err, uint64(unlimitedTotal), uint64(unlimitedTotal-600))
+		t.Errorf("unlimited vfs.Usage = %+v, %v; want Total %d, Free %d", u, err, uint64(unlimitedTotal), uint64(unlimitedTotal-600))
 	}
 	c.SetCapacity(1000)
-	if u, err := c.Usage("d"); err != nil || u != (Usage{Total: 1000, Free: 400}) || u.UsedRatio() != 0.6 {
-		t.Errorf("Usage = %+v, %v; want {1000 400}", u, err)
+	if u, err := c.Usage("d"); err != nil || u != (vfs.Usage{Total: 1000, Free: 400}) || u.UsedRatio() != 0.6 {
+		t.Errorf("vfs.Usage = %+v, %v; want {1000 400}", u, err)
 	}
 	c.SetCapacity(500) // below the used space
 	if u, _ := c.Usage("d"); u.Free != 0 {
 		t.Errorf("Free = %d over capacity, want 0", u.Free)
 	}
 	if _, err := c.Usage("nope"); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("Usage of a missing dir: %v, want ErrNotExist", err)
+		t.Errorf("vfs.Usage of a missing dir: %v, want ErrNotExist", err)
 	}
-	c.SetUsage(func(dir string) (Usage, error) { return Usage{Total: 7, Free: 3}, nil })
-	if u, _ := c.Usage("d"); u != (Usage{Total: 7, Free: 3}) {
-		t.Errorf("Usage with SetUsage = %+v, want {7 3}", u)
+	c.SetUsage(func(dir string) (vfs.Usage, error) { return vfs.Usage{Total: 7, Free: 3}, nil })
+	if u, _ := c.Usage("d"); u != (vfs.Usage{Total: 7, Free: 3}) {
+		t.Errorf("vfs.Usage with SetUsage = %+v, want {7 3}", u)
 	}
 	c.SetUsage(nil)
 	if u, _ := c.Usage("d"); u.Total != 500 {
-		t.Errorf("Usage after SetUsage(nil) = %+v, want Total 500", u)
+		t.Errorf("vfs.Usage after SetUsage(nil) = %+v, want Total 500", u)
 	}
 }
 
