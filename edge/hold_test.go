@@ -293,7 +293,7 @@ func TestHoldSweepWakesMissedArrival(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				b := holdBroker(t, tc.opts) // the sweep's first round is tc.tick from now
 				holdSend(t, b, "H", 0, "A")
-				f, _ := store.ParseTagFilter("Z")
+				f, _ := parseFilter("Z")
 				missed := newWaiter(holdKey{"H", 0}, 0, f)
 				current := newWaiter(holdKey{"H", 0}, 1, nil)
 				b.hold.mu.Lock()
@@ -324,8 +324,8 @@ func TestHoldSweepWakesMissedArrival(t *testing.T) {
 // TestHoldArrive checks which waiters one arrival wakes.
 func TestHoldArrive(t *testing.T) {
 	h := newHoldService(&Broker{})
-	fa, _ := store.ParseTagFilter("A || B")
-	fz, _ := store.ParseTagFilter("Z")
+	fa, _ := parseFilter("A || B")
+	fz, _ := parseFilter("Z")
 	ws := map[string]*waiter{
 		"below, any":         newWaiter(holdKey{"T", 0}, 3, nil),
 		"at, any":            newWaiter(holdKey{"T", 0}, 5, nil),

@@ -150,9 +150,9 @@ func TestPullFilters(t *testing.T) {
 			if res.Status != tc.status || !slices.Equal(pullOffsets(res.Messages), tc.offsets) || res.NextBeginOffset != 7 {
 				t.Fatalf("got %v %v next %d, want %v %v next 7", res.Status, pullOffsets(res.Messages), res.NextBeginOffset, tc.status, tc.offsets)
 			}
-			f, _ := store.ParseTagFilter(tc.filter)
+			f, _ := mq.ParseTagFilter(tc.filter)
 			for _, m := range res.Messages {
-				if !f.MatchTag(m.Tags) {
+				if !f.Match(m.Tags) {
 					t.Fatalf("filter %q returned tag %q", tc.filter, m.Tags)
 				}
 			}

@@ -404,38 +404,3 @@ func FuzzDecodeMessage(f *testing.F) {
 		}
 	})
 }
-
-func FuzzTagFilter(f *testing.F) {
-	for _, s := range []string{"", "*", " * ", "TagA", "A || B", "a||b||c", " || ", "a ||", "|| a", "标签 || 😀",
-		"* || a", "a|||b", "a| || |b", "a\t||\nb", "\xff || \xfe", "a || a"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, expr string) {
-		fl, err := ParseTagFilter(expr)
-		if err != nil {
-			return
-		}
-		if fl.All() != (len(fl.Tags()) == 0) {
-			t.Fatalf("%q: All %v with tags %q", expr, fl.All(), fl.Tags())
-		}
-		for _, tag := range fl.Tags() {
-			if tag == "" || strings.Contains(tag, "||") || tag != strings.TrimSpace(tag) {
-				t.Fatalf("%q: bad tag %q", expr, tag)
-			}
-			if !fl.MatchTag(tag) || !fl.MatchHash(TagHash(tag)) {
-				t.Fatalf("%q: does not match its own tag %q", expr, tag)
-			}
-		}
-		s := fl.String()
-		fl2, err := ParseTagFilter(s)
-		if err != nil {
-			t.Fatalf("%q: String() = %q does not parse: %v", expr, s, err)
-		}
-		if fl2.all != fl.all || !slices.Equal(fl2.tags, fl.tags) || !slices.Equal(fl2.hashes, fl.hashes) {
-			t.Fatalf("%q: String() = %q parses to %+v, want %+v", expr, s, fl2, fl)
-		}
-		if s2 := fl2.String(); s2 != s {
-			t.Fatalf("%q: String() not stable: %q then %q", expr, s, s2)
-		}
-	})
-}
