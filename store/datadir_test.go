@@ -19,6 +19,7 @@ import (
 	"github.com/edgemq/edgemq/store/commitlog"
 	"github.com/edgemq/edgemq/store/cqueue"
 	"github.com/edgemq/edgemq/store/dirlock"
+	"github.com/edgemq/edgemq/store/internal/guard"
 	"github.com/edgemq/edgemq/store/meta"
 )
 
@@ -142,7 +143,7 @@ func TestOpenBadDataDir(t *testing.T) {
 			}
 			o := testOptions(Options{SegmentSize: 1 << 20})
 			var s *Store
-			err = call(t, "Open", func() (err error) { s, err = Open(dir, &o); return err })
+			err = guard.Call(t, "Open", func() (err error) { s, err = Open(dir, &o); return err })
 			if err == nil {
 				s.Close()
 				t.Fatal("Open succeeded")
@@ -207,7 +208,7 @@ func TestOpenReadOnlyFS(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := tc.dir(t)
 			var s *Store
-			err := call(t, "Open", func() (err error) { s, err = Open(dir, &o); return err })
+			err := guard.Call(t, "Open", func() (err error) { s, err = Open(dir, &o); return err })
 			if err == nil {
 				s.Close()
 				t.Fatal("Open succeeded on a read-only file system")
@@ -237,7 +238,7 @@ func TestOpenReadOnlyFS(t *testing.T) {
 				return err
 			}},
 		} {
-			err := call(t, tc.name, tc.open)
+			err := guard.Call(t, tc.name, tc.open)
 			t.Logf("%s: %v", tc.name, err)
 			if !errors.Is(err, syscall.EROFS) || !strings.Contains(err.Error(), dir) {
 				t.Errorf("%s: got %v, want EROFS naming %s", tc.name, err, dir)

@@ -7,39 +7,11 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"strings"
 	"testing"
-	"time"
-)
 
-// call runs f and fails the test if it panics or has not returned after 10 s.
-func call(t *testing.T, name string, f func() error) error {
-	t.Helper()
-	type result struct {
-		err   error
-		panic string
-	}
-	ch := make(chan result, 1)
-	go func() {
-		defer func() {
-			if r := recover(); r != nil {
-				ch <- result{panic: fmt.Sprintf("%v\n%s", r, debug.Stack())}
-			}
-		}()
-		ch <- result{err: f()}
-	}()
-	select {
-	case r := <-ch:
-		if r.panic != "" {
-			t.Fatalf("%s panicked: %s", name, r.panic)
-		}
-		return r.err
-	case <-time.After(10 * time.Second):
-		t.Fatalf("%s has not returned after 10 s", name)
-		return nil
-	}
-}
+	"github.com/edgemq/edgemq/store/internal/guard"
+)
 
 // TestHostileAppend appends batches with one bad message each, through Append and
 // AppendAsync: each fails with ErrInvalidMessage or ErrMessageTooLarge, without panicking,
@@ -70,12 +42,12 @@ func TestHostileAppend(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, batch := range [][]*Message{{tc.m}, {msg("T", 0, 0), tc.m}, {tc.m, msg("T", 0, 0)}} {
-				err := call(t, "Append", func() error { return s.Append(batch) })
+				err := guard.Call(t, "Append", func() error { return s.Append(batch) })
 				if !errors.Is(err, tc.want) {
 					t.Errorf("Append: got %v, want %v", err, tc.want)
 				}
 				called := make(chan error, 1)
-				err = call(t, "AppendAsync", func() error { return s.AppendAsync(batch, func(err error) { called <- err }) })
+				err = guard.Call(t, "AppendAsync", func() error { return s.AppendAsync(batch, func(err error) { called <- err }) })
 				if !errors.Is(err, tc.want) {
 					t.Errorf("AppendAsync: got %v, want %v", err, tc.want)
 				}
@@ -123,7 +95,7 @@ func TestHostileReads(t *testing.T) {
 				for _, n := range counts {
 					name := fmt.Sprintf("GetMessages(%.8q, %d, %d, %d)", topic, id, off, n)
 					var res GetResult
-					err := call(t, name, func() (err error) { res, err = s.GetMessages(topic, id, off, n, nil); return err })
+					err := guard.Call(t, name, func() (err error) { res, err = s.GetMessages(topic, id, off, n, nil); return err })
 					if (err != nil) != (n <= 0) {
 						t.Errorf("%s: %v", name, err)
 					}
@@ -134,18 +106,18 @@ func TestHostileReads(t *testing.T) {
 			}
 			for _, ts := range []int64{math.MinInt64, -1, 0, math.MaxInt64} {
 				name := fmt.Sprintf("OffsetByTime(%.8q, %d, %d)", topic, id, ts)
-				if err := call(t, name, func() error { _, err := s.OffsetByTime(topic, id, ts); return err }); err != nil {
+				if err := guard.Call(t, name, func() error { _, err := s.OffsetByTime(topic, id, ts); return err }); err != nil {
 					t.Errorf("%s: %v", name, err)
 				}
 			}
-			call(t, "MinOffset", func() error { s.MinOffset(topic, id); return nil })
-			call(t, "MaxOffset", func() error { s.MaxOffset(topic, id); return nil })
+			guard.Call(t, "MinOffset", func() error { s.MinOffset(topic, id); return nil })
+			guard.Call(t, "MaxOffset", func() error { s.MaxOffset(topic, id); return nil })
 		}
-		call(t, "Queues", func() error { s.Queues(topic); return nil })
+		guard.Call(t, "Queues", func() error { s.Queues(topic); return nil })
 	}
 	for _, pos := range []int64{math.MinInt64, -1, 0, first - 1, first + 1, s.Log().Written(), math.MaxInt64} {
 		name := fmt.Sprintf("ReadMessage(%d)", pos)
-		if err := call(t, name, func() error { _, err := s.ReadMessage(pos); return err }); err == nil {
+		if err := guard.Call(t, name, func() error { _, err := s.ReadMessage(pos); return err }); err == nil {
 			t.Errorf("%s: no error", name)
 		}
 	}
@@ -173,11 +145,11 @@ func TestHostileReads(t *testing.T) {
 		{"Flush", s.Flush},
 		{"Close", s.Close},
 	} {
-		if err := call(t, tc.name, tc.f); !errors.Is(err, ErrClosed) {
+		if err := guard.Call(t, tc.name, tc.f); !errors.Is(err, ErrClosed) {
 			t.Errorf("%s after Close: got %v, want ErrClosed", tc.name, err)
 		}
 	}
-	if got := call(t, "MinOffset", func() error {
+	if got := guard.Call(t, "MinOffset", func() error {
 		if s.MinOffset("T", 0) != 0 || s.MaxOffset("T", 0) != 0 || len(s.Queues("")) != 0 {
 			return errors.New("not empty")
 		}
@@ -195,11 +167,11 @@ func TestEmptyBatch(t *testing.T) {
 	defer s.Close()
 	before := s.Log().Written()
 	for _, batch := range [][]*Message{nil, {}} {
-		if err := call(t, "Append", func() error { return s.Append(batch) }); err != nil && !errors.Is(err, ErrInvalidMessage) {
+		if err := guard.Call(t, "Append", func() error { return s.Append(batch) }); err != nil && !errors.Is(err, ErrInvalidMessage) {
 			t.Errorf("Append(%v): got %v, want nil or ErrInvalidMessage", batch, err)
 		}
 		var calls []error
-		err := call(t, "AppendAsync", func() error { return s.AppendAsync(batch, func(err error) { calls = append(calls, err) }) })
+		err := guard.Call(t, "AppendAsync", func() error { return s.AppendAsync(batch, func(err error) { calls = append(calls, err) }) })
 		switch {
 		case err == nil && (len(calls) != 1 || calls[0] != nil):
 			t.Errorf("AppendAsync(%v) succeeded and called done with %v, want nil once", batch, calls)
@@ -236,7 +208,7 @@ func TestCorruptEntrySize(t *testing.T) {
 	s = openStore(t, dir, Options{})
 	defer s.Close()
 	var res GetResult
-	if err := call(t, "GetMessages", func() (err error) { res, err = s.GetMessages("T", 0, 0, 32, nil); return err }); err != nil {
+	if err := guard.Call(t, "GetMessages", func() (err error) { res, err = s.GetMessages("T", 0, 0, 32, nil); return err }); err != nil {
 		t.Fatal(err)
 	}
 	if len(res.Messages) != 3 {

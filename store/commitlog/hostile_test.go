@@ -8,38 +8,10 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"testing"
-	"time"
-)
 
-// call runs f and fails the test if it panics or has not returned after 10 s.
-func call(t *testing.T, name string, f func() error) error {
-	t.Helper()
-	type result struct {
-		err   error
-		panic string
-	}
-	ch := make(chan result, 1)
-	go func() {
-		defer func() {
-			if r := recover(); r != nil {
-				ch <- result{panic: fmt.Sprintf("%v\n%s", r, debug.Stack())}
-			}
-		}()
-		ch <- result{err: f()}
-	}()
-	select {
-	case r := <-ch:
-		if r.panic != "" {
-			t.Fatalf("%s panicked: %s", name, r.panic)
-		}
-		return r.err
-	case <-time.After(10 * time.Second):
-		t.Fatalf("%s has not returned after 10 s", name)
-		return nil
-	}
-}
+	"github.com/edgemq/edgemq/store/internal/guard"
+)
 
 // errAny marks a table case that must return some error.
 var errAny = errors.New("any error")
@@ -90,7 +62,7 @@ func TestHostileCalls(t *testing.T) {
 		{"Retain", func() error { l.Retain(); return nil }, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := call(t, tc.name, tc.f)
+			err := guard.Call(t, tc.name, tc.f)
 			switch {
 			case tc.want == errAny && err == nil:
 				t.Errorf("got no error")
@@ -134,7 +106,7 @@ func TestHostileCalls(t *testing.T) {
 		{"AfterAppend", func() error { l.AfterAppend(end); return nil }, nil},
 	} {
 		t.Run("closed/"+tc.name, func(t *testing.T) {
-			err := call(t, tc.name, tc.f)
+			err := guard.Call(t, tc.name, tc.f)
 			switch {
 			case tc.want == errAny && err == nil:
 				t.Errorf("got no error")

@@ -6,38 +6,10 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"testing"
-	"time"
-)
 
-// call runs f and fails the test if it panics or has not returned after 10 s.
-func call(t *testing.T, name string, f func() error) error {
-	t.Helper()
-	type result struct {
-		err   error
-		panic string
-	}
-	ch := make(chan result, 1)
-	go func() {
-		defer func() {
-			if r := recover(); r != nil {
-				ch <- result{panic: fmt.Sprintf("%v\n%s", r, debug.Stack())}
-			}
-		}()
-		ch <- result{err: f()}
-	}()
-	select {
-	case r := <-ch:
-		if r.panic != "" {
-			t.Fatalf("%s panicked: %s", name, r.panic)
-		}
-		return r.err
-	case <-time.After(10 * time.Second):
-		t.Fatalf("%s has not returned after 10 s", name)
-		return nil
-	}
-}
+	"github.com/edgemq/edgemq/store/internal/guard"
+)
 
 // TestHostileCalls drives every exported entry point of a Queue with hostile values, on a
 // queue with entries, an empty one and a closed one: each returns an error or its
@@ -86,7 +58,7 @@ func TestHostileCalls(t *testing.T) {
 			{"Sync", func(q *Queue) error { return q.Sync() }, nil},
 		} {
 			t.Run(q.name+"/"+tc.name, func(t *testing.T) {
-				err := call(t, tc.name, func() error { return tc.f(q.q) })
+				err := guard.Call(t, tc.name, func() error { return tc.f(q.q) })
 				if q.q == closed && tc.name != "Last" && err == nil {
 					t.Errorf("on a closed queue: got no error, want ErrClosed")
 				}
@@ -119,12 +91,12 @@ func TestHostileCalls(t *testing.T) {
 		t.Run("destructive/"+tc.name, func(t *testing.T) {
 			q := openQueue(t, t.TempDir(), segOpts(n))
 			appendRange(t, q, 0, 3*n+2)
-			if err := call(t, tc.name, func() error { return tc.f(q) }); err != nil {
+			if err := guard.Call(t, tc.name, func() error { return tc.f(q) }); err != nil {
 				t.Errorf("got %v", err)
 			}
 		})
 	}
-	if err := call(t, "second Close", closed.Close); !errors.Is(err, ErrClosed) {
+	if err := guard.Call(t, "second Close", closed.Close); !errors.Is(err, ErrClosed) {
 		t.Errorf("second Close: got %v, want ErrClosed", err)
 	}
 }

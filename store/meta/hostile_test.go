@@ -8,39 +8,11 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"strings"
 	"testing"
-	"time"
-)
 
-// call runs f and fails the test if it panics or has not returned after 10 s.
-func call(t *testing.T, name string, f func() error) error {
-	t.Helper()
-	type result struct {
-		err   error
-		panic string
-	}
-	ch := make(chan result, 1)
-	go func() {
-		defer func() {
-			if r := recover(); r != nil {
-				ch <- result{panic: fmt.Sprintf("%v\n%s", r, debug.Stack())}
-			}
-		}()
-		ch <- result{err: f()}
-	}()
-	select {
-	case r := <-ch:
-		if r.panic != "" {
-			t.Fatalf("%s panicked: %s", name, r.panic)
-		}
-		return r.err
-	case <-time.After(10 * time.Second):
-		t.Fatalf("%s has not returned after 10 s", name)
-		return nil
-	}
-}
+	"github.com/edgemq/edgemq/store/internal/guard"
+)
 
 // hostileCalls calls every exported method of s once with hostile arguments. want says
 // what each must return: ErrInvalidKey, or nil for an error or none (names that are odd but
@@ -96,7 +68,7 @@ func hostileCalls(s *Store) []struct {
 func TestHostileCalls(t *testing.T) {
 	s := testOpen(t, t.TempDir())
 	for _, tc := range hostileCalls(s) {
-		err := call(t, tc.name, tc.f)
+		err := guard.Call(t, tc.name, tc.f)
 		if tc.want != nil && !errors.Is(err, tc.want) {
 			t.Errorf("%s: got %v, want %v", tc.name, err, tc.want)
 		}
@@ -111,7 +83,7 @@ func TestHostileCalls(t *testing.T) {
 		want error
 	}{"Close", s.Close, ErrClosed}) {
 		// Keys are checked first, so an invalid one may say so instead.
-		if err := call(t, tc.name, tc.f); !errors.Is(err, ErrClosed) && !errors.Is(err, ErrInvalidKey) {
+		if err := guard.Call(t, tc.name, tc.f); !errors.Is(err, ErrClosed) && !errors.Is(err, ErrInvalidKey) {
 			t.Errorf("%s after Close: got %v, want ErrClosed", tc.name, err)
 		}
 	}
@@ -132,7 +104,7 @@ func TestHostileOpen(t *testing.T) {
 		{"meta.db is a directory", dirDB, filepath.Join(dirDB, FileName)},
 	} {
 		var s *Store
-		err := call(t, tc.name, func() (err error) { s, err = Open(tc.dir, &Options{Timeout: -1}); return err })
+		err := guard.Call(t, tc.name, func() (err error) { s, err = Open(tc.dir, &Options{Timeout: -1}); return err })
 		if err == nil {
 			s.Close()
 			t.Errorf("%s: Open succeeded", tc.name)

@@ -1,45 +1,16 @@
 package vfs_test
 
 import (
-	"fmt"
 	"math"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"testing"
-	"time"
+
+	"github.com/edgemq/edgemq/store/internal/guard"
 
 	"github.com/edgemq/edgemq/store/internal/vfstest"
 	"github.com/edgemq/edgemq/store/vfs"
 )
-
-// call runs f and fails the test if it panics or has not returned after 10 s.
-func call(t *testing.T, name string, f func() error) error {
-	t.Helper()
-	type result struct {
-		err   error
-		panic string
-	}
-	ch := make(chan result, 1)
-	go func() {
-		defer func() {
-			if r := recover(); r != nil {
-				ch <- result{panic: fmt.Sprintf("%v\n%s", r, debug.Stack())}
-			}
-		}()
-		ch <- result{err: f()}
-	}()
-	select {
-	case r := <-ch:
-		if r.panic != "" {
-			t.Fatalf("%s panicked: %s", name, r.panic)
-		}
-		return r.err
-	case <-time.After(10 * time.Second):
-		t.Fatalf("%s has not returned after 10 s", name)
-		return nil
-	}
-}
 
 // TestHostileCalls calls every method of OS and CrashFS, and of their files open and
 // closed, with hostile names, offsets, sizes and slices: each returns an error (or, where
@@ -66,13 +37,13 @@ func TestHostileCalls(t *testing.T) {
 				{"SyncDir(missing)", func() error { return fs.SyncDir(filepath.Join(dir, "missing")) }},
 				{"Usage(missing)", func() error { _, err := fs.Usage(filepath.Join(dir, "missing")); return err }},
 			} {
-				if err := call(t, c.name, c.f); err == nil {
+				if err := guard.Call(t, c.name, c.f); err == nil {
 					t.Errorf("%s: got no error", c.name)
 				}
 			}
 			// "" is no directory to the OS; CrashFS, a simulation, takes it as one.
-			call(t, "MkdirAll(empty)", func() error { return fs.MkdirAll("", 0o755) })
-			call(t, "ReadDir(empty)", func() error { _, err := fs.ReadDir(""); return err })
+			guard.Call(t, "MkdirAll(empty)", func() error { return fs.MkdirAll("", 0o755) })
+			guard.Call(t, "ReadDir(empty)", func() error { _, err := fs.ReadDir(""); return err })
 			f, err := fs.OpenFile(filepath.Join(dir, "f"), os.O_RDWR|os.O_CREATE, 0o644)
 			if err != nil {
 				t.Fatal(err)
@@ -108,7 +79,7 @@ func TestHostileCalls(t *testing.T) {
 				{"DropResident(nil)", func() error { return f.DropResident(nil) }, noop},
 				{"Populate(nil)", func() error { return f.Populate(nil) }, noop},
 			} {
-				err := call(t, c.name, c.f)
+				err := guard.Call(t, c.name, c.f)
 				if c.want == fails && err == nil || c.want == noop && err != nil {
 					t.Errorf("%s: got %v", c.name, err)
 				}
@@ -132,7 +103,7 @@ func TestHostileCalls(t *testing.T) {
 				{"Map", func() error { _, err := f.Map(1<<16, false); return err }},
 				{"Close", f.Close},
 			} {
-				if err := call(t, "closed "+c.name, c.f); err == nil {
+				if err := guard.Call(t, "closed "+c.name, c.f); err == nil {
 					t.Errorf("%s after Close: got no error", c.name)
 				}
 			}
