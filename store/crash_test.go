@@ -263,6 +263,34 @@ func parseAck(l string) (ack, bool) {
 	return a, true
 }
 
+// crashSeed returns the seed of a power-cut test's random cuts: EDGEMQ_SEED, else the
+// clock's. The test logs it.
+func crashSeed(t testing.TB) uint64 {
+	seed := uint64(time.Now().UnixNano())
+	if v := os.Getenv("EDGEMQ_SEED"); v != "" {
+		seed, _ = strconv.ParseUint(v, 10, 64)
+	}
+	t.Logf("seed %d (rerun with EDGEMQ_SEED)", seed)
+	return seed
+}
+
+// appendAcked appends the next crash message (id *next) to s and records it in *acked
+// once Append returns, both under mu; false when the append failed (the store is closing).
+func appendAcked(s *Store, mu *sync.Mutex, next *int64, acked *[]ack) bool {
+	mu.Lock()
+	id := *next
+	*next++
+	mu.Unlock()
+	m := crashMessage(id)
+	if err := s.Append([]*Message{m}); err != nil {
+		return false
+	}
+	mu.Lock()
+	*acked = append(*acked, ack{id, m.Topic, m.QueueID, m.QueueOffset, m.Pos, m.Size})
+	mu.Unlock()
+	return true
+}
+
 // TestPowerCut cuts the power (CrashFS: every write not covered by a completed fsync may be
 // lost, and one sector in flight is torn) at hundreds of random moments while appenders run.
 // In sync mode every acknowledged message survives; in async mode every message below the
@@ -273,11 +301,7 @@ func TestPowerCut(t *testing.T) {
 	if testing.Short() {
 		cuts = 40
 	}
-	seed := uint64(time.Now().UnixNano())
-	if v := os.Getenv("EDGEMQ_SEED"); v != "" {
-		seed, _ = strconv.ParseUint(v, 10, 64)
-	}
-	t.Logf("seed %d (rerun with EDGEMQ_SEED)", seed)
+	seed := crashSeed(t)
 	rng := rand.New(rand.NewPCG(seed, 2))
 	for _, mode := range []commitlog.FlushMode{commitlog.FlushSync, commitlog.FlushAsync} {
 		t.Run(mode.String(), func(t *testing.T) {
@@ -309,17 +333,9 @@ func TestPowerCut(t *testing.T) {
 								return
 							default:
 							}
-							mu.Lock()
-							id := next
-							next++
-							mu.Unlock()
-							m := crashMessage(id)
-							if err := s.Append([]*Message{m}); err != nil {
+							if !appendAcked(s, &mu, &next, &acked) {
 								return // the store is closing under us
 							}
-							mu.Lock()
-							acked = append(acked, ack{id, m.Topic, m.QueueID, m.QueueOffset, m.Pos, m.Size})
-							mu.Unlock()
 						}
 					}()
 				}
@@ -367,11 +383,7 @@ func TestPowerCutReader(t *testing.T) {
 	if testing.Short() {
 		cuts = 20
 	}
-	seed := uint64(time.Now().UnixNano())
-	if v := os.Getenv("EDGEMQ_SEED"); v != "" {
-		seed, _ = strconv.ParseUint(v, 10, 64)
-	}
-	t.Logf("seed %d (rerun with EDGEMQ_SEED)", seed)
+	seed := crashSeed(t)
 	rng := rand.New(rand.NewPCG(seed, 3))
 	slowLog := func(path string, dir bool) {
 		if !dir && strings.Contains(path, string(os.PathSeparator)+commitlogDir+string(os.PathSeparator)) {
@@ -405,17 +417,9 @@ func TestPowerCutReader(t *testing.T) {
 						return
 					default:
 					}
-					mu.Lock()
-					id := next
-					next++
-					mu.Unlock()
-					m := crashMessage(id)
-					if err := s.Append([]*Message{m}); err != nil {
+					if !appendAcked(s, &mu, &next, &acked) {
 						return // the store is closing under us
 					}
-					mu.Lock()
-					acked = append(acked, ack{id, m.Topic, m.QueueID, m.QueueOffset, m.Pos, m.Size})
-					mu.Unlock()
 				}
 			})
 		}
