@@ -15,10 +15,17 @@ import (
 )
 
 // ConsumeFromWhere says where a queue starts when the group has no stored offset for it.
+//
+// As with RocketMQ, the broker may answer the offset query of a group that has none with 0:
+// the in-process broker does so for a queue whose first message is still stored and younger
+// than its NewQueueWindow (60 s by default), so that the first messages of a topic created
+// moments before its consumers started are not skipped. Such a queue is read from its first
+// message whatever ConsumeFromWhere says.
 type ConsumeFromWhere int
 
 const (
-	// ConsumeFromLastOffset starts after the last message (only new messages). Default.
+	// ConsumeFromLastOffset starts after the last message: only messages sent from then on
+	// are consumed (but see above for a new queue). The retry topic starts at 0. Default.
 	ConsumeFromLastOffset ConsumeFromWhere = iota
 	// ConsumeFromFirstOffset starts at the first stored message.
 	ConsumeFromFirstOffset
