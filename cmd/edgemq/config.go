@@ -21,10 +21,12 @@ import (
 // the broker opens: so a data dir keeps the segment size it was created with unless a
 // config names one.
 type config struct {
-	dataDir  string
-	logLevel slog.Level
-	store    store.Options
-	broker   edge.Options
+	dataDir       string
+	logLevel      slog.Level
+	logFormat     logFormat
+	logTimestamps logTimestamps
+	store         store.Options
+	broker        edge.Options
 }
 
 // newConfig returns the config of no file and no flags.
@@ -34,7 +36,12 @@ func newConfig() *config {
 
 // options returns the broker options the config describes, logging to stderr.
 func (c *config) options() *edge.Options {
-	lg := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: c.logLevel}))
+	lg, _ := c.newLogger(os.Stderr)
+	return c.optionsLogging(lg)
+}
+
+// optionsLogging returns the broker options the config describes, logging to lg.
+func (c *config) optionsLogging(lg *slog.Logger) *edge.Options {
 	o := c.broker
 	so := c.store
 	so.Logger = lg
@@ -277,13 +284,34 @@ func editDistance(a, b string) int {
 	return prev[len(b)]
 }
 
-// configFlags defines a flag for every setting, named as in the file: -section.key
-// (-store.flush async), -key for a top-level key, and -data for data_dir. It returns what
-// applies the flags given, in the order of the command line, to a config.
-func configFlags(fs *flag.FlagSet) func(*config) {
+// sectionCommand returns the command whose flags the keys of the section are, or "" for
+// every command.
+func sectionCommand(name string) string {
+	for _, s := range sections {
+		if s.name == name {
+			return s.command
+		}
+	}
+	return ""
+}
+
+// hasFlag reports whether the setting d is a flag of command.
+func hasFlag(d settingDoc, command string) bool {
+	sc := sectionCommand(d.section)
+	return sc == "" || sc == command
+}
+
+// configFlags defines a flag for every setting of command (see section.command), named as
+// in the file: -section.key (-store.flush async), -key for a top-level key, and -data for
+// data_dir. It returns what applies the flags given, in the order of the command line, to
+// a config.
+func configFlags(fs *flag.FlagSet, command string) func(*config) {
 	var given []func(*config)
 	for _, s := range settings {
 		d := s.describe()
+		if !hasFlag(d, command) {
+			continue
+		}
 		fs.Var(&settingFlag{s: s, given: &given, text: d.defText, isBool: d.isBool}, d.flag, flagUsage(d))
 	}
 	return func(c *config) {
@@ -368,7 +396,11 @@ func writeExampleConfig(w io.Writer) error {
 			if d.valid != "" {
 				typ += " (" + d.valid + ")"
 			}
-			comment(bw, fmt.Sprintf("Type: %s. Flag: -%s.", typ, d.flag))
+			flagOf := ""
+			if c := sectionCommand(d.section); c != "" {
+				flagOf = " of edgemq " + c
+			}
+			comment(bw, fmt.Sprintf("Type: %s. Flag%s: -%s.", typ, flagOf, d.flag))
 			fmt.Fprintf(bw, "#%s = %s\n", d.key, d.defTOML)
 		}
 	}

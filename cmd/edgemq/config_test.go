@@ -87,6 +87,8 @@ func TestExampleConfigDefaultsAreTheDefaults(t *testing.T) {
 	}{
 		{"data_dir", c.dataDir, "./data"},
 		{"log_level", c.logLevel, slog.LevelInfo},
+		{"log_format", c.logFormat, logText},
+		{"log_timestamps", c.logTimestamps, timestampsAuto},
 		{"store.segment_size", c.store.SegmentSize, cl.SegmentSize},
 		{"store.flush", c.store.Flush, cl.Flush},
 		{"store.flush_interval", c.store.FlushInterval, cl.FlushInterval},
@@ -230,8 +232,8 @@ func TestConfigRoundTrip(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("broker options:\n got %+v\nwant %+v", *got, *want)
 	}
-	if c.dataDir != "/var/lib/edgemq" || c.logLevel != slog.LevelDebug {
-		t.Errorf("data_dir %q, log_level %v", c.dataDir, c.logLevel)
+	if c.dataDir != "/var/lib/edgemq" || c.logLevel != slog.LevelDebug || c.logFormat != logJSON || c.logTimestamps != timestampsOn {
+		t.Errorf("data_dir %q, log_level %v, log_format %v, log_timestamps %v", c.dataDir, c.logLevel, c.logFormat, c.logTimestamps)
 	}
 
 	// The file sets every key of the table, and not to its default: else the comparison
@@ -316,7 +318,7 @@ func TestConfigErrors(t *testing.T) {
 			"t.toml:2: unknown key broker.flush: flush belongs in [store]\n" +
 				"t.toml:3: unknown key broker.foo: [broker] has max_message_size, compress_over, ", true},
 		{"unknown top-level key", "frobnicate = 1\n",
-			"t.toml:1: unknown key frobnicate: the top-level keys are data_dir and log_level, and the sections [store] and [broker]", false},
+			"t.toml:1: unknown key frobnicate: the top-level keys are data_dir, log_level, log_format and log_timestamps, and the sections [store] and [broker]", false},
 		{"a flat key of the old format", "max_age = \"1h\"\n",
 			"t.toml:1: unknown key max_age: max_age belongs in [store]", false},
 		{"a top-level key in a section", "[store]\ndata_dir = \"/d\"\n",
@@ -569,6 +571,12 @@ func TestHelpShowsEverySetting(t *testing.T) {
 		_, out, _ := edgemq(t, "help", c.name)
 		for _, s := range settings {
 			d := s.describe()
+			if !hasFlag(d, c.name) {
+				if strings.Contains(out, "  -"+d.flag+" ") {
+					t.Errorf("help %s has -%s, a flag of edgemq %s alone", c.name, d.flag, sectionCommand(d.section))
+				}
+				continue
+			}
 			if !strings.Contains(out, "  -"+d.flag+" ") && !strings.Contains(out, "  -"+d.flag+"\n") {
 				t.Errorf("help %s lacks -%s", c.name, d.flag)
 			}

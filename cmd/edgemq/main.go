@@ -15,11 +15,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"runtime"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 )
 
@@ -37,6 +39,9 @@ type command struct {
 	verbs []verb
 	// setup declares the command's flags and returns what runs it.
 	setup func(fs *flag.FlagSet) runFunc
+	// daemon: the command runs until a signal asks it to stop (serve). Having stopped
+	// cleanly it exits 0, not 128 + the signal's number.
+	daemon bool
 }
 
 // A verb is one action of a command with verbs.
@@ -108,14 +113,22 @@ func interruptContext(stderr io.Writer) (context.Context, func()) {
 		select {
 		case s := <-sigs:
 			first = interrupted{s}
-			fmt.Fprintf(stderr, "\nedgemq: %v: stopping cleanly; interrupt again to quit at once\n", s)
+			if lg := signalLogger.Load(); lg != nil {
+				lg.Info("stopping cleanly; signal again to quit at once", "signal", signalName(s))
+			} else {
+				fmt.Fprintf(stderr, "\nedgemq: %v: stopping cleanly; interrupt again to quit at once\n", s)
+			}
 			cancel(first)
 		case <-done:
 			return
 		}
 		select {
 		case s := <-sigs:
-			fmt.Fprintf(stderr, "edgemq: %v again: quitting now\n", s)
+			if lg := signalLogger.Load(); lg != nil {
+				lg.Warn("quitting now, without a clean stop: the next start recovers the store", "signal", signalName(s))
+			} else {
+				fmt.Fprintf(stderr, "edgemq: %v again: quitting now\n", s)
+			}
 			os.Exit(first.exitCode())
 		case <-done:
 		}
@@ -126,6 +139,22 @@ func interruptContext(stderr io.Writer) (context.Context, func()) {
 		<-exited
 		cancel(nil)
 	}
+}
+
+// signalLogger, when set, is where the interrupt handler reports the signals instead of
+// printing to stderr: serve sets it to its logger, so that its stderr stays one log line per
+// event.
+var signalLogger atomic.Pointer[slog.Logger]
+
+// signalName is a signal's name as kill(1) and systemd write it: SIGTERM.
+func signalName(s os.Signal) string {
+	switch s {
+	case os.Interrupt:
+		return "SIGINT"
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	}
+	return s.String()
 }
 
 // stopping is called by a long-running command (demo, consume) that an interrupt stopped, as
@@ -188,7 +217,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	err = safely(func() error { return exec(ctx, rest, stdout, stderr) })
 	var sig interrupted
-	if errors.As(context.Cause(ctx), &sig) {
+	if errors.As(context.Cause(ctx), &sig) && !(c.daemon && err == nil) {
 		// The command stopped early, on purpose: its own report says what it did.
 		if err != nil && !errors.Is(err, context.Canceled) {
 			fmt.Fprintf(stderr, "edgemq %s: %v\n", c.name, err)
@@ -378,11 +407,17 @@ func versionCommand(fs *flag.FlagSet) runFunc {
 	}
 }
 
-// commonFlags adds -config and a flag for every config key (-data for data_dir), and
-// returns a loader of the resulting config: defaults, then the file, then the flags.
+// commonFlags adds -config and a flag for every config key (-data for data_dir) but those
+// of one command's own sections, and returns a loader of the resulting config: defaults,
+// then the file, then the flags.
 func commonFlags(fs *flag.FlagSet) func() (*config, error) {
+	return commandFlags(fs, "")
+}
+
+// commandFlags is commonFlags for command, with the flags of its own sections too.
+func commandFlags(fs *flag.FlagSet, command string) func() (*config, error) {
 	cfgPath := fs.String("config", "", "config `file` in TOML (configs/edgemq.toml documents every key)")
-	applyFlags := configFlags(fs)
+	applyFlags := configFlags(fs, command)
 	return func() (*config, error) {
 		c := newConfig()
 		if *cfgPath != "" {

@@ -18,14 +18,17 @@ import (
 type section struct {
 	name string
 	doc  string
+	// command is the one command whose flags the section's keys are (serve for [server]);
+	// "" for every command that opens a data dir. Every command reads every key of a file.
+	command string
 }
 
 // sections are the config file's tables, in the order configs/edgemq.toml lists them.
 var sections = []section{
-	{"", ""},
-	{"store", "The message store (packages store and store/commitlog): commitlog segments and " +
+	{name: ""},
+	{name: "store", doc: "The message store (packages store and store/commitlog): commitlog segments and " +
 		"flushing, consume queues, memory, and retention."},
-	{"broker", "The broker (package edge): messages, topics, pulls and long polling, consumer " +
+	{name: "broker", doc: "The broker (package edge): messages, topics, pulls and long polling, consumer " +
 		"groups, retries and delayed messages."},
 }
 
@@ -70,6 +73,25 @@ var settings = []setting{
 		def: slog.LevelInfo,
 		set: func(c *config, v slog.Level) { c.logLevel = v },
 		doc: "The least severe of the broker's reports that are written to stderr.",
+	},
+	item[logFormat]{
+		key:  "log_format",
+		kind: oneOf("format", choice[logFormat]{"text", logText}, choice[logFormat]{"json", logJSON}),
+		def:  logText,
+		set:  func(c *config, v logFormat) { c.logFormat = v },
+		doc: "How reports are written to stderr, one a line. text: the level, the message, then " +
+			"key=value pairs (quoted when they hold a space). json: a JSON object (time, level, msg, " +
+			"and the pairs). Under systemd, text lines start with their syslog priority (<4>), " +
+			"which journald takes as the line's priority and drops.",
+	},
+	item[logTimestamps]{
+		key: "log_timestamps",
+		kind: oneOf("when", choice[logTimestamps]{"auto", timestampsAuto}, choice[logTimestamps]{"on", timestampsOn},
+			choice[logTimestamps]{"off", timestampsOff}),
+		def: timestampsAuto,
+		set: func(c *config, v logTimestamps) { c.logTimestamps = v },
+		doc: "Whether reports start with the time. auto: when stderr is a terminal; under systemd it " +
+			"is not, and journald stamps each line itself.",
 	},
 
 	// [store]: store.Options, and the commitlog defaults it passes on.
