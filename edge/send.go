@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"net/netip"
 	"strconv"
 	"sync"
 	"time"
@@ -32,8 +33,30 @@ import (
 // and a topic is made (auto-creation) only for a send the broker accepts: the store may still
 // refuse it (properties over its limit, a full disk), leaving the topic made.
 func (b *Broker) Send(ctx context.Context, m *mq.Message, sel mq.QueueSelector) (mq.SendResult, error) {
+	return b.SendFrom(ctx, m, sel, Origin{})
+}
+
+// Origin is what a remote producer tells about the messages it sends, which a network
+// server passes on: when and where they were made, and how often they were consumed
+// before (a client whose send-back failed sends the message to the group's retry topic
+// itself). The zero Origin is a message made by the broker's own program, now.
+type Origin struct {
+	// BornTime is when the producer made the message, unix ms; 0 means the store time.
+	BornTime int64
+	// BornHost is the producer's address (the connection's remote address); zero: none.
+	BornHost netip.AddrPort
+	// ReconsumeTimes is the message's reconsume count. Sent to a retry topic without the
+	// mq.PropertyReconsumeTime property, it counts as that property would: past the
+	// message's maximum the message goes to the dead-letter topic. Must not be negative.
+	ReconsumeTimes int32
+}
+
+// SendFrom is Send for a message that came from elsewhere: the stored message carries o's
+// born time, born host and reconsume count, which consumers receive. Errors as Send's, and
+// mq.ErrInvalidArgument for a negative o.ReconsumeTimes or BornTime.
+func (b *Broker) SendFrom(ctx context.Context, m *mq.Message, sel mq.QueueSelector, o Origin) (mq.SendResult, error) {
 	var s store.Message
-	tp, err := b.prepareSend(ctx, m, sel, &s)
+	tp, err := b.prepareSend(ctx, m, sel, &o, &s)
 	if err != nil {
 		return mq.SendResult{}, err
 	}
@@ -61,7 +84,7 @@ func (b *Broker) SendAsync(ctx context.Context, m *mq.Message, sel mq.QueueSelec
 	if op.complete == nil {
 		op.complete = op.finish
 	}
-	tp, err := b.prepareSend(ctx, m, sel, &op.s)
+	tp, err := b.prepareSend(ctx, m, sel, &Origin{}, &op.s)
 	if err != nil {
 		op.release()
 		return err
@@ -108,14 +131,17 @@ func (op *asyncSend) release() {
 
 // prepareSend checks a send of m, chooses its topic and queue and fills s with the copy to
 // store. Nothing is changed on error.
-func (b *Broker) prepareSend(ctx context.Context, m *mq.Message, sel mq.QueueSelector, s *store.Message) (*topic, error) {
+func (b *Broker) prepareSend(ctx context.Context, m *mq.Message, sel mq.QueueSelector, o *Origin, s *store.Message) (*topic, error) {
 	if err := b.checkCtx(ctx); err != nil {
 		return nil, err
 	}
 	if m == nil {
 		return nil, fmt.Errorf("%w: nil message", mq.ErrInvalidArgument)
 	}
-	if err := b.checkMessage(m); err != nil {
+	if err := checkOrigin(o); err != nil {
+		return nil, err
+	}
+	if err := b.checkMessage(m, o); err != nil {
 		return nil, err
 	}
 	tp, q, err := b.sendQueue(m, sel)
@@ -123,7 +149,30 @@ func (b *Broker) prepareSend(ctx context.Context, m *mq.Message, sel mq.QueueSel
 		return nil, err
 	}
 	storeCopy(m, q, s)
+	o.apply(s)
 	return tp, b.prepare(s)
+}
+
+func checkOrigin(o *Origin) error {
+	if o.ReconsumeTimes < 0 || o.BornTime < 0 {
+		return fmt.Errorf("%w: origin with reconsume times %d, born time %d", mq.ErrInvalidArgument, o.ReconsumeTimes, o.BornTime)
+	}
+	return nil
+}
+
+// apply gives s, a message about to be prepared, what o says of it. A reconsume count sent
+// to a retry topic without its property is given the property, which prepareRetry reads.
+func (o *Origin) apply(s *store.Message) {
+	s.BornTime, s.BornHost, s.ReconsumeTimes = o.BornTime, o.BornHost, o.ReconsumeTimes
+	if o.ReconsumeTimes > 0 && mq.IsRetryTopic(s.Topic) {
+		if _, ok := s.Properties[mq.PropertyReconsumeTime]; !ok {
+			s.Properties = maps.Clone(s.Properties)
+			if s.Properties == nil {
+				s.Properties = map[string]string{}
+			}
+			s.Properties[mq.PropertyReconsumeTime] = strconv.Itoa(int(o.ReconsumeTimes))
+		}
+	}
 }
 
 // result reports where s, a stored message, is.
@@ -202,7 +251,7 @@ func checkWritable(cfg TopicConfig, sendable bool) error {
 
 // checkMessage checks what of m the broker reads before storing it: its body size, its
 // delay level, and on a retry topic its reconsume counts.
-func (b *Broker) checkMessage(m *mq.Message) error {
+func (b *Broker) checkMessage(m *mq.Message, o *Origin) error {
 	if len(m.Body) > b.opts.MaxMessageSize {
 		return fmt.Errorf("%w: body of %d bytes, max %d", mq.ErrMessageTooLarge, len(m.Body), b.opts.MaxMessageSize)
 	}
@@ -210,7 +259,7 @@ func (b *Broker) checkMessage(m *mq.Message) error {
 		return err
 	}
 	if mq.IsRetryTopic(m.Topic) {
-		if _, _, _, err := b.reconsumeCounts(m.Properties); err != nil {
+		if _, _, _, err := b.reconsumeCounts(m.Properties, o.ReconsumeTimes); err != nil {
 			return err
 		}
 	}
@@ -222,7 +271,16 @@ func (b *Broker) checkMessage(m *mq.Message) error {
 // stores nothing and returns no results and no error. Errors as Send's; a nil message, or
 // messages of different topics, are mq.ErrInvalidArgument. Nothing is stored on error.
 func (b *Broker) SendBatch(ctx context.Context, msgs []*mq.Message, sel mq.QueueSelector) ([]mq.SendResult, error) {
+	return b.SendBatchFrom(ctx, msgs, sel, Origin{})
+}
+
+// SendBatchFrom is SendBatch for messages that came from elsewhere: each stored message
+// carries o's born time, born host and reconsume count (see SendFrom).
+func (b *Broker) SendBatchFrom(ctx context.Context, msgs []*mq.Message, sel mq.QueueSelector, o Origin) ([]mq.SendResult, error) {
 	if err := b.checkCtx(ctx); err != nil {
+		return nil, err
+	}
+	if err := checkOrigin(&o); err != nil {
 		return nil, err
 	}
 	if len(msgs) == 0 {
@@ -235,7 +293,7 @@ func (b *Broker) SendBatch(ctx context.Context, msgs []*mq.Message, sel mq.Queue
 		case m.Topic != msgs[0].Topic:
 			return nil, fmt.Errorf("%w: a batch holds one topic, got %q and %q", mq.ErrInvalidArgument, msgs[0].Topic, m.Topic)
 		}
-		if err := b.checkMessage(m); err != nil {
+		if err := b.checkMessage(m, &o); err != nil {
 			return nil, err
 		}
 	}
@@ -248,6 +306,7 @@ func (b *Broker) SendBatch(ctx context.Context, msgs []*mq.Message, sel mq.Queue
 	var bytes int64
 	for i, m := range msgs {
 		storeCopy(m, q, &stored[i])
+		o.apply(&stored[i])
 		if err := b.prepare(&stored[i]); err != nil {
 			return nil, err
 		}
@@ -307,7 +366,7 @@ func (b *Broker) prepare(s *store.Message) error {
 // (mq.PropertyMaxReconsumeTimes, else Options.MaxReconsumeTimes) goes to the group's
 // dead-letter topic, undelayed.
 func (b *Broker) prepareRetry(s *store.Message) error {
-	n, maxTimes, ok, err := b.reconsumeCounts(s.Properties)
+	n, maxTimes, ok, err := b.reconsumeCounts(s.Properties, 0)
 	if err != nil || !ok {
 		return err
 	}
@@ -330,16 +389,21 @@ func (b *Broker) prepareRetry(s *store.Message) error {
 }
 
 // reconsumeCounts reads the reconsume count of a message sent to a retry topic
-// (mq.PropertyReconsumeTime; ok is false when it has none) and its maximum
-// (mq.PropertyMaxReconsumeTimes, else, or when negative, Options.MaxReconsumeTimes).
-func (b *Broker) reconsumeCounts(props map[string]string) (n, maxTimes int64, ok bool, err error) {
+// (mq.PropertyReconsumeTime, else origin when > 0, its sender's count; ok is false when it
+// has neither) and its maximum (mq.PropertyMaxReconsumeTimes, else, or when negative,
+// Options.MaxReconsumeTimes).
+func (b *Broker) reconsumeCounts(props map[string]string, origin int32) (n, maxTimes int64, ok bool, err error) {
 	rt, ok := props[mq.PropertyReconsumeTime]
-	if !ok {
+	switch {
+	case ok:
+		n, err = strconv.ParseInt(rt, 10, 32)
+		if err != nil || n < 0 {
+			return 0, 0, false, fmt.Errorf("%w: %s %q", mq.ErrInvalidArgument, mq.PropertyReconsumeTime, rt)
+		}
+	case origin > 0:
+		n = int64(origin)
+	default:
 		return 0, 0, false, nil
-	}
-	n, err = strconv.ParseInt(rt, 10, 32)
-	if err != nil || n < 0 {
-		return 0, 0, false, fmt.Errorf("%w: %s %q", mq.ErrInvalidArgument, mq.PropertyReconsumeTime, rt)
 	}
 	maxTimes = int64(b.opts.MaxReconsumeTimes)
 	if v, ok := props[mq.PropertyMaxReconsumeTimes]; ok {

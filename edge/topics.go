@@ -229,20 +229,43 @@ func (b *Broker) Topic(name string) (TopicConfig, error) {
 
 // Route returns the route of topic: this broker, at Options.StoreHost, with the topic's
 // queues and permission (what a name server answers for a topic this broker serves).
-// Errors: ErrClosed, ctx.Err(), mq.ErrTopicNotExist.
+//
+// Two topics have a route before they exist, as RocketMQ's name server answers them: a
+// group's retry topic %RETRY%<group>, which is made on its first lookup (consumers look it
+// up before their first heartbeat, which would make it, and a consumer that finds no route
+// for a topic it subscribes to may refuse to start), and, unless
+// Options.NoAutoCreateTopics, RocketMQ's template topic mq.DefaultTopic (TBW102), with
+// Options.DefaultQueues queues and permission read, write and inherit, which tells
+// producers that a send to a topic without a route will create it.
+//
+// Errors: ErrClosed, ctx.Err(), mq.ErrTopicNotExist; mq.ErrInvalidTopic for a retry topic
+// whose name is not valid.
 func (b *Broker) Route(ctx context.Context, topic string) (mq.TopicRoute, error) {
 	if err := b.checkCtx(ctx); err != nil {
 		return mq.TopicRoute{}, err
 	}
 	tp, ok := b.topics.get(topic)
-	if !ok {
+	var cfg TopicConfig
+	switch {
+	case ok:
+		cfg = tp.cfg
+	case mq.IsRetryTopic(topic):
+		tp, err := b.topics.ensure(topic)
+		if err != nil {
+			return mq.TopicRoute{}, err
+		}
+		cfg = tp.cfg
+	case topic == mq.DefaultTopic && !b.opts.NoAutoCreateTopics:
+		cfg = TopicConfig{Name: topic, ReadQueues: b.opts.DefaultQueues, WriteQueues: b.opts.DefaultQueues,
+			Perm: mq.PermReadWrite | mq.PermInherit}
+	default:
 		return mq.TopicRoute{}, fmt.Errorf("%w: %q", mq.ErrTopicNotExist, topic)
 	}
 	name := b.opts.BrokerName
 	return mq.TopicRoute{
 		Topic:   topic,
 		Brokers: []mq.BrokerData{{Name: name, Addrs: map[int64]string{mq.MasterID: b.opts.StoreHost.String()}}},
-		Queues:  []mq.QueueData{{BrokerName: name, ReadQueues: tp.cfg.ReadQueues, WriteQueues: tp.cfg.WriteQueues, Perm: tp.cfg.Perm}},
+		Queues:  []mq.QueueData{{BrokerName: name, ReadQueues: cfg.ReadQueues, WriteQueues: cfg.WriteQueues, Perm: cfg.Perm}},
 	}, nil
 }
 

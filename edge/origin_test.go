@@ -1,0 +1,105 @@
+package edge
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"testing"
+
+	"github.com/edgemq/edgemq/edge/mq"
+)
+
+// TestSendFromKeepsOrigin: what a remote producer says of its messages (born time and host,
+// reconsume count) is what consumers read, for single and batch sends; the zero Origin is
+// Send's.
+func TestSendFromKeepsOrigin(t *testing.T) {
+	b := openBroker(t, nil)
+	ctx := context.Background()
+	o := Origin{BornTime: 1_700_000_000_123, BornHost: netip.MustParseAddrPort("10.1.2.3:40000"), ReconsumeTimes: 2}
+	if _, err := b.SendFrom(ctx, &mq.Message{Topic: "T", Body: []byte("one")}, mq.QueueIndex(0), o); err != nil {
+		t.Fatal(err)
+	}
+	batch := []*mq.Message{{Topic: "T", Body: []byte("two")}, {Topic: "T", Body: []byte("three")}}
+	if _, err := b.SendBatchFrom(ctx, batch, mq.QueueIndex(0), o); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Send(ctx, &mq.Message{Topic: "T", Body: []byte("local")}, mq.QueueIndex(0)); err != nil {
+		t.Fatal(err)
+	}
+	pr, err := b.Pull(ctx, mq.PullRequest{Group: "g", Queue: mq.MessageQueue{Topic: "T"}, Filter: "*"})
+	if err != nil || len(pr.Messages) != 4 {
+		t.Fatalf("Pull: %d messages, %v; want 4", len(pr.Messages), err)
+	}
+	for _, m := range pr.Messages[:3] {
+		if m.BornTime != o.BornTime || m.BornHost != o.BornHost || m.ReconsumeTimes != o.ReconsumeTimes {
+			t.Errorf("%s: born %d %v, reconsumed %d; want %d %v %d", m.Body, m.BornTime, m.BornHost, m.ReconsumeTimes,
+				o.BornTime, o.BornHost, o.ReconsumeTimes)
+		}
+	}
+	if m := pr.Messages[3]; m.BornTime != m.StoreTime || m.BornHost.IsValid() || m.ReconsumeTimes != 0 {
+		t.Errorf("local send: born %d (stored %d) %v, reconsumed %d; want the store time, no host, 0", m.BornTime, m.StoreTime, m.BornHost, m.ReconsumeTimes)
+	}
+	for _, bad := range []Origin{{ReconsumeTimes: -1}, {BornTime: -5}} {
+		if _, err := b.SendFrom(ctx, &mq.Message{Topic: "T"}, nil, bad); !errors.Is(err, mq.ErrInvalidArgument) {
+			t.Errorf("SendFrom with origin %+v: %v, want %v", bad, err, mq.ErrInvalidArgument)
+		}
+		if _, err := b.SendBatchFrom(ctx, []*mq.Message{{Topic: "T"}}, nil, bad); !errors.Is(err, mq.ErrInvalidArgument) {
+			t.Errorf("SendBatchFrom with origin %+v: %v, want %v", bad, err, mq.ErrInvalidArgument)
+		}
+	}
+}
+
+// TestSendFromRetryTopicCountsOrigin: a message a client sends to a retry topic with a
+// reconsume count in its header only goes to the dead-letter topic past its maximum, as
+// one with the RECONSUME_TIME property does.
+func TestSendFromRetryTopicCountsOrigin(t *testing.T) {
+	b := openBroker(t, nil)
+	ctx := context.Background()
+	retry := mq.RetryTopic("g")
+	m := &mq.Message{Topic: retry, Body: []byte("x"), Properties: map[string]string{mq.PropertyMaxReconsumeTimes: "3"}}
+	res, err := b.SendFrom(ctx, m, nil, Origin{ReconsumeTimes: 3})
+	if err != nil || res.Queue.Topic != retry {
+		t.Fatalf("reconsumed 3 of 3: stored in %q, %v; want %q", res.Queue.Topic, err, retry)
+	}
+	res, err = b.SendFrom(ctx, m, nil, Origin{ReconsumeTimes: 4})
+	if err != nil || res.Queue.Topic != mq.DLQTopic("g") {
+		t.Fatalf("reconsumed 4 of 3: stored in %q, %v; want %q", res.Queue.Topic, err, mq.DLQTopic("g"))
+	}
+	if _, ok := m.Properties[mq.PropertyReconsumeTime]; ok {
+		t.Error("SendFrom changed the caller's properties")
+	}
+	got, err := b.ViewMessage(ctx, res.CommitLogOffset)
+	if err != nil || got.ReconsumeTimes != 4 || got.Properties[mq.PropertyReconsumeTime] != "" {
+		t.Errorf("DLQ copy: reconsumed %d, properties %v, %v; want 4 and no %s", got.ReconsumeTimes, got.Properties, err, mq.PropertyReconsumeTime)
+	}
+}
+
+// TestRouteBeforeTopics: a group's retry topic has a route on its first lookup (made
+// then), and TBW102 has one while topics are auto-created; other unknown topics have none.
+func TestRouteBeforeTopics(t *testing.T) {
+	ctx := context.Background()
+	b := openBroker(t, &Options{DefaultQueues: 3})
+	r, err := b.Route(ctx, "%RETRY%g")
+	if err != nil || len(r.Queues) != 1 || r.Queues[0].ReadQueues != 1 || r.Queues[0].Perm != mq.PermReadWrite {
+		t.Fatalf("Route(%%RETRY%%g) = %+v, %v; want one queue, read-write", r, err)
+	}
+	if _, err := b.Topic("%RETRY%g"); err != nil {
+		t.Errorf("the retry topic was not made: %v", err)
+	}
+	r, err = b.Route(ctx, mq.DefaultTopic)
+	if err != nil || r.Queues[0].WriteQueues != 3 || r.Queues[0].Perm != mq.PermReadWrite|mq.PermInherit {
+		t.Errorf("Route(TBW102) = %+v, %v; want 3 queues, perm 7", r, err)
+	}
+	if _, err := b.Topic(mq.DefaultTopic); !errors.Is(err, mq.ErrTopicNotExist) {
+		t.Errorf("TBW102 became a topic: %v", err)
+	}
+	for _, topic := range []string{"Nope", "%DLQ%g", "%RETRY%", "%RETRY%a/b"} {
+		if _, err := b.Route(ctx, topic); err == nil {
+			t.Errorf("Route(%q) found a route", topic)
+		}
+	}
+	nb := openBroker(t, &Options{NoAutoCreateTopics: true})
+	if _, err := nb.Route(ctx, mq.DefaultTopic); !errors.Is(err, mq.ErrTopicNotExist) {
+		t.Errorf("Route(TBW102) without auto-creation: %v, want %v", err, mq.ErrTopicNotExist)
+	}
+}
