@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/edgemq/edgemq/edge/mq"
@@ -170,4 +171,19 @@ func setDefault[T comparable](v *T, d T) {
 	if *v == zero {
 		*v = d
 	}
+}
+
+// Options returns the options the broker runs with: those given to Open with the defaults
+// filled in (a copy: changing it changes nothing). A nil *Broker has zero Options.
+func (b *Broker) Options() Options {
+	if b == nil {
+		return Options{}
+	}
+	o := b.opts
+	o.DelayLevels = slices.Clone(o.DelayLevels)
+	if o.Store != nil {
+		so := *o.Store
+		o.Store = &so
+	}
+	return o
 }

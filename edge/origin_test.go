@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/edgemq/edgemq/edge/mq"
 )
@@ -101,5 +102,24 @@ func TestRouteBeforeTopics(t *testing.T) {
 	nb := openBroker(t, &Options{NoAutoCreateTopics: true})
 	if _, err := nb.Route(ctx, mq.DefaultTopic); !errors.Is(err, mq.ErrTopicNotExist) {
 		t.Errorf("Route(TBW102) without auto-creation: %v, want %v", err, mq.ErrTopicNotExist)
+	}
+}
+
+// TestOptionsReportsDefaults: Options gives the effective options, defaults filled in, as
+// a copy.
+func TestOptionsReportsDefaults(t *testing.T) {
+	b := openBroker(t, &Options{MaxMessageSize: 1 << 15, NoAutoCreateTopics: true})
+	o := b.Options()
+	if o.MaxMessageSize != 1<<15 || !o.NoAutoCreateTopics || o.DefaultQueues != DefaultOptions.DefaultQueues ||
+		o.BrokerName != DefaultOptions.BrokerName || len(o.DelayLevels) != len(DefaultDelayLevels) {
+		t.Errorf("Options() = %+v", o)
+	}
+	o.DelayLevels[0] = time.Hour
+	o.Store.MaxMessageSize = 1
+	if b.opts.DelayLevels[0] == time.Hour || b.opts.Store.MaxMessageSize == 1 {
+		t.Error("changing the copy changed the broker's options")
+	}
+	if (*Broker)(nil).Options().MaxMessageSize != 0 {
+		t.Error("a nil broker has options")
 	}
 }
