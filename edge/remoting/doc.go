@@ -1,0 +1,55 @@
+// Package remoting holds the wire formats of RocketMQ's remoting protocol, as EdgeMQ's
+// broker and name server speak them to RocketMQ clients (Go and Java) and as a client of
+// EdgeMQ or Apache RocketMQ speaks them to a broker. Every format is both encoded and
+// decoded, and every decoder takes bytes from the network: it returns an error wrapping
+// ErrMalformed or ErrFrameTooLarge for bytes that are not of its format, never panics, and
+// never allocates more than the bytes it was given justify (or a cap it was given).
+//
+// # Frames
+//
+// A connection carries frames, requests and replies in both directions, pipelined: a
+// reply carries its request's Opaque and the FlagResponse bit. Integers are big-endian.
+//
+//	offset  size  field
+//	0       4     frame length: 4 + header length + body length (not counting itself)
+//	4       1     header encoding: 0 JSON, 1 ROCKETMQ (SerializeType)
+//	5       3     header length
+//	8       h     header
+//	8+h     rest  body
+//
+// A Reader refuses a frame longer than its maximum (16 MiB by default, the length word
+// included), as the Java broker does.
+//
+// The JSON header is an object with the fields of Command:
+//
+//	{"code":105,"language":"GO","version":479,"opaque":1,"flag":0,"remark":"","extFields":{"topic":"T"}}
+//
+// language is the enum name (JAVA, GO, ...), and every extFields value is a JSON string:
+// the Go client reads them into a map of strings. Decoding is lenient: unknown fields
+// (Java's serializeTypeCurrentRPC) are ignored, numbers may be strings, the language a
+// number, extension values numbers or booleans.
+//
+// The ROCKETMQ header is binary:
+//
+//	offset  size  field
+//	0       2     code
+//	2       1     language
+//	3       2     version
+//	5       4     opaque
+//	9       4     flag
+//	13      4     remark length r, then r bytes of remark
+//	17+r    4     extension length e, then e bytes of entries:
+//	              key length i16, key, value length i32, value
+//
+// EdgeMQ writes extension fields in key order in both encodings.
+//
+// # Contents
+//
+//   - Command, its Reader and AppendFrame / WriteTo, the request and response codes.
+//   - Typed request and response headers read from and written to a command's extension
+//     fields (headers.go).
+//   - Message formats (message.go): the properties string, the stored-message record of a
+//     pull body, the items of a batch send, zlib inflation with a size cap.
+//   - JSON bodies: topic routes (route.go), heartbeats (heartbeat.go), queue locks and
+//     consumer lists (bodies.go).
+package remoting

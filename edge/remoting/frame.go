@@ -1,0 +1,153 @@
+package remoting
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+)
+
+// Frame layout (see the package doc), big-endian:
+// frameLen i32 (= 4 + headerLen + bodyLen) | type u8 | headerLen u24 | header | body
+const (
+	frameLenSize = 4 // the frame length word
+	typeLenSize  = 4 // the serialize type and header length word
+	// maxHeader is the largest header the 24-bit header length can carry.
+	maxHeader = 1<<24 - 1
+	// readChunk is how much a Reader allocates for a frame before its bytes arrive; it
+	// grows the buffer as they do, so a length word alone never costs a large allocation.
+	readChunk = 64 << 10
+)
+
+// AppendFrame appends c as a whole frame, its header in c.Serialize, and returns the
+// extended slice. A command too large for the format is an error wrapping
+// ErrFrameTooLarge, an unknown Serialize one wrapping ErrMalformed; dst is then returned
+// unchanged.
+func (c *Command) AppendFrame(dst []byte) ([]byte, error) {
+	if c == nil {
+		return dst, fmt.Errorf("%w: nil command", ErrMalformed)
+	}
+	start := len(dst)
+	dst = append(dst, make([]byte, frameLenSize+typeLenSize)...)
+	dst, err := appendHeader(dst, c)
+	if err != nil {
+		return dst[:start], err
+	}
+	headerLen := len(dst) - start - frameLenSize - typeLenSize
+	if headerLen > maxHeader {
+		return dst[:start], fmt.Errorf("%w: header of %d bytes, at most %d", ErrFrameTooLarge, headerLen, maxHeader)
+	}
+	frameLen := int64(typeLenSize) + int64(headerLen) + int64(len(c.Body))
+	if frameLen > math.MaxInt32-frameLenSize {
+		return dst[:start], fmt.Errorf("%w: frame of %d bytes", ErrFrameTooLarge, frameLen)
+	}
+	binary.BigEndian.PutUint32(dst[start:], uint32(frameLen))
+	binary.BigEndian.PutUint32(dst[start+frameLenSize:], uint32(c.Serialize)<<24|uint32(headerLen))
+	return append(dst, c.Body...), nil
+}
+
+// WriteTo writes c as one frame with a single Write call, so that writers sharing a
+// connection under a lock never interleave frames. It implements io.WriterTo.
+func (c *Command) WriteTo(w io.Writer) (int64, error) {
+	b, err := c.AppendFrame(nil)
+	if err != nil {
+		return 0, err
+	}
+	n, err := w.Write(b)
+	return int64(n), err
+}
+
+// Reader reads commands from a stream of frames. It is not safe for concurrent use.
+type Reader struct {
+	r        io.Reader
+	maxFrame int
+	err      error // sticky: the stream is no longer at a frame boundary
+}
+
+// NewReader returns a Reader of r that accepts frames of at most maxFrame bytes, the
+// length word included; maxFrame <= 0 means DefaultMaxFrameSize.
+func NewReader(r io.Reader, maxFrame int) *Reader {
+	if maxFrame <= 0 {
+		maxFrame = DefaultMaxFrameSize
+	}
+	return &Reader{r: r, maxFrame: maxFrame}
+}
+
+// Read reads the next frame and decodes it. The command's Body is its own memory.
+//
+// At the end of the stream between frames it returns io.EOF; in a frame,
+// io.ErrUnexpectedEOF. A frame over the maximum is an error wrapping ErrFrameTooLarge, a
+// frame length too short for its own header-length word one wrapping ErrMalformed: these
+// and read errors leave the stream between frames unknown, so every later Read returns the
+// same error. A frame read whole whose header does not decode is an error wrapping
+// ErrMalformed, and the next Read reads the next frame.
+func (r *Reader) Read() (*Command, error) {
+	if r.err != nil {
+		return nil, r.err
+	}
+	var word [frameLenSize]byte
+	if _, err := io.ReadFull(r.r, word[:]); err != nil {
+		r.err = err
+		return nil, err
+	}
+	frameLen := int64(int32(binary.BigEndian.Uint32(word[:])))
+	if frameLen < typeLenSize {
+		r.err = fmt.Errorf("%w: frame length %d", ErrMalformed, frameLen)
+		return nil, r.err
+	}
+	if frameLen+frameLenSize > int64(r.maxFrame) {
+		r.err = fmt.Errorf("%w: frame of %d bytes, at most %d", ErrFrameTooLarge, frameLen+frameLenSize, r.maxFrame)
+		return nil, r.err
+	}
+	frame, err := r.readFrame(int(frameLen))
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		r.err = err
+		return nil, err
+	}
+	return decodeFrame(frame)
+}
+
+// readFrame reads n bytes, growing its buffer as they arrive.
+func (r *Reader) readFrame(n int) ([]byte, error) {
+	b := make([]byte, min(n, readChunk))
+	have := 0
+	for {
+		m, err := io.ReadFull(r.r, b[have:])
+		have += m
+		if err != nil {
+			return nil, err
+		}
+		if have == n {
+			return b, nil
+		}
+		nb := make([]byte, min(2*len(b), n))
+		copy(nb, b)
+		b = nb
+	}
+}
+
+// decodeFrame decodes a frame without its length word: the type and header-length word,
+// the header and the body.
+func decodeFrame(frame []byte) (*Command, error) {
+	if len(frame) < typeLenSize {
+		return nil, fmt.Errorf("%w: frame of %d bytes", ErrMalformed, len(frame))
+	}
+	word := binary.BigEndian.Uint32(frame)
+	t, headerLen := SerializeType(word>>24), int(word&maxHeader)
+	rest := frame[typeLenSize:]
+	if headerLen > len(rest) {
+		return nil, fmt.Errorf("%w: header of %d bytes in a frame of %d", ErrMalformed, headerLen, len(frame)+frameLenSize)
+	}
+	c, err := decodeHeader(t, rest[:headerLen])
+	if err != nil {
+		return nil, err
+	}
+	if body := rest[headerLen:]; len(body) > 0 {
+		c.Body = body
+	}
+	return c, nil
+}

@@ -1,0 +1,99 @@
+package remoting
+
+import (
+	"bytes"
+	"testing"
+)
+
+// addGoldenFrames adds the golden frames to a fuzz corpus.
+func addGoldenFrames(f *testing.F) {
+	for _, tc := range goldenFrames {
+		f.Add(unhex(f, tc.frame))
+	}
+}
+
+// FuzzReader reads a stream of frames. Every command read must encode, and its encoding
+// must read back to a command that encodes to the same bytes.
+func FuzzReader(f *testing.F) {
+	addGoldenFrames(f)
+	var stream []byte
+	for _, tc := range goldenFrames {
+		stream = append(stream, unhex(f, tc.frame)...)
+	}
+	f.Add(stream)
+	f.Add(frameOf(4, []byte{0, 0, 0, 0}))
+	f.Add(frameOf(0x7fffffff, nil))
+	f.Add(frameOf(8, []byte{0, 0, 0, 4, 'n', 'u', 'l', 'l'}))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r := NewReader(bytes.NewReader(data), 1<<16)
+		for range 64 {
+			c, err := r.Read()
+			if err != nil {
+				if r.err != nil {
+					return
+				}
+				continue
+			}
+			checkFixedPoint(t, c)
+		}
+	})
+}
+
+// checkFixedPoint checks that c encodes, and that what its frame reads back as encodes to
+// the same frame.
+func checkFixedPoint(t *testing.T, c *Command) {
+	t.Helper()
+	b1, err := c.AppendFrame(nil)
+	if err != nil {
+		t.Fatalf("AppendFrame(%+v): %v", c, err)
+	}
+	c2, err := readOne(t, b1)
+	if err != nil {
+		t.Fatalf("re-read %x: %v", b1, err)
+	}
+	b2, err := c2.AppendFrame(nil)
+	if err != nil || !bytes.Equal(b1, b2) {
+		t.Fatalf("not a fixed point:\n%x\n%x (%v)", b1, b2, err)
+	}
+}
+
+func FuzzJSONHeader(f *testing.F) {
+	f.Add([]byte(`{"code":105,"extFields":{"topic":"TopicTest"},"flag":0,"language":"JAVA","opaque":3,"serializeTypeCurrentRPC":"JSON","version":479}`))
+	f.Add([]byte(`{"code":"34","language":9,"version":"317","opaque":"-5","flag":"1","remark":"\u00e9\n"}`))
+	f.Add([]byte(`{"code":0,"remark":null,"language":null,"extFields":{"n":12,"f":1.5,"b":true,"s":"x","z":null}}`))
+	f.Add([]byte(`{"language":"COBOL","extFields":{"k":{}}}`))
+	f.Add([]byte(`null`))
+	f.Fuzz(func(t *testing.T, h []byte) {
+		c, err := decodeJSONHeader(h)
+		if err != nil {
+			return
+		}
+		c.Body = []byte("b")
+		checkFixedPoint(t, c)
+	})
+}
+
+func FuzzBinaryHeader(f *testing.F) {
+	for _, tc := range goldenFrames {
+		if tc.cmd.Serialize == RocketMQ {
+			b := unhex(f, tc.frame)
+			f.Add(b[8 : len(b)-len(tc.cmd.Body)])
+		}
+	}
+	f.Add(unhex(f, "0069 09 01df 00000001 00000000 00000000 00000000 deadbeef"))
+	f.Add(unhex(f, "0069 09 01df 00000001 00000000 00000000 00000008 0001 41 00000002 41"))
+	f.Fuzz(func(t *testing.T, h []byte) {
+		c, err := decodeBinaryHeader(h)
+		if err != nil {
+			return
+		}
+		b, err := c.AppendFrame(nil)
+		if err != nil {
+			t.Fatalf("AppendFrame(%+v): %v", c, err)
+		}
+		c2, err := readOne(t, b)
+		if err != nil || !equalCommand(c, c2) {
+			t.Fatalf("round trip of %x: got %+v, %v; want %+v", h, c2, err, c)
+		}
+	})
+}

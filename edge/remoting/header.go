@@ -1,0 +1,256 @@
+package remoting
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+)
+
+// appendHeader appends c's header in c.Serialize.
+func appendHeader(dst []byte, c *Command) ([]byte, error) {
+	switch c.Serialize {
+	case JSON:
+		return appendJSONHeader(dst, c), nil
+	case RocketMQ:
+		return appendBinaryHeader(dst, c)
+	}
+	return dst, fmt.Errorf("%w: unknown header encoding %d", ErrMalformed, c.Serialize)
+}
+
+// decodeHeader decodes a header in encoding t into a new command.
+func decodeHeader(t SerializeType, h []byte) (*Command, error) {
+	switch t {
+	case JSON:
+		return decodeJSONHeader(h)
+	case RocketMQ:
+		return decodeBinaryHeader(h)
+	}
+	return nil, fmt.Errorf("%w: unknown header encoding %d", ErrMalformed, t)
+}
+
+// sortedKeys returns m's keys in order, so that headers encode the same every time.
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// appendJSONHeader appends the JSON header, fields in the order the Go client writes them:
+// {"code":10,"language":"GO","version":479,"opaque":1,"flag":0,"remark":"","extFields":{"k":"v"}}
+// A language without a name is written as its number.
+func appendJSONHeader(dst []byte, c *Command) []byte {
+	dst = append(dst, `{"code":`...)
+	dst = strconv.AppendInt(dst, int64(c.Code), 10)
+	dst = append(dst, `,"language":`...)
+	if int(c.Language) < len(languageNames) {
+		dst = appendJSONString(dst, languageNames[c.Language])
+	} else {
+		dst = strconv.AppendInt(dst, int64(c.Language), 10)
+	}
+	dst = append(dst, `,"version":`...)
+	dst = strconv.AppendInt(dst, int64(c.Version), 10)
+	dst = append(dst, `,"opaque":`...)
+	dst = strconv.AppendInt(dst, int64(c.Opaque), 10)
+	dst = append(dst, `,"flag":`...)
+	dst = strconv.AppendInt(dst, int64(c.Flag), 10)
+	dst = append(dst, `,"remark":`...)
+	dst = appendJSONString(dst, c.Remark)
+	dst = append(dst, `,"extFields":{`...)
+	for i, k := range sortedKeys(c.Ext) {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendJSONString(dst, k)
+		dst = append(dst, ':')
+		dst = appendJSONString(dst, c.Ext[k])
+	}
+	return append(dst, "}}"...)
+}
+
+// jsonHeader is the JSON header as read: each field raw, so that it can be read leniently.
+// Unknown fields (Java's serializeTypeCurrentRPC) are ignored.
+type jsonHeader struct {
+	Code      json.RawMessage            `json:"code"`
+	Language  json.RawMessage            `json:"language"`
+	Version   json.RawMessage            `json:"version"`
+	Opaque    json.RawMessage            `json:"opaque"`
+	Flag      json.RawMessage            `json:"flag"`
+	Remark    json.RawMessage            `json:"remark"`
+	ExtFields map[string]json.RawMessage `json:"extFields"`
+}
+
+// decodeJSONHeader reads a JSON header. Numbers may be JSON numbers or strings holding
+// them; the language an enum name (an unknown name is OTHER) or its number; extension
+// values strings, numbers or booleans (kept as their text); null and absent fields are
+// zero.
+func decodeJSONHeader(h []byte) (*Command, error) {
+	var jh jsonHeader
+	if err := json.Unmarshal(h, &jh); err != nil {
+		return nil, fmt.Errorf("%w: JSON header: %v", ErrMalformed, err)
+	}
+	if !isJSONObject(h) {
+		return nil, fmt.Errorf("%w: JSON header is not an object", ErrMalformed)
+	}
+	c := &Command{Serialize: JSON}
+	code, err := jsonInt(jh.Code, 16, "code")
+	if err != nil {
+		return nil, err
+	}
+	version, err := jsonInt(jh.Version, 16, "version")
+	if err != nil {
+		return nil, err
+	}
+	opaque, err := jsonInt(jh.Opaque, 32, "opaque")
+	if err != nil {
+		return nil, err
+	}
+	flag, err := jsonInt(jh.Flag, 32, "flag")
+	if err != nil {
+		return nil, err
+	}
+	c.Code, c.Version, c.Opaque, c.Flag = int16(code), int16(version), int32(opaque), int32(flag)
+	if c.Language, err = jsonLanguage(jh.Language); err != nil {
+		return nil, err
+	}
+	if c.Remark, _, err = jsonText(jh.Remark, "remark"); err != nil {
+		return nil, err
+	}
+	for k, raw := range jh.ExtFields {
+		v, ok, err := jsonText(raw, "extFields."+k)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			continue
+		}
+		if c.Ext == nil {
+			c.Ext = make(map[string]string, len(jh.ExtFields))
+		}
+		c.Ext[k] = v
+	}
+	return c, nil
+}
+
+// jsonLanguage reads the language: an enum name or a number.
+func jsonLanguage(raw json.RawMessage) (LanguageCode, error) {
+	if isJSONNull(raw) {
+		return LanguageJava, nil
+	}
+	var name string
+	if json.Unmarshal(raw, &name) == nil {
+		if l, ok := parseLanguage(name); ok {
+			return l, nil
+		}
+		if n, err := strconv.ParseUint(name, 10, 8); err == nil {
+			return LanguageCode(n), nil
+		}
+		return LanguageOther, nil
+	}
+	n, err := jsonInt(raw, 16, "language")
+	if err != nil || n < 0 || n > math.MaxUint8 {
+		return 0, fmt.Errorf("%w: language %s", ErrMalformed, raw)
+	}
+	return LanguageCode(n), nil
+}
+
+// Binary (ROCKETMQ) header layout, big-endian:
+// code i16 | language u8 | version i16 | opaque i32 | flag i32 |
+// remarkLen i32 | remark | extLen i32 | (keyLen i16 | key | valLen i32 | val)*
+const binaryHeaderFixed = 2 + 1 + 2 + 4 + 4 + 4 + 4
+
+// appendBinaryHeader appends the ROCKETMQ binary header, extension fields in key order.
+func appendBinaryHeader(dst []byte, c *Command) ([]byte, error) {
+	if len(c.Remark) > maxHeader {
+		return dst, fmt.Errorf("%w: remark of %d bytes", ErrFrameTooLarge, len(c.Remark))
+	}
+	dst = binary.BigEndian.AppendUint16(dst, uint16(c.Code))
+	dst = append(dst, byte(c.Language))
+	dst = binary.BigEndian.AppendUint16(dst, uint16(c.Version))
+	dst = binary.BigEndian.AppendUint32(dst, uint32(c.Opaque))
+	dst = binary.BigEndian.AppendUint32(dst, uint32(c.Flag))
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(c.Remark)))
+	dst = append(dst, c.Remark...)
+	lenAt := len(dst)
+	dst = append(dst, 0, 0, 0, 0)
+	for _, k := range sortedKeys(c.Ext) {
+		v := c.Ext[k]
+		if len(k) > math.MaxInt16 {
+			return dst, fmt.Errorf("%w: extension key of %d bytes", ErrFrameTooLarge, len(k))
+		}
+		if len(dst)-lenAt+len(k)+len(v) > maxHeader {
+			return dst, fmt.Errorf("%w: extension fields over %d bytes", ErrFrameTooLarge, maxHeader)
+		}
+		dst = binary.BigEndian.AppendUint16(dst, uint16(len(k)))
+		dst = append(dst, k...)
+		dst = binary.BigEndian.AppendUint32(dst, uint32(len(v)))
+		dst = append(dst, v...)
+	}
+	binary.BigEndian.PutUint32(dst[lenAt:], uint32(len(dst)-lenAt-4))
+	return dst, nil
+}
+
+// decodeBinaryHeader reads a ROCKETMQ binary header. Bytes after the extension fields are
+// ignored, as Java does.
+func decodeBinaryHeader(h []byte) (*Command, error) {
+	if len(h) < binaryHeaderFixed {
+		return nil, fmt.Errorf("%w: binary header of %d bytes, want at least %d", ErrMalformed, len(h), binaryHeaderFixed)
+	}
+	c := &Command{
+		Code:      int16(binary.BigEndian.Uint16(h[0:])),
+		Language:  LanguageCode(h[2]),
+		Version:   int16(binary.BigEndian.Uint16(h[3:])),
+		Opaque:    int32(binary.BigEndian.Uint32(h[5:])),
+		Flag:      int32(binary.BigEndian.Uint32(h[9:])),
+		Serialize: RocketMQ,
+	}
+	p := h[13:]
+	remark, p, err := cutLen32(p, "remark")
+	if err != nil {
+		return nil, err
+	}
+	c.Remark = string(remark)
+	ext, _, err := cutLen32(p, "extFields")
+	if err != nil {
+		return nil, err
+	}
+	for len(ext) > 0 {
+		if len(ext) < 2 {
+			return nil, fmt.Errorf("%w: extension key length cut short", ErrMalformed)
+		}
+		kl := int(int16(binary.BigEndian.Uint16(ext)))
+		ext = ext[2:]
+		if kl < 0 || kl > len(ext) {
+			return nil, fmt.Errorf("%w: extension key length %d, %d bytes left", ErrMalformed, kl, len(ext))
+		}
+		k := string(ext[:kl])
+		v, rest, err := cutLen32(ext[kl:], "extension value")
+		if err != nil {
+			return nil, err
+		}
+		ext = rest
+		if c.Ext == nil {
+			c.Ext = make(map[string]string)
+		}
+		c.Ext[k] = string(v)
+	}
+	return c, nil
+}
+
+// cutLen32 reads an i32 length and that many bytes from p.
+func cutLen32(p []byte, field string) (val, rest []byte, err error) {
+	if len(p) < 4 {
+		return nil, nil, fmt.Errorf("%w: %s length cut short", ErrMalformed, field)
+	}
+	n := int64(int32(binary.BigEndian.Uint32(p)))
+	p = p[4:]
+	if n < 0 || n > int64(len(p)) {
+		return nil, nil, fmt.Errorf("%w: %s length %d, %d bytes left", ErrMalformed, field, n, len(p))
+	}
+	return p[:n], p[n:], nil
+}
