@@ -1,0 +1,164 @@
+package interop
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	rocketmq "github.com/apache/rocketmq-client-go/v2"
+	"github.com/apache/rocketmq-client-go/v2/consumer"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+)
+
+// TestConsumeFromTimestamp sends 8 messages, waits for the next whole second T (the Go client
+// takes a timestamp to the second, yyyyMMddHHmmss in UTC), sends 8 more, and starts a new group
+// with ConsumeFromTimestamp T: it must get the second 8 only (SEARCH_OFFSET_BY_TIMESTAMP,
+// request 29, per queue).
+func TestConsumeFromTimestamp(t *testing.T) {
+	needBroker(t)
+	t.Parallel()
+	topic, group := names("stamp")
+	p := newProducer(t, group)
+	early := sendN(t, p, topic, "early", 8)
+	ts := time.Now().Truncate(time.Second).Add(time.Second)
+	time.Sleep(time.Until(ts) + 50*time.Millisecond) // the early messages' store times must be before T
+	late := sendN(t, p, topic, "late", 8)
+
+	col := newCollector()
+	startPush(t, group, topic, consumer.MessageSelector{Type: consumer.TAG, Expression: "*"}, col.consume("c"),
+		consumer.WithConsumeFromWhere(consumer.ConsumeFromTimestamp),
+		consumer.WithConsumeTimestamp(ts.UTC().Format("20060102150405")))
+	gs, ok := col.waitIDs(readBackTimeout, late)
+	if !ok {
+		t.Fatalf("messages stored after T never arrived: %v; got:%s", missing(gs, late), describe(gs))
+	}
+	gs = col.settle(3 * time.Second)
+	deliveredOnce(t, gs, late, "after T")
+	if e := only(gs, early); len(e) > 0 {
+		t.Errorf("%d messages stored before T were delivered:%s", len(e), describe(e))
+	}
+}
+
+// TestPullConsumer reads a topic with the Go PullConsumer (code 11 with the SUBSCRIPTION bit):
+// Poll and ACK until all 8 messages came, PullFrom each queue from offset 0, then Shutdown
+// (committing offsets) and check that a new PullConsumer of the same group gets only the 4
+// messages sent after it.
+func TestPullConsumer(t *testing.T) {
+	needBroker(t)
+	t.Parallel()
+	topic, group := names("pull")
+	p := newProducer(t, group)
+	var first []sent
+	for i := range 8 {
+		m := newMsg(topic, []byte(fmt.Sprintf("pull %d", i)), "TagPull", []string{fmt.Sprint("pull-", i)}, userProps{"i": fmt.Sprint(i)})
+		first = append(first, sent{msg: m, id: sendSync(t, p, m).MsgID, props: userProps{"i": fmt.Sprint(i)}})
+	}
+
+	pc := startPull(t, group, topic)
+	gs := pollUntil(t, pc, ids(first))
+	idx := byID(gs)
+	for _, w := range first {
+		if len(idx[w.id]) != 1 {
+			t.Errorf("message %s polled %d times, want once", w.id, len(idx[w.id]))
+			continue
+		}
+		checkDelivered(t, w, idx[w.id][0].msg)
+	}
+
+	// PullFrom each queue from 0 must return the same messages.
+	mqs, err := pc.GetTopicRouteInfo(topic)
+	if err != nil {
+		t.Fatalf("GetTopicRouteInfo: %v", err)
+	}
+	var pulled []got
+	for _, mq := range mqs {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		res, err := pc.PullFrom(ctx, mq, 0, 32)
+		cancel()
+		if err != nil {
+			t.Errorf("PullFrom %s queue %d offset 0: %v", mq.Topic, mq.QueueId, err)
+			continue
+		}
+		n := int64(len(res.GetMessageExts()))
+		if n == 0 {
+			if res.Status != primitive.PullNoNewMsg && res.Status != primitive.PullFound {
+				t.Errorf("PullFrom queue %d offset 0 of an empty queue: status %d", mq.QueueId, res.Status)
+			}
+			continue
+		}
+		if res.Status != primitive.PullFound || res.NextBeginOffset != n || res.MaxOffset != n || res.MinOffset != 0 {
+			t.Errorf("PullFrom queue %d offset 0: status %d next %d min %d max %d, want found, %d, 0, %d",
+				mq.QueueId, res.Status, res.NextBeginOffset, res.MinOffset, res.MaxOffset, n, n)
+		}
+		for _, m := range res.GetMessageExts() {
+			pulled = append(pulled, got{msg: m})
+		}
+	}
+	if m := missing(pulled, ids(first)); len(m) > 0 || len(pulled) != len(first) {
+		t.Errorf("PullFrom all queues from 0: %d messages, missing %v:%s", len(pulled), m, describe(pulled))
+	}
+	if err := pc.Shutdown(); err != nil {
+		t.Errorf("Shutdown: %v", err)
+	}
+
+	more := sendN(t, p, topic, "more", 4)
+	pc2 := startPull(t, group, topic)
+	gs = pollUntil(t, pc2, more)
+	if re := only(gs, ids(first)); len(re) > 0 {
+		t.Errorf("a new pull consumer of the group got %d messages that were ACKed before its start:%s", len(re), describe(re))
+	}
+}
+
+// startPull starts a PullConsumer subscribed to all of topic, retrying while the topic has no
+// route; t's cleanup shuts it down.
+func startPull(t *testing.T, group, topic string) rocketmq.PullConsumer {
+	t.Helper()
+	deadline := time.Now().Add(startTimeout)
+	for {
+		pc, err := rocketmq.NewPullConsumer(consumer.WithNsResolver(resolver()), consumer.WithGroupName(group),
+			consumer.WithInstance(instanceName("pull")), consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset))
+		if err != nil {
+			t.Fatalf("new pull consumer: %v", err)
+		}
+		if err := pc.Subscribe(topic, consumer.MessageSelector{Type: consumer.TAG, Expression: "*"}); err != nil {
+			t.Fatalf("subscribe: %v", err)
+		}
+		err = pc.Start()
+		if err == nil {
+			t.Cleanup(func() { _ = pc.Shutdown() })
+			return pc
+		}
+		_ = pc.Shutdown()
+		if time.Now().After(deadline) {
+			t.Fatalf("start pull consumer of %s for %v: %v", topic, startTimeout, err)
+		}
+		time.Sleep(time.Second) // retry poll: the route appears on the broker's schedule
+	}
+}
+
+// pollUntil polls and ACKs until every id in want came, and returns what came. It fails t after
+// readBackTimeout.
+func pollUntil(t *testing.T, pc rocketmq.PullConsumer, want []string) []got {
+	t.Helper()
+	var gs []got
+	deadline := time.Now().Add(readBackTimeout)
+	for len(missing(gs, want)) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("polled for %v: missing %v; got:%s", readBackTimeout, missing(gs, want), describe(gs))
+		}
+		cr, err := pc.Poll(context.Background(), 2*time.Second)
+		if errors.Is(err, consumer.ErrNoNewMsg) {
+			continue
+		}
+		if err != nil {
+			t.Fatalf("Poll: %v", err)
+		}
+		for _, m := range cr.GetMsgList() {
+			gs = append(gs, got{msg: m, at: time.Now()})
+		}
+		pc.ACK(context.Background(), cr, consumer.ConsumeSuccess)
+	}
+	return gs
+}
