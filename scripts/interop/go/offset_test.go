@@ -13,31 +13,100 @@ import (
 )
 
 // TestConsumeFromTimestamp sends 8 messages, waits for the next whole second T (the Go client
-// takes a timestamp to the second, yyyyMMddHHmmss in UTC), sends 8 more, and starts a new group
-// with ConsumeFromTimestamp T: it must get the second 8 only (SEARCH_OFFSET_BY_TIMESTAMP,
-// request 29, per queue).
+// takes a timestamp to the second, yyyyMMddHHmmss in UTC), and sends 8 more. Then
+//   - SEARCH_OFFSET_BY_TIMESTAMP (request 29, through the PullConsumer's OffsetForTimestamp)
+//     must answer, per queue, the offset of the first message stored at or after T;
+//   - a new group with ConsumeFromTimestamp T must consume every later message once. It starts
+//     where QUERY_CONSUMER_OFFSET (14) says: Apache RocketMQ answers offset 0 for a group without
+//     an offset while the queue's first message is still in memory, so the group reads the queue
+//     from the start and the timestamp is not consulted; a broker that answers QUERY_NOT_FOUND
+//     makes the client search by T. Both are accepted per queue: all its earlier messages or none.
 func TestConsumeFromTimestamp(t *testing.T) {
 	needBroker(t)
 	t.Parallel()
 	topic, group := names("stamp")
 	p := newProducer(t, group)
-	early := sendN(t, p, topic, "early", 8)
+	type placed struct {
+		id     string
+		queue  int
+		offset int64
+	}
+	send := func(label string) []placed {
+		var out []placed
+		for i := range 8 {
+			res := sendSync(t, p, newMsg(topic, []byte(fmt.Sprintf("%s %d", label, i)), label, nil, nil))
+			out = append(out, placed{res.MsgID, res.MessageQueue.QueueId, res.QueueOffset})
+		}
+		return out
+	}
+	early := send("early")
 	ts := time.Now().Truncate(time.Second).Add(time.Second)
-	time.Sleep(time.Until(ts) + 50*time.Millisecond) // the early messages' store times must be before T
-	late := sendN(t, p, topic, "late", 8)
+	time.Sleep(time.Until(ts) + 50*time.Millisecond) // the early messages' store times are before T
+	late := send("late")
 
+	// Request 29 per queue.
+	firstLate := map[int]int64{}
+	for _, l := range late {
+		if o, ok := firstLate[l.queue]; !ok || l.offset < o {
+			firstLate[l.queue] = l.offset
+		}
+	}
+	pc := startPull(t, group+"_search", topic)
+	mqs, err := pc.GetTopicRouteInfo(topic)
+	if err != nil {
+		t.Fatalf("GetTopicRouteInfo: %v", err)
+	}
+	for _, mq := range mqs {
+		want, ok := firstLate[mq.QueueId]
+		if !ok {
+			continue
+		}
+		got, err := pc.OffsetForTimestamp(mq, ts.UnixMilli())
+		if err != nil {
+			t.Errorf("OffsetForTimestamp(queue %d, T): %v", mq.QueueId, err)
+		} else if got != want {
+			t.Errorf("OffsetForTimestamp(queue %d, T) = %d, want %d (the first message stored at or after T)", mq.QueueId, got, want)
+		}
+	}
+
+	// A new push consumer group.
+	var lateIDs, earlyIDs []string
+	for _, l := range late {
+		lateIDs = append(lateIDs, l.id)
+	}
+	for _, e := range early {
+		earlyIDs = append(earlyIDs, e.id)
+	}
 	col := newCollector()
 	startPush(t, group, topic, consumer.MessageSelector{Type: consumer.TAG, Expression: "*"}, col.consume("c"),
 		consumer.WithConsumeFromWhere(consumer.ConsumeFromTimestamp),
 		consumer.WithConsumeTimestamp(ts.UTC().Format("20060102150405")))
-	gs, ok := col.waitIDs(readBackTimeout, late)
+	gs, ok := col.waitIDs(readBackTimeout, lateIDs)
 	if !ok {
-		t.Fatalf("messages stored after T never arrived: %v; got:%s", missing(gs, late), describe(gs))
+		t.Fatalf("messages stored after T never arrived: %v; got:%s", missing(gs, lateIDs), describe(gs))
 	}
 	gs = col.settle(3 * time.Second)
-	deliveredOnce(t, gs, late, "after T")
-	if e := only(gs, early); len(e) > 0 {
-		t.Errorf("%d messages stored before T were delivered:%s", len(e), describe(e))
+	deliveredOnce(t, gs, lateIDs, "after T")
+	delivered := byID(gs)
+	perQueue := map[int][2]int{} // queue -> {early messages, of which delivered}
+	for _, e := range early {
+		c := perQueue[e.queue]
+		c[0]++
+		if len(delivered[e.id]) > 0 {
+			c[1]++
+		}
+		perQueue[e.queue] = c
+	}
+	for q, c := range perQueue {
+		switch c[1] {
+		case 0:
+			t.Logf("queue %d: started at T (%d earlier messages skipped)", q, c[0])
+		case c[0]:
+			t.Logf("queue %d: started at offset 0 (QUERY_CONSUMER_OFFSET gave 0 to the new group)", q)
+		default:
+			t.Errorf("queue %d: %d of its %d messages stored before T were delivered, want all or none:%s",
+				q, c[1], c[0], describe(only(gs, earlyIDs)))
+		}
 	}
 }
 
