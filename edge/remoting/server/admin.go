@@ -1,0 +1,330 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/edgemq/edgemq/edge"
+	"github.com/edgemq/edgemq/edge/mq"
+	"github.com/edgemq/edgemq/edge/remoting"
+)
+
+// The admin requests of RocketMQ's mqadmin. Their bodies are RocketMQ's admin JSON, in
+// which a map keyed by a message queue has the queue object as its key, as the Java tools
+// read it.
+
+// appendQueueKey appends a message queue as a JSON object, fields in RocketMQ's order.
+func appendQueueKey(b *strings.Builder, broker, topic string, id int32) {
+	fmt.Fprintf(b, `{"brokerName":%s,"queueId":%d,"topic":%s}`, jsonString(broker), id, jsonString(topic))
+}
+
+func jsonString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+func bodyReply(req *remoting.Command, body []byte) *remoting.Command {
+	resp := req.Reply(remoting.Success, "")
+	resp.Body = body
+	return resp
+}
+
+// updateTopic answers UPDATE_AND_CREATE_TOPIC: the topic is created or its queues and
+// permission replaced.
+func (s *Server) updateTopic(c *conn, req *remoting.Command) *remoting.Command {
+	f := fields{ext: req.Ext}
+	cfg := edge.TopicConfig{
+		Name:        f.str(true, "topic"),
+		ReadQueues:  f.int32(false, "readQueueNums"),
+		WriteQueues: f.int32(false, "writeQueueNums"),
+		Perm:        f.int32(false, "perm"),
+		Order:       f.bool("order"),
+	}
+	if f.err != nil {
+		return errReply(req, f.err)
+	}
+	if err := s.b.UpdateTopic(cfg); err != nil {
+		return errReply(req, err)
+	}
+	return req.Reply(remoting.Success, "")
+}
+
+// deleteTopic answers DELETE_TOPIC_IN_BROKER and DELETE_TOPIC_IN_NAMESRV (mqadmin sends
+// both; the second finds the topic gone): a topic that does not exist is no error.
+func (s *Server) deleteTopic(c *conn, req *remoting.Command) *remoting.Command {
+	f := fields{ext: req.Ext}
+	topic := f.str(true, "topic")
+	if f.err != nil {
+		return errReply(req, f.err)
+	}
+	if err := s.b.DeleteTopic(topic); err != nil && !errors.Is(err, mq.ErrTopicNotExist) {
+		return errReply(req, err)
+	}
+	return req.Reply(remoting.Success, "")
+}
+
+// topicStats answers GET_TOPIC_STATS_INFO: each queue's min and max offsets.
+func (s *Server) topicStats(c *conn, req *remoting.Command) *remoting.Command {
+	f := fields{ext: req.Ext}
+	topic := f.str(true, "topic")
+	if f.err != nil {
+		return errReply(req, f.err)
+	}
+	cfg, err := s.b.Topic(topic)
+	if err != nil {
+		return errReply(req, err)
+	}
+	broker := s.b.Options().BrokerName
+	var b strings.Builder
+	b.WriteString(`{"offsetTable":{`)
+	for q := int32(0); q < max(cfg.ReadQueues, cfg.WriteQueues); q++ {
+		mqq := mq.MessageQueue{Topic: topic, QueueID: q}
+		minOff, err := s.b.MinOffset(c.ctx, mqq)
+		if err != nil {
+			return errReply(req, err)
+		}
+		maxOff, err := s.b.MaxOffset(c.ctx, mqq)
+		if err != nil {
+			return errReply(req, err)
+		}
+		if q > 0 {
+			b.WriteByte(',')
+		}
+		appendQueueKey(&b, broker, topic, q)
+		fmt.Fprintf(&b, `:{"lastUpdateTimestamp":0,"maxOffset":%d,"minOffset":%d}`, maxOff, minOff)
+	}
+	b.WriteString(`},"topicPutTps":0.0}`)
+	return bodyReply(req, []byte(b.String()))
+}
+
+// runtimeInfo answers GET_BROKER_RUNTIME_INFO with a table of the broker's state.
+func (s *Server) runtimeInfo(c *conn, req *remoting.Command) *remoting.Command {
+	o := s.b.Options()
+	t := map[string]string{
+		"brokerName":         o.BrokerName,
+		"brokerVersion":      strconv.Itoa(int(remoting.Version)),
+		"brokerVersionDesc":  "EdgeMQ",
+		"clusterName":        s.opts.ClusterName,
+		"bootTimestamp":      strconv.FormatInt(s.started.UnixMilli(), 10),
+		"runtime":            time.Since(s.started).Round(time.Second).String(),
+		"topicCount":         strconv.Itoa(len(s.b.Topics())),
+		"consumerGroupCount": strconv.Itoa(len(s.b.Groups())),
+	}
+	var in, out int64
+	for _, tc := range s.b.Topics() {
+		in += s.b.TopicStats(tc.Name).MessagesIn
+	}
+	for _, g := range s.b.Groups() {
+		out += s.b.GroupStats(g).MessagesOut
+	}
+	t["msgPutTotalTodayNow"] = strconv.FormatInt(in, 10)
+	t["msgGetTotalTodayNow"] = strconv.FormatInt(out, 10)
+	if st, err := s.b.StoreStats(); err == nil {
+		t["commitLogMinOffset"] = strconv.FormatInt(st.MinPos, 10)
+		t["commitLogMaxOffset"] = strconv.FormatInt(st.MaxPos, 10)
+		t["commitLogDurableOffset"] = strconv.FormatInt(st.DurablePos, 10)
+		t["commitLogDiskBytes"] = strconv.FormatInt(st.SegmentBytes, 10)
+	}
+	s.mu.Lock()
+	t["connections"] = strconv.Itoa(len(s.conns))
+	s.mu.Unlock()
+	body, _ := json.Marshal(struct {
+		Table map[string]string `json:"table"`
+	}{t})
+	return bodyReply(req, body)
+}
+
+// consumeStats answers GET_CONSUME_STATS: for each queue of the topic (or of every topic
+// the group has offsets on or subscribes to), the broker's max offset and the group's.
+func (s *Server) consumeStats(c *conn, req *remoting.Command) *remoting.Command {
+	f := fields{ext: req.Ext}
+	group := f.str(true, "consumerGroup")
+	topic := f.str(false, "topic")
+	if f.err != nil {
+		return errReply(req, f.err)
+	}
+	members, err := s.b.Members(group)
+	if err != nil {
+		return errReply(req, err)
+	}
+	var topics []string
+	if topic != "" {
+		topics = []string{topic}
+	} else {
+		subscribed := map[string]bool{}
+		for _, m := range members {
+			for _, sub := range m.Subscriptions {
+				subscribed[sub.Topic] = true
+			}
+		}
+		for _, tc := range s.b.Topics() {
+			if tc.Name == mq.ScheduleTopic {
+				continue
+			}
+			lags, err := s.b.Lag(group, tc.Name)
+			if err != nil {
+				continue
+			}
+			if subscribed[tc.Name] || slices.ContainsFunc(lags, func(l edge.QueueLag) bool { return l.ConsumerOffset >= 0 }) {
+				topics = append(topics, tc.Name)
+			}
+		}
+	}
+	broker := s.b.Options().BrokerName
+	var b strings.Builder
+	b.WriteString(`{"consumeTps":0.0,"offsetTable":{`)
+	first := true
+	for _, t := range topics {
+		lags, err := s.b.Lag(group, t)
+		if err != nil {
+			return errReply(req, err)
+		}
+		for _, l := range lags {
+			if !first {
+				b.WriteByte(',')
+			}
+			first = false
+			appendQueueKey(&b, broker, t, l.QueueID)
+			co := max(l.ConsumerOffset, 0)
+			fmt.Fprintf(&b, `:{"brokerOffset":%d,"consumerOffset":%d,"lastTimestamp":0,"pullOffset":%d}`, l.MaxOffset, co, co)
+		}
+	}
+	b.WriteString(`}}`)
+	return bodyReply(req, []byte(b.String()))
+}
+
+// consumerConnections answers GET_CONSUMER_CONNECTION_LIST: the group's members on this
+// server's connections, with their subscriptions. A group without members is
+// CONSUMER_NOT_ONLINE, as RocketMQ's broker answers.
+func (s *Server) consumerConnections(c *conn, req *remoting.Command) *remoting.Command {
+	f := fields{ext: req.Ext}
+	group := f.str(true, "consumerGroup")
+	if f.err != nil {
+		return errReply(req, f.err)
+	}
+	members, err := s.b.Members(group)
+	if err != nil && !errors.Is(err, mq.ErrGroupNotExist) {
+		return errReply(req, err)
+	}
+	if len(members) == 0 {
+		return req.Reply(remoting.ConsumerNotOnline, fmt.Sprintf("the consumer group[%s] not online", group))
+	}
+	type connection struct {
+		ClientID   string `json:"clientId"`
+		ClientAddr string `json:"clientAddr"`
+		Language   string `json:"language"`
+		Version    int    `json:"version"`
+	}
+	type subscription struct {
+		ClassFilterMode bool     `json:"classFilterMode"`
+		Topic           string   `json:"topic"`
+		SubString       string   `json:"subString"`
+		TagsSet         []string `json:"tagsSet"`
+		CodeSet         []int32  `json:"codeSet"`
+		SubVersion      int64    `json:"subVersion"`
+		ExpressionType  string   `json:"expressionType"`
+	}
+	out := struct {
+		ConnectionSet     []connection            `json:"connectionSet"`
+		SubscriptionTable map[string]subscription `json:"subscriptionTable"`
+		ConsumeType       string                  `json:"consumeType"`
+		MessageModel      string                  `json:"messageModel"`
+		ConsumeFromWhere  string                  `json:"consumeFromWhere"`
+	}{ConnectionSet: []connection{}, SubscriptionTable: map[string]subscription{}}
+	last := members[0]
+	for _, m := range members {
+		if m.LastHeartbeat.After(last.LastHeartbeat) {
+			last = m
+		}
+		for _, ci := range s.clientConns(m.ClientID) {
+			out.ConnectionSet = append(out.ConnectionSet, connection{m.ClientID, ci.addr, ci.lang.String(), int(ci.version)})
+		}
+		for _, sub := range m.Subscriptions {
+			tags := []string{}
+			if ftr, err := mq.ParseTagFilter(sub.Expression); err == nil {
+				tags = append(tags, ftr.Tags()...)
+			}
+			out.SubscriptionTable[sub.Topic] = subscription{Topic: sub.Topic, SubString: sub.Expression, TagsSet: tags,
+				CodeSet: []int32{}, SubVersion: sub.SubVersion, ExpressionType: "TAG"}
+		}
+	}
+	out.ConsumeType, out.MessageModel, out.ConsumeFromWhere = last.ConsumeType.String(), last.Model.String(), last.FromWhere
+	body, _ := json.Marshal(out)
+	return bodyReply(req, body)
+}
+
+// clientInfo is what the server knows of a client's connection.
+type clientInfo struct {
+	addr    string
+	lang    remoting.LanguageCode
+	version int16
+}
+
+// clientConns returns the connections client id heartbeats on, sorted by address.
+func (s *Server) clientConns(id string) []clientInfo {
+	s.mu.Lock()
+	cs := slices.Collect(maps.Keys(s.clients[id]))
+	s.mu.Unlock()
+	out := make([]clientInfo, 0, len(cs))
+	for _, c := range cs {
+		c.mu.Lock()
+		out = append(out, clientInfo{addr: c.remote, lang: c.lang, version: c.version})
+		c.mu.Unlock()
+	}
+	slices.SortFunc(out, func(a, b clientInfo) int { return strings.Compare(a.addr, b.addr) })
+	return out
+}
+
+// viewMessage answers VIEW_MESSAGE_BY_ID (the client turns the offset message id into its
+// commit-log offset): the message as a V1 record.
+func (s *Server) viewMessage(c *conn, req *remoting.Command) *remoting.Command {
+	f := fields{ext: req.Ext}
+	pos := f.int64(true, "offset")
+	if f.err != nil {
+		return errReply(req, f.err)
+	}
+	m, err := s.b.ViewMessage(c.ctx, pos)
+	if err != nil {
+		return errReply(req, err)
+	}
+	return bodyReply(req, appendMessageExt(nil, &m))
+}
+
+// resetOffset answers INVOKE_BROKER_TO_RESET_OFFSET: the group's offsets of the topic move
+// to the first message stored at or after the timestamp, and the new offsets are returned.
+// Running consumers keep their positions until they restart.
+func (s *Server) resetOffset(c *conn, req *remoting.Command) *remoting.Command {
+	f := fields{ext: req.Ext}
+	topic := f.str(true, "topic")
+	group := f.str(true, "group")
+	ts := f.int64(true, "timestamp")
+	if f.err != nil {
+		return errReply(req, f.err)
+	}
+	where, at := edge.ResetToTimestamp, time.UnixMilli(ts)
+	if ts < 0 {
+		where = edge.ResetToLast
+	}
+	offs, err := s.b.ResetOffsets(group, topic, where, at)
+	if err != nil {
+		return errReply(req, err)
+	}
+	broker := s.b.Options().BrokerName
+	var b strings.Builder
+	b.WriteString(`{"offsetTable":{`)
+	for i, q := range slices.Sorted(maps.Keys(offs)) {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		appendQueueKey(&b, broker, topic, q)
+		fmt.Fprintf(&b, `:%d`, offs[q])
+	}
+	b.WriteString(`}}`)
+	return bodyReply(req, []byte(b.String()))
+}

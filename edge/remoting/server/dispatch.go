@@ -1,0 +1,69 @@
+package server
+
+import (
+	"fmt"
+	"runtime/debug"
+
+	"github.com/edgemq/edgemq/edge/remoting"
+)
+
+// handler answers one request; nil means no reply.
+type handler func(s *Server, c *conn, req *remoting.Command) *remoting.Command
+
+// handlers holds what the server answers, by request code. Codes not here get
+// REQUEST_CODE_NOT_SUPPORTED.
+var handlers map[int16]handler
+
+func init() {
+	handlers = map[int16]handler{
+		// producers
+		remoting.SendMessage:      (*Server).send,
+		remoting.SendMessageV2:    (*Server).send,
+		remoting.SendBatchMessage: (*Server).send,
+		// consumers
+		remoting.PullMessage:             (*Server).pull,
+		remoting.LitePullMessage:         (*Server).pull,
+		remoting.HeartBeat:               (*Server).heartbeat,
+		remoting.UnregisterClient:        (*Server).unregister,
+		remoting.GetConsumerListByGroup:  (*Server).consumerList,
+		remoting.QueryConsumerOffset:     (*Server).queryOffset,
+		remoting.UpdateConsumerOffset:    (*Server).updateOffset,
+		remoting.LockBatchMQ:             (*Server).lock,
+		remoting.UnlockBatchMQ:           (*Server).unlock,
+		remoting.ConsumerSendMsgBack:     (*Server).sendBack,
+		remoting.GetMaxOffset:            (*Server).maxOffset,
+		remoting.GetMinOffset:            (*Server).minOffset,
+		remoting.SearchOffsetByTimestamp: (*Server).searchOffset,
+		// name server
+		remoting.GetRouteInfoByTopic:           (*Server).route,
+		remoting.GetBrokerClusterInfo:          (*Server).clusterInfo,
+		remoting.GetAllTopicListFromNameServer: (*Server).topicList,
+		// admin
+		remoting.UpdateAndCreateTopic:      (*Server).updateTopic,
+		remoting.DeleteTopicInBroker:       (*Server).deleteTopic,
+		remoting.DeleteTopicInNamesrv:      (*Server).deleteTopic,
+		remoting.GetTopicStatsInfo:         (*Server).topicStats,
+		remoting.GetBrokerRuntimeInfo:      (*Server).runtimeInfo,
+		remoting.GetConsumeStats:           (*Server).consumeStats,
+		remoting.GetConsumerConnectionList: (*Server).consumerConnections,
+		remoting.ViewMessageByID:           (*Server).viewMessage,
+		remoting.InvokeBrokerToResetOffset: (*Server).resetOffset,
+	}
+}
+
+// dispatch answers req. A handler's panic is a bug of ours, not the client's: it is logged
+// and answered SYSTEM_ERROR, and the server goes on.
+func (s *Server) dispatch(c *conn, req *remoting.Command) (resp *remoting.Command) {
+	h, ok := handlers[req.Code]
+	if !ok {
+		s.lg.Debug("request code not supported", "remote", c.remote, "code", req.Code)
+		return req.Reply(remoting.RequestCodeNotSupported, fmt.Sprintf("request code %d not supported", req.Code))
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			s.lg.Error("request handler panicked", "remote", c.remote, "code", req.Code, "panic", p, "stack", string(debug.Stack()))
+			resp = req.Reply(remoting.SystemError, "server: internal error")
+		}
+	}()
+	return h(s, c, req)
+}

@@ -1,0 +1,40 @@
+// Package server serves an *edge.Broker over RocketMQ's remoting protocol, so that
+// RocketMQ's own clients (Go, Java; producers, push and pull consumers, mqadmin) use it as
+// they would an Apache RocketMQ name server and broker.
+//
+//	srv, err := server.Start(b, server.Options{Listen: ":9876"})
+//	if err != nil {
+//		return err
+//	}
+//	defer srv.Shutdown(ctx)
+//
+// One address answers the name-server requests and the broker requests, so a client needs
+// only a name-server address (-n 127.0.0.1:9876); routes send it back to the same address.
+// The same requests are answered on the VIP address (the port − 2) that older Java clients
+// send to.
+//
+// The server translates, the broker decides: each request becomes one call of the broker's
+// API (Send, Pull, Heartbeat, ...), and the broker's errors become RocketMQ's response
+// codes (TOPIC_NOT_EXIST, NO_PERMISSION, INVALID_PARAMETER, ...). Replies are in the
+// request's header encoding (JSON or ROCKETMQ); oneway requests get none; a request code
+// the server does not serve gets REQUEST_CODE_NOT_SUPPORTED, and the connection goes on.
+//
+// Requests served: producers' SEND_MESSAGE (10), SEND_MESSAGE_V2 (310) and
+// SEND_BATCH_MESSAGE (320), zlib-compressed bodies inflated; consumers' PULL_MESSAGE (11)
+// and LITE_PULL_MESSAGE (361) with long polling up to the request's suspend time,
+// HEART_BEAT (34), UNREGISTER_CLIENT (35), GET_CONSUMER_LIST_BY_GROUP (38),
+// QUERY_CONSUMER_OFFSET (14), UPDATE_CONSUMER_OFFSET (15), LOCK_BATCH_MQ (41),
+// UNLOCK_BATCH_MQ (42), CONSUMER_SEND_MSG_BACK (36), GET_MAX_OFFSET (30), GET_MIN_OFFSET
+// (31), SEARCH_OFFSET_BY_TIMESTAMP (29); the name server's GET_ROUTEINFO_BY_TOPIC (105),
+// GET_BROKER_CLUSTER_INFO (106) and GET_ALL_TOPIC_LIST_FROM_NAMESERVER (206); and mqadmin's
+// UPDATE_AND_CREATE_TOPIC (17), DELETE_TOPIC_IN_BROKER (215), DELETE_TOPIC_IN_NAMESRV
+// (216), GET_TOPIC_STATS_INFO (202), GET_BROKER_RUNTIME_INFO (28), GET_CONSUME_STATS (208),
+// GET_CONSUMER_CONNECTION_LIST (203), VIEW_MESSAGE_BY_ID (33) and
+// INVOKE_BROKER_TO_RESET_OFFSET (222). The server sends NOTIFY_CONSUMER_IDS_CHANGED (40)
+// to each member of a consumer group whose members change.
+//
+// A client leaves its groups (and frees its queue locks) when its last connection closes:
+// RocketMQ's Go client never unregisters. Each connection handles up to
+// Options.MaxInFlight requests at once and answers them in any order; a client that does
+// not read its replies is disconnected after Options.WriteTimeout.
+package server

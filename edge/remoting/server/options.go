@@ -1,0 +1,163 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strconv"
+	"time"
+)
+
+// maxFrameSize is the largest frame a client may send: the codec's default, RocketMQ's
+// 16 MiB. It mirrors remoting.DefaultMaxFrameSize.
+const maxFrameSize = 16 << 20
+
+// Options configures a Server. A zero field takes its default (DefaultOptions).
+type Options struct {
+	// Listen is the address that answers both name-server and broker requests, so that one
+	// name-server address (-n 127.0.0.1:9876) is all a client needs. Default ":9876".
+	Listen string
+	// VIPListen is the address of the VIP channel older Java clients send to (their
+	// broker's port − 2). "" means Listen's host with its port − 2 (any free port when
+	// Listen's port is 0); "off" disables it.
+	VIPListen string
+	// Advertise is the ip:port that topic routes give for this broker. "" means the
+	// address the asking connection reached, with Listen's port.
+	Advertise string
+	// ClusterName names the cluster in routes and cluster info. Default "DefaultCluster".
+	ClusterName string
+	// MaxFrameSize is the largest frame, in bytes, a client may send; a larger one closes
+	// its connection. Default 16 MiB.
+	MaxFrameSize int
+	// MaxConns is how many client connections may be open at once, both addresses
+	// together; past it a new connection is closed at once, and logged. Default 1024.
+	MaxConns int
+	// MaxInFlight is how many requests of one connection may be handled at once; past it
+	// a request is answered SYSTEM_BUSY (2). Default 256.
+	MaxInFlight int
+	// IdleTimeout closes a connection that sends no complete frame for this long. Default
+	// 120 s (RocketMQ's clients heartbeat every 30 s).
+	IdleTimeout time.Duration
+	// WriteTimeout closes a connection whose reply is not written in this long: a client
+	// that does not read cannot hold the server's memory. Default 30 s.
+	WriteTimeout time.Duration
+	// Logger receives one line per connection event (refused, closed on error, malformed
+	// or oversized frame, slow reader). nil: discard.
+	Logger *slog.Logger
+}
+
+// DefaultOptions holds the defaults that zero fields take.
+var DefaultOptions = Options{
+	Listen:       ":9876",
+	ClusterName:  "DefaultCluster",
+	MaxFrameSize: maxFrameSize,
+	MaxConns:     1024,
+	MaxInFlight:  256,
+	IdleTimeout:  120 * time.Second,
+	WriteTimeout: 30 * time.Second,
+}
+
+// ErrOptions is returned by Start for options out of range or addresses that do not
+// parse; the error names the option.
+var ErrOptions = errors.New("server: invalid options")
+
+// vipOff is the VIPListen value that disables the VIP address.
+const vipOff = "off"
+
+// withDefaults fills zero fields and checks the rest.
+func (o Options) withDefaults() (Options, error) {
+	d := DefaultOptions
+	if o.Listen == "" {
+		o.Listen = d.Listen
+	}
+	if o.ClusterName == "" {
+		o.ClusterName = d.ClusterName
+	}
+	if o.MaxFrameSize == 0 {
+		o.MaxFrameSize = d.MaxFrameSize
+	}
+	if o.MaxConns == 0 {
+		o.MaxConns = d.MaxConns
+	}
+	if o.MaxInFlight == 0 {
+		o.MaxInFlight = d.MaxInFlight
+	}
+	if o.IdleTimeout == 0 {
+		o.IdleTimeout = d.IdleTimeout
+	}
+	if o.WriteTimeout == 0 {
+		o.WriteTimeout = d.WriteTimeout
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{
+		{"MaxFrameSize", int64(o.MaxFrameSize)}, {"MaxConns", int64(o.MaxConns)}, {"MaxInFlight", int64(o.MaxInFlight)},
+		{"IdleTimeout", int64(o.IdleTimeout)}, {"WriteTimeout", int64(o.WriteTimeout)},
+	} {
+		if f.v < 0 {
+			return o, fmt.Errorf("%w: %s is negative", ErrOptions, f.name)
+		}
+	}
+	if o.MaxFrameSize < 1024 {
+		return o, fmt.Errorf("%w: MaxFrameSize %d is below 1024 bytes", ErrOptions, o.MaxFrameSize)
+	}
+	if _, _, err := net.SplitHostPort(o.Listen); err != nil {
+		return o, fmt.Errorf("%w: Listen %q: %v", ErrOptions, o.Listen, err)
+	}
+	if o.VIPListen != "" && o.VIPListen != vipOff {
+		if _, _, err := net.SplitHostPort(o.VIPListen); err != nil {
+			return o, fmt.Errorf("%w: VIPListen %q: %v", ErrOptions, o.VIPListen, err)
+		}
+	}
+	if o.Advertise != "" {
+		if _, err := parseAdvertise(o.Advertise); err != nil {
+			return o, fmt.Errorf("%w: Advertise %q: %v", ErrOptions, o.Advertise, err)
+		}
+	}
+	return o, nil
+}
+
+// parseAdvertise checks an advertised ip:port: clients need a literal address.
+func parseAdvertise(s string) (string, error) {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return "", err
+	}
+	if net.ParseIP(host) == nil {
+		return "", errors.New("not a literal IP address")
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p <= 0 || p > 65535 {
+		return "", errors.New("port out of range")
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+// vipAddress returns the address the VIP listener binds: VIPListen, or the bound main
+// address's host with its port − 2; "" when off (or the port is below 3).
+func vipAddress(o Options, main net.Addr) string {
+	switch o.VIPListen {
+	case vipOff:
+		return ""
+	case "":
+		host, port, err := net.SplitHostPort(o.Listen)
+		if err != nil {
+			return ""
+		}
+		if port == "0" { // any free port, as the main address
+			return net.JoinHostPort(host, "0")
+		}
+		tcp, ok := main.(*net.TCPAddr)
+		if !ok || tcp.Port < 3 {
+			return ""
+		}
+		return net.JoinHostPort(host, strconv.Itoa(tcp.Port-2))
+	}
+	return o.VIPListen
+}

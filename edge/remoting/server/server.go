@@ -1,0 +1,239 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/edgemq/edgemq/edge"
+)
+
+// Server serves RocketMQ's remoting protocol over TCP for one *edge.Broker: the name-server
+// requests and the broker requests on one address, and the same on the VIP address.
+//
+// Goroutines, all stopped and waited for by Shutdown and Close: one accept loop per
+// listener; per connection, its reader (which owns the connection), its writer, and one
+// goroutine per request being handled (at most Options.MaxInFlight). Change notifications
+// (NOTIFY_CONSUMER_IDS_CHANGED) are queued by the broker's notifier goroutines, which the
+// broker owns.
+type Server struct {
+	b    *edge.Broker
+	opts Options
+	lg   *slog.Logger
+
+	ln, vip net.Listener
+	mainTCP *net.TCPAddr // the bound main address (for the port of advertised routes)
+
+	// ctx is the parent of every connection's context; Close cancels it.
+	ctx    context.Context
+	cancel context.CancelFunc
+	// pulls ends parked pulls; Shutdown cancels it, and they are answered PULL_NOT_FOUND.
+	pulls     context.Context
+	stopPulls context.CancelFunc
+
+	closing atomic.Bool // Shutdown or Close began: accept nothing, read nothing more
+	started time.Time   // when Start returned, for runtime info
+
+	mu      sync.Mutex                    // guards conns and clients
+	conns   map[*conn]struct{}            // open connections
+	clients map[string]map[*conn]struct{} // client id -> the connections it heartbeats on
+	accepts sync.WaitGroup                // the accept loops
+	wg      sync.WaitGroup                // connections (each waits for its own goroutines)
+	once    sync.Once                     // closes the listeners
+	lnErr   error                         // from closing the listeners
+}
+
+// Start validates opts, binds Listen (and the VIP address unless off), and serves b in
+// goroutines of its own until Shutdown or Close. It does not close b. Errors: ErrOptions
+// (wrapped, naming the option), and the listeners' bind errors.
+func Start(b *edge.Broker, opts Options) (*Server, error) {
+	if b == nil {
+		return nil, fmt.Errorf("%w: nil broker", ErrOptions)
+	}
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", o.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("server: listen: %w", err)
+	}
+	s := &Server{b: b, opts: o, lg: o.Logger, ln: ln, conns: map[*conn]struct{}{}, clients: map[string]map[*conn]struct{}{}}
+	s.mainTCP, _ = ln.Addr().(*net.TCPAddr)
+	s.started = time.Now()
+	if addr := vipAddress(o, ln.Addr()); addr != "" {
+		if s.vip, err = net.Listen("tcp", addr); err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("server: listen VIP: %w", err)
+		}
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.pulls, s.stopPulls = context.WithCancel(s.ctx)
+	s.accepts.Add(1)
+	go s.acceptLoop(ln, false)
+	if s.vip != nil {
+		s.accepts.Add(1)
+		go s.acceptLoop(s.vip, true)
+	}
+	args := []any{"addr", ln.Addr().String()}
+	if s.vip != nil {
+		args = append(args, "vip", s.vip.Addr().String())
+	}
+	s.lg.Info("remoting server listening", args...)
+	return s, nil
+}
+
+// Addr returns the bound main address (with the port chosen when Listen's was 0).
+func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+
+// VIPAddr returns the bound VIP address, or nil when it is off.
+func (s *Server) VIPAddr() net.Addr {
+	if s.vip == nil {
+		return nil
+	}
+	return s.vip.Addr()
+}
+
+// acceptLoop accepts connections until its listener closes.
+func (s *Server) acceptLoop(ln net.Listener, vip bool) {
+	defer s.accepts.Done()
+	var backoff time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if s.closing.Load() || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// Out of file descriptors and such: wait a little, as net/http does.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			s.lg.Warn("accept failed", "err", err, "retry_in", backoff)
+			select {
+			case <-time.After(backoff):
+			case <-s.ctx.Done():
+				return
+			}
+			continue
+		}
+		backoff = 0
+		s.admit(nc, vip)
+	}
+}
+
+// admit starts serving nc, or closes it when the server is full or closing.
+func (s *Server) admit(nc net.Conn, vip bool) {
+	s.mu.Lock()
+	if s.closing.Load() {
+		s.mu.Unlock()
+		nc.Close()
+		return
+	}
+	if len(s.conns) >= s.opts.MaxConns {
+		n := len(s.conns)
+		s.mu.Unlock()
+		s.lg.Warn("connection refused: too many connections", "remote", nc.RemoteAddr().String(), "open", n, "max", s.opts.MaxConns)
+		nc.Close()
+		return
+	}
+	c := newConn(s, nc, vip)
+	s.conns[c] = struct{}{}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	go c.serve()
+}
+
+// closeListeners stops accepting, once.
+func (s *Server) closeListeners() error {
+	s.once.Do(func() {
+		s.closing.Store(true)
+		errs := []error{s.ln.Close()}
+		if s.vip != nil {
+			errs = append(errs, s.vip.Close())
+		}
+		s.lnErr = errors.Join(errs...)
+	})
+	s.accepts.Wait()
+	return s.lnErr
+}
+
+// Shutdown stops the server gracefully: it stops accepting, answers parked pulls
+// (PULL_NOT_FOUND at the request's offset, so that clients pull again elsewhere or later),
+// stops reading requests, waits for the requests being handled and their replies to be
+// written, then closes the connections, unregistering their clients from the broker. If ctx
+// ends first, it closes everything at once (as Close) and returns ctx.Err(). It does not
+// close the broker.
+func (s *Server) Shutdown(ctx context.Context) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	lnErr := s.closeListeners()
+	s.stopPulls()
+	s.mu.Lock()
+	for c := range s.conns {
+		c.stopReading()
+	}
+	s.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		s.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		s.cancel()
+		return lnErr
+	case <-ctx.Done():
+		s.Close()
+		<-done
+		return ctx.Err()
+	}
+}
+
+// Close closes the listeners and every connection at once, abandoning requests in flight
+// (parked pulls get no answer), and waits for the server's goroutines. It does not close
+// the broker.
+func (s *Server) Close() error {
+	err := s.closeListeners()
+	s.cancel()
+	s.mu.Lock()
+	for c := range s.conns {
+		c.nc.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	return err
+}
+
+// addClient records that client id heartbeats on c.
+func (s *Server) addClient(id string, c *conn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cs, ok := s.clients[id]
+	if !ok {
+		cs = map[*conn]struct{}{}
+		s.clients[id] = cs
+	}
+	cs[c] = struct{}{}
+}
+
+// removeConn forgets c and returns the client ids that heartbeat on c and on no other
+// connection: those that left with it.
+func (s *Server) removeConn(c *conn, ids []string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.conns, c)
+	var gone []string
+	for _, id := range ids {
+		cs := s.clients[id]
+		delete(cs, c)
+		if len(cs) == 0 {
+			delete(s.clients, id)
+			gone = append(gone, id)
+		}
+	}
+	return gone
+}
