@@ -86,7 +86,7 @@ func TestHeaders(t *testing.T) {
 		{"send v2 code with a v1 header", parseSend(SendMessageV2), goSendV1, wantSend, false},
 		{"send v1 code with a v2 header", parseSend(SendMessage), goSendV2, wantSend, false},
 		{"send v2 bname for n", parseSend(SendMessageV2), with(without(goSendV2, "n"), "bname", "broker-a"), wantSend, false},
-		{"send without maxReconsumeTimes", parseSend(SendMessage), without(goSendV1, "maxReconsumeTimes"), noMax, false},
+		{"send without maxReconsumeTimes", parseSend(SendMessage), without(goSendV1, "maxReconsumeTimes"), noMax, true},
 		{"send v2 required only", parseSend(SendBatchMessage), v2Min, noOptional, false},
 		{"send reply", parser(ParseSendResponseHeader),
 			map[string]string{"msgId": "0A00000500002A9F0000000000000000", "queueId": "2", "queueOffset": "9", "MSG_REGION": "DefaultRegion", "TRACE_ON": "true"},
