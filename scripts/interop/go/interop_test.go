@@ -13,6 +13,7 @@ import (
 	"time"
 
 	rocketmq "github.com/apache/rocketmq-client-go/v2"
+	"github.com/apache/rocketmq-client-go/v2/admin"
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/producer"
@@ -148,6 +149,30 @@ func startPushConsumer(group, topic string, sel consumer.MessageSelector,
 		_ = c.Shutdown()
 		if time.Now().After(deadline) {
 			return nil, fmt.Errorf("start push consumer %s of %s for %v: %w", group, topic, startTimeout, err)
+		}
+		time.Sleep(time.Second) // retry poll: the route appears on the broker's schedule
+	}
+}
+
+// waitRoute polls the name server (GET_ROUTEINFO_BY_TOPIC, request 105) until topic has a
+// route with a writable queue, and fails t after timeout.
+func waitRoute(t *testing.T, topic string, timeout time.Duration) {
+	t.Helper()
+	a, err := admin.NewAdmin(admin.WithResolver(resolver()))
+	if err != nil {
+		t.Fatalf("new admin: %v", err)
+	}
+	defer a.Close()
+	deadline := time.Now().Add(timeout)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		mqs, err := a.FetchPublishMessageQueues(ctx, topic)
+		cancel()
+		if err == nil && len(mqs) > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("topic %s has no route after %v: %v", topic, timeout, err)
 		}
 		time.Sleep(time.Second) // retry poll: the route appears on the broker's schedule
 	}
