@@ -38,17 +38,11 @@ func bodyReply(req *remoting.Command, body []byte) *remoting.Command {
 // updateTopic answers UPDATE_AND_CREATE_TOPIC: the topic is created or its queues and
 // permission replaced.
 func (s *Server) updateTopic(c *conn, req *remoting.Command) *remoting.Command {
-	f := fields{ext: req.Ext}
-	cfg := edge.TopicConfig{
-		Name:        f.str(true, "topic"),
-		ReadQueues:  f.int32(false, "readQueueNums"),
-		WriteQueues: f.int32(false, "writeQueueNums"),
-		Perm:        f.int32(false, "perm"),
-		Order:       f.bool("order"),
+	h, err := remoting.ParseCreateTopicHeader(req.Ext)
+	if err != nil {
+		return errReply(req, err)
 	}
-	if f.err != nil {
-		return errReply(req, f.err)
-	}
+	cfg := edge.TopicConfig{Name: h.Topic, ReadQueues: h.ReadQueueNums, WriteQueues: h.WriteQueueNums, Perm: h.Perm, Order: h.Order}
 	if err := s.b.UpdateTopic(cfg); err != nil {
 		return errReply(req, err)
 	}
@@ -58,12 +52,11 @@ func (s *Server) updateTopic(c *conn, req *remoting.Command) *remoting.Command {
 // deleteTopic answers DELETE_TOPIC_IN_BROKER and DELETE_TOPIC_IN_NAMESRV (mqadmin sends
 // both; the second finds the topic gone): a topic that does not exist is no error.
 func (s *Server) deleteTopic(c *conn, req *remoting.Command) *remoting.Command {
-	f := fields{ext: req.Ext}
-	topic := f.str(true, "topic")
-	if f.err != nil {
-		return errReply(req, f.err)
+	h, err := remoting.ParseTopicHeader(req.Ext)
+	if err != nil {
+		return errReply(req, err)
 	}
-	if err := s.b.DeleteTopic(topic); err != nil && !errors.Is(err, mq.ErrTopicNotExist) {
+	if err := s.b.DeleteTopic(h.Topic); err != nil && !errors.Is(err, mq.ErrTopicNotExist) {
 		return errReply(req, err)
 	}
 	return req.Reply(remoting.Success, "")
@@ -71,11 +64,11 @@ func (s *Server) deleteTopic(c *conn, req *remoting.Command) *remoting.Command {
 
 // topicStats answers GET_TOPIC_STATS_INFO: each queue's min and max offsets.
 func (s *Server) topicStats(c *conn, req *remoting.Command) *remoting.Command {
-	f := fields{ext: req.Ext}
-	topic := f.str(true, "topic")
-	if f.err != nil {
-		return errReply(req, f.err)
+	h, err := remoting.ParseTopicHeader(req.Ext)
+	if err != nil {
+		return errReply(req, err)
 	}
+	topic := h.Topic
 	cfg, err := s.b.Topic(topic)
 	if err != nil {
 		return errReply(req, err)
@@ -284,12 +277,11 @@ func (s *Server) clientConns(id string) []clientInfo {
 // viewMessage answers VIEW_MESSAGE_BY_ID (the client turns the offset message id into its
 // commit-log offset): the message as a V1 record.
 func (s *Server) viewMessage(c *conn, req *remoting.Command) *remoting.Command {
-	f := fields{ext: req.Ext}
-	pos := f.int64(true, "offset")
-	if f.err != nil {
-		return errReply(req, f.err)
+	h, err := remoting.ParseViewMessageHeader(req.Ext)
+	if err != nil {
+		return errReply(req, err)
 	}
-	m, err := s.b.ViewMessage(c.ctx, pos)
+	m, err := s.b.ViewMessage(c.ctx, h.Offset)
 	if err != nil {
 		return errReply(req, err)
 	}
@@ -300,18 +292,16 @@ func (s *Server) viewMessage(c *conn, req *remoting.Command) *remoting.Command {
 // to the first message stored at or after the timestamp, and the new offsets are returned.
 // Running consumers keep their positions until they restart.
 func (s *Server) resetOffset(c *conn, req *remoting.Command) *remoting.Command {
-	f := fields{ext: req.Ext}
-	topic := f.str(true, "topic")
-	group := f.str(true, "group")
-	ts := f.int64(true, "timestamp")
-	if f.err != nil {
-		return errReply(req, f.err)
+	h, err := remoting.ParseResetOffsetHeader(req.Ext)
+	if err != nil {
+		return errReply(req, err)
 	}
-	where, at := edge.ResetToTimestamp, time.UnixMilli(ts)
-	if ts < 0 {
+	topic := h.Topic
+	where, at := edge.ResetToTimestamp, time.UnixMilli(h.Timestamp)
+	if h.Timestamp < 0 {
 		where = edge.ResetToLast
 	}
-	offs, err := s.b.ResetOffsets(group, topic, where, at)
+	offs, err := s.b.ResetOffsets(h.Group, topic, where, at)
 	if err != nil {
 		return errReply(req, err)
 	}

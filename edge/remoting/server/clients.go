@@ -37,13 +37,12 @@ func (s *Server) heartbeat(c *conn, req *remoting.Command) *remoting.Command {
 // unregister answers UNREGISTER_CLIENT: the client leaves the named groups, or all its
 // groups when none is named.
 func (s *Server) unregister(c *conn, req *remoting.Command) *remoting.Command {
-	f := fields{ext: req.Ext}
-	id := f.str(true, "clientID")
-	if f.err != nil {
-		return errReply(req, f.err)
+	h, err := remoting.ParseUnregisterHeader(req.Ext)
+	if err != nil {
+		return errReply(req, err)
 	}
 	var groups []string
-	for _, g := range []string{f.str(false, "producerGroup"), f.str(false, "consumerGroup")} {
+	for _, g := range []string{h.ProducerGroup, h.ConsumerGroup} {
 		if g != "" {
 			groups = append(groups, g)
 		}
@@ -52,7 +51,7 @@ func (s *Server) unregister(c *conn, req *remoting.Command) *remoting.Command {
 		groups = []string{""}
 	}
 	for _, g := range groups {
-		if err := s.b.Unregister(c.ctx, id, g); err != nil {
+		if err := s.b.Unregister(c.ctx, h.ClientID, g); err != nil {
 			return errReply(req, err)
 		}
 	}
@@ -62,11 +61,11 @@ func (s *Server) unregister(c *conn, req *remoting.Command) *remoting.Command {
 // consumerList answers GET_CONSUMER_LIST_BY_GROUP. As RocketMQ's broker, a group without
 // members, or unknown, is SYSTEM_ERROR.
 func (s *Server) consumerList(c *conn, req *remoting.Command) *remoting.Command {
-	f := fields{ext: req.Ext}
-	group := f.str(true, "consumerGroup")
-	if f.err != nil {
-		return errReply(req, f.err)
+	h, err := remoting.ParseConsumerListHeader(req.Ext)
+	if err != nil {
+		return errReply(req, err)
 	}
+	group := h.ConsumerGroup
 	ids, err := s.b.ConsumerIDs(c.ctx, "", group)
 	if err != nil && !errors.Is(err, mq.ErrGroupNotExist) {
 		return errReply(req, err)

@@ -136,10 +136,38 @@ func dial(t testing.TB, addr net.Addr) *client {
 	if err != nil {
 		t.Fatalf("dial %v: %v", addr, err)
 	}
+	return newClient(t, nc)
+}
+
+// newClient runs a client on nc; t.Cleanup closes it.
+func newClient(t testing.TB, nc net.Conn) *client {
 	c := &client{t: t, nc: nc, pend: map[int32]chan *remoting.Command{}, notes: make(chan *remoting.Command, 64), done: make(chan struct{})}
 	go c.read()
 	t.Cleanup(c.close)
 	return c
+}
+
+// pipeServer returns a server of b without listeners, for tests in a synctest bubble,
+// whose clients connect with pipeClient; t.Cleanup closes it.
+func pipeServer(t testing.TB, b *edge.Broker, o Options) *Server {
+	t.Helper()
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(testLogWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	o, err := o.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newServer(b, o)
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// pipeClient connects a client to s over a net.Pipe.
+func pipeClient(t testing.TB, s *Server) *client {
+	a, b := net.Pipe()
+	s.admit(b, false)
+	return newClient(t, a)
 }
 
 func (c *client) read() {
@@ -190,7 +218,7 @@ func (c *client) write(cmd *remoting.Command) chan *remoting.Command {
 	return ch
 }
 
-// wait returns the reply on ch, failing the test after 10 s or if the connection closes.
+// wait returns the reply on ch, failing the test after a minute or if the connection closes.
 func (c *client) wait(ch chan *remoting.Command) *remoting.Command {
 	c.t.Helper()
 	select {
@@ -203,8 +231,8 @@ func (c *client) wait(ch chan *remoting.Command) *remoting.Command {
 		default:
 		}
 		c.t.Fatalf("connection closed waiting for a reply: %v", c.err)
-	case <-time.After(10 * time.Second):
-		c.t.Fatal("no reply in 10 s")
+	case <-time.After(time.Minute):
+		c.t.Fatal("no reply in a minute")
 	}
 	return nil
 }
@@ -315,3 +343,10 @@ func errIs(err error, targets ...error) bool {
 
 var _ = io.EOF
 var _ = mq.ErrTopicNotExist
+
+// Pull sysflag bits, as ints for pullHeader.
+const (
+	pullCommitOffset = int(remoting.PullCommitOffset)
+	pullSuspend      = int(remoting.PullSuspend)
+	pullSubscription = int(remoting.PullSubscription)
+)

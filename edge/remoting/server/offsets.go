@@ -1,7 +1,6 @@
 package server
 
 import (
-	"strconv"
 	"time"
 
 	"github.com/edgemq/edgemq/edge/mq"
@@ -11,24 +10,20 @@ import (
 // offsetReply answers req with an "offset" field.
 func offsetReply(req *remoting.Command, off int64) *remoting.Command {
 	resp := req.Reply(remoting.Success, "")
-	resp.Ext = map[string]string{"offset": strconv.FormatInt(off, 10)}
+	resp.Ext = remoting.OffsetResponseHeader{Offset: off}.Ext()
 	return resp
 }
 
-// queueFields reads a request's topic and queueId.
-func queueFields(f *fields) mq.MessageQueue {
-	return mq.MessageQueue{Topic: f.str(true, "topic"), QueueID: f.int32(true, "queueId")}
-}
+// The offset requests name the queue by topic and id; the broker name (bname), if any, is
+// this broker's, whatever it is called.
 
 // queryOffset answers QUERY_CONSUMER_OFFSET: the group's offset, or QUERY_NOT_FOUND.
 func (s *Server) queryOffset(c *conn, req *remoting.Command) *remoting.Command {
-	f := fields{ext: req.Ext}
-	group := f.str(true, "consumerGroup")
-	q := queueFields(&f)
-	if f.err != nil {
-		return errReply(req, f.err)
+	h, err := remoting.ParseQueryOffsetHeader(req.Ext)
+	if err != nil {
+		return errReply(req, err)
 	}
-	off, err := s.b.QueryOffset(c.ctx, group, q)
+	off, err := s.b.QueryOffset(c.ctx, h.ConsumerGroup, mq.MessageQueue{Topic: h.Topic, QueueID: h.QueueID})
 	if err != nil {
 		return errReply(req, err)
 	}
@@ -37,14 +32,11 @@ func (s *Server) queryOffset(c *conn, req *remoting.Command) *remoting.Command {
 
 // updateOffset answers UPDATE_CONSUMER_OFFSET.
 func (s *Server) updateOffset(c *conn, req *remoting.Command) *remoting.Command {
-	f := fields{ext: req.Ext}
-	group := f.str(true, "consumerGroup")
-	q := queueFields(&f)
-	off := f.int64(true, "commitOffset")
-	if f.err != nil {
-		return errReply(req, f.err)
+	h, err := remoting.ParseUpdateOffsetHeader(req.Ext)
+	if err != nil {
+		return errReply(req, err)
 	}
-	if err := s.b.CommitOffset(c.ctx, group, q, off); err != nil {
+	if err := s.b.CommitOffset(c.ctx, h.ConsumerGroup, mq.MessageQueue{Topic: h.Topic, QueueID: h.QueueID}, h.CommitOffset); err != nil {
 		return errReply(req, err)
 	}
 	return req.Reply(remoting.Success, "")
@@ -52,12 +44,11 @@ func (s *Server) updateOffset(c *conn, req *remoting.Command) *remoting.Command 
 
 // maxOffset answers GET_MAX_OFFSET.
 func (s *Server) maxOffset(c *conn, req *remoting.Command) *remoting.Command {
-	f := fields{ext: req.Ext}
-	q := queueFields(&f)
-	if f.err != nil {
-		return errReply(req, f.err)
+	h, err := remoting.ParseGetOffsetHeader(req.Ext)
+	if err != nil {
+		return errReply(req, err)
 	}
-	off, err := s.b.MaxOffset(c.ctx, q)
+	off, err := s.b.MaxOffset(c.ctx, mq.MessageQueue{Topic: h.Topic, QueueID: h.QueueID})
 	if err != nil {
 		return errReply(req, err)
 	}
@@ -66,12 +57,11 @@ func (s *Server) maxOffset(c *conn, req *remoting.Command) *remoting.Command {
 
 // minOffset answers GET_MIN_OFFSET.
 func (s *Server) minOffset(c *conn, req *remoting.Command) *remoting.Command {
-	f := fields{ext: req.Ext}
-	q := queueFields(&f)
-	if f.err != nil {
-		return errReply(req, f.err)
+	h, err := remoting.ParseGetOffsetHeader(req.Ext)
+	if err != nil {
+		return errReply(req, err)
 	}
-	off, err := s.b.MinOffset(c.ctx, q)
+	off, err := s.b.MinOffset(c.ctx, mq.MessageQueue{Topic: h.Topic, QueueID: h.QueueID})
 	if err != nil {
 		return errReply(req, err)
 	}
@@ -81,13 +71,11 @@ func (s *Server) minOffset(c *conn, req *remoting.Command) *remoting.Command {
 // searchOffset answers SEARCH_OFFSET_BY_TIMESTAMP: the first offset stored at or after
 // the time.
 func (s *Server) searchOffset(c *conn, req *remoting.Command) *remoting.Command {
-	f := fields{ext: req.Ext}
-	q := queueFields(&f)
-	ts := f.int64(true, "timestamp")
-	if f.err != nil {
-		return errReply(req, f.err)
+	h, err := remoting.ParseSearchOffsetHeader(req.Ext)
+	if err != nil {
+		return errReply(req, err)
 	}
-	off, err := s.b.SearchOffset(c.ctx, q, time.UnixMilli(ts))
+	off, err := s.b.SearchOffset(c.ctx, mq.MessageQueue{Topic: h.Topic, QueueID: h.QueueID}, time.UnixMilli(h.Timestamp))
 	if err != nil {
 		return errReply(req, err)
 	}

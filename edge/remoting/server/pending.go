@@ -114,9 +114,9 @@ func appendMessageExt(dst []byte, m *mq.MessageExt) []byte {
 	appendHost := func(a netip.AddrPort, n int) {
 		ad := a.Addr().Unmap()
 		if n == 8 {
-			ip := ad.As4()
-			if !a.IsValid() {
-				ip = [4]byte{}
+			var ip [4]byte
+			if a.IsValid() {
+				ip = ad.As4()
 			}
 			dst = append(dst, ip[:]...)
 		} else {

@@ -3,18 +3,10 @@ package server
 import (
 	"context"
 	"errors"
-	"strconv"
 	"time"
 
 	"github.com/edgemq/edgemq/edge/mq"
 	"github.com/edgemq/edgemq/edge/remoting"
-)
-
-// RocketMQ's pull sysflag bits.
-const (
-	pullCommitOffset = 0x1
-	pullSuspend      = 0x2
-	pullSubscription = 0x4
 )
 
 // maxPullMsgs is the most messages the broker returns to one pull.
@@ -24,44 +16,34 @@ const maxPullMsgs = 1024
 // to the request's suspend time. A pull parked when the server shuts down is answered
 // PULL_NOT_FOUND at its own offset, so that the client pulls again.
 func (s *Server) pull(c *conn, req *remoting.Command) *remoting.Command {
-	f := fields{ext: req.Ext}
-	group := f.str(true, "consumerGroup")
-	topic := f.str(true, "topic")
-	queueID := f.int32(true, "queueId")
-	offset := f.int64(true, "queueOffset")
-	maxMsgs := f.int32(false, "maxMsgNums")
-	sysFlag := f.int32(false, "sysFlag")
-	commit := f.int64(false, "commitOffset")
-	suspendMs := f.int64(false, "suspendTimeoutMillis")
-	subscription := f.str(false, "subscription")
-	exprType := f.str(false, "expressionType")
-	if f.err != nil {
-		return errReply(req, f.err)
+	h, err := remoting.ParsePullHeader(req.Ext)
+	if err != nil {
+		return errReply(req, err)
 	}
-	if exprType != "" && exprType != "TAG" {
-		return req.Reply(remoting.SystemError, "server: only TAG filter expressions are supported, not "+exprType)
+	if h.ExpressionType != "" && h.ExpressionType != "TAG" {
+		return req.Reply(remoting.SystemError, "server: only TAG filter expressions are supported, not "+h.ExpressionType)
 	}
 	pr := mq.PullRequest{
-		Group:   group,
-		Queue:   mq.MessageQueue{Topic: topic, QueueID: queueID},
-		Offset:  offset,
-		MaxMsgs: int(min(maxMsgs, maxPullMsgs)),
-		Suspend: sysFlag&pullSuspend != 0,
+		Group:   h.ConsumerGroup,
+		Queue:   mq.MessageQueue{Topic: h.Topic, QueueID: h.QueueID},
+		Offset:  h.QueueOffset,
+		MaxMsgs: int(min(h.MaxMsgNums, maxPullMsgs)),
+		Suspend: h.SysFlag&remoting.PullSuspend != 0,
 	}
 	if pr.MaxMsgs <= 0 {
 		pr.MaxMsgs = 1 // RocketMQ reads at least one message
 	}
-	if sysFlag&pullSubscription != 0 {
-		pr.Filter = subscription
+	if h.SysFlag&remoting.PullSubscription != 0 {
+		pr.Filter = h.Subscription
 		if pr.Filter == "" {
 			pr.Filter = "*"
 		}
 	}
-	if sysFlag&pullCommitOffset != 0 && commit > 0 {
-		pr.CommitOffset = commit
+	if h.SysFlag&remoting.PullCommitOffset != 0 && h.CommitOffset > 0 {
+		pr.CommitOffset = h.CommitOffset
 	}
-	if pr.Suspend && suspendMs > 0 {
-		pr.MaxWait = time.Duration(suspendMs) * time.Millisecond
+	if pr.Suspend && h.SuspendTimeoutMillis > 0 {
+		pr.MaxWait = time.Duration(h.SuspendTimeoutMillis) * time.Millisecond
 	}
 	ctx := c.ctx
 	if pr.Suspend {
@@ -112,11 +94,7 @@ func (s *Server) pullNotFound(req *remoting.Command, pr mq.PullRequest) *remotin
 	return resp
 }
 
+// pullExt is a pull reply's header: always the four fields, broker 0 (the master).
 func pullExt(next, minOff, maxOff int64) map[string]string {
-	return map[string]string{
-		"suggestWhichBrokerId": "0",
-		"nextBeginOffset":      strconv.FormatInt(next, 10),
-		"minOffset":            strconv.FormatInt(minOff, 10),
-		"maxOffset":            strconv.FormatInt(maxOff, 10),
-	}
+	return remoting.PullResponseHeader{NextBeginOffset: next, MinOffset: minOff, MaxOffset: maxOff}.Ext()
 }

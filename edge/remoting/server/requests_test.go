@@ -259,7 +259,7 @@ func TestOffsetsAndGroups(t *testing.T) {
 	if n, _ := b.MaxOffset(context.Background(), mq.MessageQueue{Topic: mq.DLQTopic("g")}); n != 1 {
 		t.Errorf("DLQ holds %d messages after a send-back at level -1, want 1", n)
 	}
-	c.mustCall(remoting.SystemError, remoting.ConsumerSendMsgBack, map[string]string{"group": "g", "offset": "99999999"}, nil)
+	c.mustCall(remoting.SystemError, remoting.ConsumerSendMsgBack, map[string]string{"group": "g", "offset": "99999999", "delayLevel": "0"}, nil)
 
 	c.mustCall(remoting.Success, remoting.UnregisterClient, map[string]string{"clientID": "c1", "consumerGroup": "g"}, nil)
 	c.mustCall(remoting.SystemError, remoting.GetConsumerListByGroup, map[string]string{"consumerGroup": "g"}, nil)

@@ -26,17 +26,17 @@ func (s *Server) brokerAddr(c *conn) string {
 		ap := a.AddrPort()
 		return net.JoinHostPort(ap.Addr().Unmap().String(), strconv.Itoa(port))
 	}
-	return s.ln.Addr().String()
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) // not TCP: a test's pipe
 }
 
 // route answers GET_ROUTEINFO_BY_TOPIC as a name server: this broker, at brokerAddr, with
 // the topic's queues; TOPIC_NOT_EXIST for a topic it does not serve.
 func (s *Server) route(c *conn, req *remoting.Command) *remoting.Command {
-	f := fields{ext: req.Ext}
-	topic := f.str(true, "topic")
-	if f.err != nil {
-		return errReply(req, f.err)
+	h, err := remoting.ParseTopicHeader(req.Ext)
+	if err != nil {
+		return errReply(req, err)
 	}
+	topic := h.Topic
 	r, err := s.b.Route(c.ctx, topic)
 	if err != nil {
 		if errors.Is(err, mq.ErrTopicNotExist) || errors.Is(err, mq.ErrInvalidTopic) {

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/netip"
-	"strconv"
 	"strings"
 
 	"github.com/edgemq/edgemq/edge"
@@ -26,59 +25,30 @@ const (
 // msgRegion is what RocketMQ's brokers answer as a send's MSG_REGION by default.
 const msgRegion = "DefaultRegion"
 
-// sendHeader is a send request's header, SEND_MESSAGE's long names or SEND_MESSAGE_V2's and
-// SEND_BATCH_MESSAGE's one-letter names.
-type sendHeader struct {
-	group, topic   string
-	queueID        int32
-	sysFlag        int32
-	bornTime       int64
-	flag           int32
-	properties     string
-	reconsumeTimes int32
-	batch          bool
-}
-
-func parseSendHeader(ext map[string]string) (sendHeader, error) {
-	f := fields{ext: ext}
-	h := sendHeader{
-		group:          f.str(false, "producerGroup", "a"),
-		topic:          f.str(true, "topic", "b"),
-		queueID:        f.int32(false, "queueId", "e"),
-		sysFlag:        f.int32(false, "sysFlag", "f"),
-		bornTime:       f.int64(false, "bornTimestamp", "g"),
-		flag:           f.int32(false, "flag", "h"),
-		properties:     f.str(false, "properties", "i"),
-		reconsumeTimes: f.int32(false, "reconsumeTimes", "j"),
-		batch:          f.bool("batch", "m"),
-	}
-	return h, f.err
-}
-
 // send answers SEND_MESSAGE, SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE: the broker stores the
 // message (or the batch's, in one queue), stamped with the producer's born time and the
 // connection's remote address.
 func (s *Server) send(c *conn, req *remoting.Command) *remoting.Command {
-	h, err := parseSendHeader(req.Ext)
+	h, err := remoting.ParseSendHeader(req.Code, req.Ext)
 	if err != nil {
 		return errReply(req, err)
 	}
-	if h.sysFlag&sysFlagTxPrepared != 0 {
+	if h.SysFlag&sysFlagTxPrepared != 0 {
 		return req.Reply(remoting.NoPermission, "server: transactional messages are not supported")
 	}
 	body := req.Body
-	if h.sysFlag&sysFlagCompressed != 0 {
+	if h.SysFlag&sysFlagCompressed != 0 {
 		if body, err = inflate(body, s.b.Options().MaxMessageSize); err != nil {
 			return req.Reply(remoting.MessageIllegal, err.Error())
 		}
 	}
 	var sel mq.QueueSelector
-	if h.queueID >= 0 {
-		sel = mq.QueueIndex(int(h.queueID))
+	if h.QueueID >= 0 { // RocketMQ's brokers choose for a negative one
+		sel = mq.QueueIndex(int(h.QueueID))
 	}
-	origin := edge.Origin{BornTime: max(h.bornTime, 0), BornHost: remoteAddrPort(c.nc), ReconsumeTimes: max(h.reconsumeTimes, 0)}
+	origin := edge.Origin{BornTime: max(h.BornTimestamp, 0), BornHost: remoteAddrPort(c.nc), ReconsumeTimes: max(h.ReconsumeTimes, 0)}
 	var results []mq.SendResult
-	if req.Code == remoting.SendBatchMessage || h.batch {
+	if req.Code == remoting.SendBatchMessage || h.Batch {
 		msgs, err := decodeBatch(body)
 		if err != nil {
 			return req.Reply(remoting.MessageIllegal, err.Error())
@@ -87,14 +57,14 @@ func (s *Server) send(c *conn, req *remoting.Command) *remoting.Command {
 			return req.Reply(remoting.MessageIllegal, "server: empty batch")
 		}
 		for _, m := range msgs {
-			m.Topic = h.topic
+			m.Topic = h.Topic
 		}
 		if results, err = s.b.SendBatchFrom(c.ctx, msgs, sel, origin); err != nil {
 			return errReply(req, err)
 		}
 	} else {
-		m := &mq.Message{Topic: h.topic, Flag: h.flag, Body: body}
-		setProperties(m, parseProperties(h.properties))
+		m := &mq.Message{Topic: h.Topic, Flag: h.Flag, Body: body}
+		setProperties(m, parseProperties(h.Properties))
 		res, err := s.b.SendFrom(c.ctx, m, sel, origin)
 		if err != nil {
 			return errReply(req, err)
@@ -105,17 +75,13 @@ func (s *Server) send(c *conn, req *remoting.Command) *remoting.Command {
 	for i, r := range results {
 		ids[i] = r.OffsetMsgID()
 	}
+	rh := remoting.SendResponseHeader{MsgID: strings.Join(ids, ","), QueueID: results[0].Queue.QueueID,
+		QueueOffset: results[0].QueueOffset, Region: msgRegion, TraceOn: true}
+	if len(results) == 1 {
+		rh.TransactionID = results[0].UniqID
+	}
 	resp := req.Reply(remoting.Success, "")
-	resp.Ext = map[string]string{
-		"msgId":       strings.Join(ids, ","),
-		"queueId":     strconv.Itoa(int(results[0].Queue.QueueID)),
-		"queueOffset": strconv.FormatInt(results[0].QueueOffset, 10),
-		"MSG_REGION":  msgRegion,
-		"TRACE_ON":    "true",
-	}
-	if id := results[0].UniqID; id != "" && len(results) == 1 {
-		resp.Ext["transactionId"] = id
-	}
+	resp.Ext = rh.Ext()
 	return resp
 }
 
@@ -168,20 +134,12 @@ func remoteAddrPort(nc net.Conn) netip.AddrPort {
 // sendBack answers CONSUMER_SEND_MSG_BACK: the broker stores a copy of the message in the
 // group's retry or dead-letter topic.
 func (s *Server) sendBack(c *conn, req *remoting.Command) *remoting.Command {
-	f := fields{ext: req.Ext}
-	r := mq.SendBackRequest{
-		Group:             f.str(true, "group"),
-		CommitLogOffset:   f.int64(true, "offset"),
-		DelayLevel:        f.int32(false, "delayLevel"),
-		MaxReconsumeTimes: f.int32(false, "maxReconsumeTimes"),
-		OriginMsgID:       f.str(false, "originMsgId"),
+	h, err := remoting.ParseSendBackHeader(req.Ext)
+	if err != nil {
+		return errReply(req, err)
 	}
-	if f.err != nil {
-		return errReply(req, f.err)
-	}
-	if r.MaxReconsumeTimes < 0 { // Java's "not set"
-		r.MaxReconsumeTimes = 0
-	}
+	r := mq.SendBackRequest{Group: h.Group, CommitLogOffset: h.Offset, DelayLevel: h.DelayLevel,
+		MaxReconsumeTimes: max(h.MaxReconsumeTimes, 0), OriginMsgID: h.OriginMsgID} // negative: not set
 	if err := s.b.SendBack(c.ctx, r); err != nil {
 		return errReply(req, err)
 	}

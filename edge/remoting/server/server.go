@@ -63,17 +63,16 @@ func Start(b *edge.Broker, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: listen: %w", err)
 	}
-	s := &Server{b: b, opts: o, lg: o.Logger, ln: ln, conns: map[*conn]struct{}{}, clients: map[string]map[*conn]struct{}{}}
-	s.mainTCP, _ = ln.Addr().(*net.TCPAddr)
-	s.started = time.Now()
+	var vip net.Listener
 	if addr := vipAddress(o, ln.Addr()); addr != "" {
-		if s.vip, err = net.Listen("tcp", addr); err != nil {
+		if vip, err = net.Listen("tcp", addr); err != nil {
 			ln.Close()
 			return nil, fmt.Errorf("server: listen VIP: %w", err)
 		}
 	}
-	s.ctx, s.cancel = context.WithCancel(context.Background())
-	s.pulls, s.stopPulls = context.WithCancel(s.ctx)
+	s := newServer(b, o)
+	s.ln, s.vip = ln, vip
+	s.mainTCP, _ = ln.Addr().(*net.TCPAddr)
 	s.accepts.Add(1)
 	go s.acceptLoop(ln, false)
 	if s.vip != nil {
@@ -88,8 +87,22 @@ func Start(b *edge.Broker, opts Options) (*Server, error) {
 	return s, nil
 }
 
+// newServer returns a server of b without listeners: o has its defaults.
+func newServer(b *edge.Broker, o Options) *Server {
+	s := &Server{b: b, opts: o, lg: o.Logger, conns: map[*conn]struct{}{}, clients: map[string]map[*conn]struct{}{},
+		started: time.Now()}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.pulls, s.stopPulls = context.WithCancel(s.ctx)
+	return s
+}
+
 // Addr returns the bound main address (with the port chosen when Listen's was 0).
-func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+func (s *Server) Addr() net.Addr {
+	if s.ln == nil {
+		return nil
+	}
+	return s.ln.Addr()
+}
 
 // VIPAddr returns the bound VIP address, or nil when it is off.
 func (s *Server) VIPAddr() net.Addr {
@@ -150,9 +163,11 @@ func (s *Server) admit(nc net.Conn, vip bool) {
 func (s *Server) closeListeners() error {
 	s.once.Do(func() {
 		s.closing.Store(true)
-		errs := []error{s.ln.Close()}
-		if s.vip != nil {
-			errs = append(errs, s.vip.Close())
+		var errs []error
+		for _, ln := range []net.Listener{s.ln, s.vip} {
+			if ln != nil {
+				errs = append(errs, ln.Close())
+			}
 		}
 		s.lnErr = errors.Join(errs...)
 	})

@@ -1,0 +1,109 @@
+package server
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/edgemq/edgemq/edge"
+	"github.com/edgemq/edgemq/edge/mq"
+	"github.com/edgemq/edgemq/edge/remoting"
+)
+
+// The long-polling tests run in a synctest bubble over net.Pipe connections (in-memory,
+// so that a goroutine waiting on one is durably blocked): the fake clock runs the holds.
+
+// TestLongPollAnsweredBySend: a pull that finds nothing parks, and a send to its queue
+// answers it at once with the message.
+func TestLongPollAnsweredBySend(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := openBroker(t, nil)
+		if err := b.CreateTopic(edge.TopicConfig{Name: "T", ReadQueues: 1, WriteQueues: 1}); err != nil {
+			t.Fatal(err)
+		}
+		s := pipeServer(t, b, Options{})
+		c := pipeClient(t, s)
+		start := time.Now()
+		ch := c.write(remoting.NewRequest(remoting.PullMessage, pullHeader("g", "T", 0, 0, pullSuspend|pullSubscription, 20000, "*"), nil))
+		synctest.Wait()
+		select {
+		case r := <-ch:
+			t.Fatalf("pull answered %d before any message", r.Code)
+		default:
+		}
+		time.Sleep(time.Second)
+		p := pipeClient(t, s)
+		p.mustCall(remoting.Success, remoting.SendMessageV2, sendExt("T", 0, ""), []byte("hello"))
+		r := c.wait(ch)
+		if r.Code != remoting.Success || time.Since(start) != time.Second {
+			t.Fatalf("parked pull: code %d after %v, want 0 after 1s", r.Code, time.Since(start))
+		}
+		if recs := decodeRecords(t, r.Body); len(recs) != 1 || recs[0].body != "hello" || r.Ext["nextBeginOffset"] != "1" {
+			t.Fatalf("parked pull got %v, next %s", recs, r.Ext["nextBeginOffset"])
+		}
+	})
+}
+
+// TestLongPollBoundedBySuspend: a parked pull with nothing arriving is answered
+// PULL_NOT_FOUND when the request's suspend time runs out, not before; a pull without the
+// suspend bit is answered at once.
+func TestLongPollBoundedBySuspend(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := openBroker(t, nil)
+		if err := b.CreateTopic(edge.TopicConfig{Name: "T", ReadQueues: 1, WriteQueues: 1}); err != nil {
+			t.Fatal(err)
+		}
+		s := pipeServer(t, b, Options{})
+		c := pipeClient(t, s)
+		for _, suspend := range []int64{3000, 12000} {
+			start := time.Now()
+			r := c.mustCall(remoting.PullNotFound, remoting.PullMessage, pullHeader("g", "T", 0, 0, pullSuspend|pullSubscription, suspend, "*"), nil)
+			if got := time.Since(start); got != time.Duration(suspend)*time.Millisecond {
+				t.Errorf("suspend %d ms: answered after %v", suspend, got)
+			}
+			if r.Ext["nextBeginOffset"] != "0" {
+				t.Errorf("nextBeginOffset %q, want 0", r.Ext["nextBeginOffset"])
+			}
+		}
+		start := time.Now()
+		c.mustCall(remoting.PullNotFound, remoting.PullMessage, pullHeader("g", "T", 0, 0, pullSubscription, 20000, "*"), nil)
+		if got := time.Since(start); got != 0 {
+			t.Errorf("a pull without the suspend bit waited %v", got)
+		}
+	})
+}
+
+// TestShutdownAnswersParkedPulls: Shutdown answers a parked pull PULL_NOT_FOUND at the
+// request's offset, writes the reply, then closes the connection; the broker stays open.
+func TestShutdownAnswersParkedPulls(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := openBroker(t, nil)
+		if err := b.CreateTopic(edge.TopicConfig{Name: "T", ReadQueues: 1, WriteQueues: 1}); err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			if _, err := b.Send(context.Background(), &mq.Message{Topic: "T", Body: []byte("x")}, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		s := pipeServer(t, b, Options{})
+		c := pipeClient(t, s)
+		ch := c.write(remoting.NewRequest(remoting.PullMessage, pullHeader("g", "T", 0, 3, pullSuspend|pullSubscription, 20000, "*"), nil))
+		synctest.Wait()
+		start := time.Now()
+		if err := s.Shutdown(context.Background()); err != nil {
+			t.Fatalf("Shutdown: %v", err)
+		}
+		r := c.wait(ch)
+		if r.Code != remoting.PullNotFound || r.Ext["nextBeginOffset"] != "3" || r.Ext["maxOffset"] != "3" || time.Since(start) != 0 {
+			t.Fatalf("parked pull at Shutdown: code %d ext %v after %v; want 19 at 3 at once", r.Code, r.Ext, time.Since(start))
+		}
+		if !c.closed() {
+			t.Fatal("connection open after Shutdown")
+		}
+		if _, err := b.MaxOffset(context.Background(), mq.MessageQueue{Topic: "T"}); err != nil {
+			t.Fatalf("broker after Shutdown: %v", err)
+		}
+	})
+}
