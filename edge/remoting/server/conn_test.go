@@ -1,0 +1,483 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/edgemq/edgemq/edge"
+	"github.com/edgemq/edgemq/edge/mq"
+	"github.com/edgemq/edgemq/edge/remoting"
+)
+
+// waitNote returns the next request the server sent c, failing after 10 s.
+func waitNote(t *testing.T, c *client) *remoting.Command {
+	t.Helper()
+	select {
+	case n := <-c.notes:
+		return n
+	case <-time.After(10 * time.Second):
+		t.Fatal("no notification in 10 s")
+	}
+	return nil
+}
+
+// TestClosedConnectionLeavesGroup: when a client's connection closes, the broker drops it
+// from its group and frees its queue locks, and the other members are sent
+// NOTIFY_CONSUMER_IDS_CHANGED (oneway, naming the group); a member joining is notified the
+// same way.
+func TestClosedConnectionLeavesGroup(t *testing.T) {
+	b := openBroker(t, nil)
+	s := startServer(t, b, Options{})
+	c1, c2 := dial(t, s.Addr()), dial(t, s.Addr())
+	c1.mustCall(remoting.Success, remoting.HeartBeat, nil, heartbeatBody("c1", "g", "T", "*"))
+	c2.mustCall(remoting.Success, remoting.HeartBeat, nil, heartbeatBody("c2", "g", "T", "*"))
+	n := waitNote(t, c1)
+	if n.Code != remoting.NotifyConsumerIDsChanged || !n.IsOneway() || n.Ext["consumerGroup"] != "g" {
+		t.Fatalf("c1 got code %d oneway %v ext %v, want 40 oneway for g", n.Code, n.IsOneway(), n.Ext)
+	}
+	lock := []byte(`{"consumerGroup":"g","clientId":"c1","mqSet":[{"topic":"T","brokerName":"edgemq","queueId":0}]}`)
+	c1.mustCall(remoting.Success, remoting.LockBatchMQ, nil, lock)
+
+	c1.close()
+	n = waitNote(t, c2)
+	if n.Code != remoting.NotifyConsumerIDsChanged || n.Ext["consumerGroup"] != "g" {
+		t.Fatalf("c2 got code %d ext %v, want 40 for g", n.Code, n.Ext)
+	}
+	ids, err := b.ConsumerIDs(context.Background(), "", "g")
+	if err != nil || len(ids) != 1 || ids[0] != "c2" {
+		t.Fatalf("members after c1 left: %v %v, want [c2]", ids, err)
+	}
+	got, err := b.LockQueues(context.Background(), "g", "c2", []mq.MessageQueue{{Topic: "T"}})
+	if err != nil || len(got) != 1 {
+		t.Fatalf("c1's lock not freed: c2 got %v %v", got, err)
+	}
+}
+
+// TestClientOnTwoConnections: a client that heartbeats on two connections stays in its
+// group until both close.
+func TestClientOnTwoConnections(t *testing.T) {
+	b := openBroker(t, nil)
+	s := startServer(t, b, Options{})
+	a, a2 := dial(t, s.Addr()), dial(t, s.Addr())
+	for _, c := range []*client{a, a2} {
+		c.mustCall(remoting.Success, remoting.HeartBeat, nil, heartbeatBody("c1", "g", "T", "*"))
+	}
+	a.close()
+	waitConns(t, s, 1)
+	if ids, _ := b.ConsumerIDs(context.Background(), "", "g"); len(ids) != 1 {
+		t.Fatalf("c1 left its group with a connection still open: %v", ids)
+	}
+	a2.close()
+	waitConns(t, s, 0)
+	if ids, _ := b.ConsumerIDs(context.Background(), "", "g"); len(ids) != 0 {
+		t.Fatalf("c1 still a member after its last connection closed: %v", ids)
+	}
+}
+
+// waitConns waits until s has n connections (they close asynchronously).
+func waitConns(t *testing.T, s *Server, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s.mu.Lock()
+		got := len(s.conns)
+		s.mu.Unlock()
+		if got == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections, want %d", got, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// rawFrame builds a frame by hand: length word, type byte and header length, header, body.
+func rawFrame(frameLen int32, serialize byte, headerLen int, header, body []byte) []byte {
+	var b []byte
+	b = binary.BigEndian.AppendUint32(b, uint32(frameLen))
+	b = binary.BigEndian.AppendUint32(b, uint32(serialize)<<24|uint32(headerLen))
+	b = append(b, header...)
+	return append(b, body...)
+}
+
+// TestBadInput: input that is not a frame closes the connection with one log line and
+// changes nothing else: the server answers other clients, the broker holds no message.
+func TestBadInput(t *testing.T) {
+	hdr := []byte(`{"code":310,"language":"GO","version":317,"opaque":1,"flag":0,"extFields":{}}`)
+	for _, tc := range []struct {
+		name  string
+		bytes []byte
+		log   string
+	}{
+		{"frame length below its header word", rawFrame(2, 0, 0, nil, nil), "connection closed: malformed frame"},
+		{"negative frame length", rawFrame(-8, 0, 0, nil, nil), "connection closed: malformed frame"},
+		{"header not JSON", rawFrame(int32(4+5), 0, 5, []byte("{{{{{"), nil), "connection closed: malformed frame"},
+		{"header longer than the frame", rawFrame(int32(4+len(hdr)), 0, len(hdr)+10, hdr, nil), "connection closed: malformed frame"},
+		{"unknown serialize type", rawFrame(int32(4+len(hdr)), 7, len(hdr), hdr, nil), "connection closed: malformed frame"},
+		{"frame over the maximum", rawFrame(20<<20, 0, len(hdr), hdr, nil), "connection closed: frame too large"},
+		{"binary header truncated", rawFrame(4+3, 1, 3, []byte{0, 10, 9}, nil), "connection closed: malformed frame"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lc := newLogCounter(t)
+			b := openBroker(t, nil)
+			s := startServer(t, b, Options{Logger: lc.logger()})
+			nc, err := net.Dial("tcp", s.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer nc.Close()
+			nc.Write(tc.bytes)
+			nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+			if n, err := nc.Read(make([]byte, 1)); n != 0 || err == nil || isTimeout(err) {
+				t.Fatalf("connection not closed: read %d, %v", n, err)
+			}
+			waitConns(t, s, 0)
+			if got := lc.count(tc.log); got != 1 {
+				t.Errorf("%d log lines %q, want 1", got, tc.log)
+			}
+			dial(t, s.Addr()).mustCall(remoting.Success, remoting.GetRouteInfoByTopic, map[string]string{"topic": "%RETRY%g"}, nil)
+			if qs, _ := b.Queues(""); len(qs) != 0 {
+				t.Errorf("the broker holds queues %v", qs)
+			}
+		})
+	}
+}
+
+// isTimeout reports a read deadline's error: the connection stayed open.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// TestOversizeSend: a 10 MiB send (a frame the server reads, a body above the broker's
+// maximum) is answered MESSAGE_ILLEGAL and the connection goes on.
+func TestOversizeSend(t *testing.T) {
+	b := openBroker(t, nil)
+	s := startServer(t, b, Options{})
+	c := dial(t, s.Addr())
+	c.mustCall(remoting.MessageIllegal, remoting.SendMessageV2, sendExt("T", 0, ""), make([]byte, 10<<20))
+	c.mustCall(remoting.Success, remoting.SendMessageV2, sendExt("T", 0, ""), []byte("small"))
+	if n, _ := b.MaxOffset(context.Background(), mq.MessageQueue{Topic: "T"}); n != 1 {
+		t.Errorf("queue holds %d messages, want 1", n)
+	}
+}
+
+// TestIdleTimeout: half a frame, then nothing: the connection is closed after the idle
+// timeout, and not before; a connection that sends whole frames stays.
+func TestIdleTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		lc := newLogCounter(t)
+		b := openBroker(t, nil)
+		s := pipeServer(t, b, Options{IdleTimeout: 30 * time.Second, Logger: lc.logger()})
+		half, busy := pipeClient(t, s), pipeClient(t, s)
+		frame, _ := remoting.NewRequest(remoting.HeartBeat, nil, heartbeatBody("c1", "g", "T", "*")).AppendFrame(nil)
+		start := time.Now()
+		closedAfter := make(chan time.Duration, 1)
+		go func() {
+			half.nc.Write(frame[:len(frame)/2])
+			<-half.done
+			closedAfter <- time.Since(start)
+		}()
+		for range 5 {
+			time.Sleep(10 * time.Second)
+			busy.mustCall(remoting.Success, remoting.HeartBeat, nil, heartbeatBody("c2", "g", "T", "*"))
+		}
+		if got := <-closedAfter; got != 30*time.Second {
+			t.Errorf("closed after %v, want the idle timeout, 30s", got)
+		}
+		if lc.count("connection closed: idle") != 1 {
+			t.Errorf("%d idle log lines, want 1", lc.count("connection closed: idle"))
+		}
+		select {
+		case <-busy.done:
+			t.Fatal("the busy connection was closed")
+		default:
+		}
+	})
+}
+
+// TestSlowReader: a client that does not read its replies is disconnected after the write
+// timeout; the server's other clients go on.
+func TestSlowReader(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		lc := newLogCounter(t)
+		b := openBroker(t, nil)
+		s := pipeServer(t, b, Options{WriteTimeout: 5 * time.Second, Logger: lc.logger()})
+		a, bpipe := net.Pipe()
+		s.admit(bpipe, false)
+		frame, _ := remoting.NewRequest(remoting.GetRouteInfoByTopic, map[string]string{"topic": "%RETRY%g"}, nil).AppendFrame(nil)
+		start := time.Now()
+		if _, err := a.Write(frame); err != nil { // read by the server; its reply is never read
+			t.Fatal(err)
+		}
+		other := pipeClient(t, s)
+		other.mustCall(remoting.Success, remoting.GetRouteInfoByTopic, map[string]string{"topic": "%RETRY%g"}, nil)
+		synctest.Wait()
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		if got := lc.count("connection closed: slow reader"); got != 1 {
+			t.Fatalf("%d slow-reader log lines after %v, want 1", got, time.Since(start))
+		}
+		if _, err := a.Read(make([]byte, 1)); err == nil {
+			t.Error("slow reader's connection still open")
+		}
+		a.Close()
+		other.mustCall(remoting.Success, remoting.GetRouteInfoByTopic, map[string]string{"topic": "%RETRY%g"}, nil)
+	})
+}
+
+// TestMaxInFlight: past MaxInFlight requests being handled on a connection, a request is
+// answered SYSTEM_BUSY; once they are answered, requests are handled again.
+func TestMaxInFlight(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := openBroker(t, nil)
+		if err := b.CreateTopic(edge.TopicConfig{Name: "T", ReadQueues: 1, WriteQueues: 1}); err != nil {
+			t.Fatal(err)
+		}
+		s := pipeServer(t, b, Options{MaxInFlight: 2})
+		c := pipeClient(t, s)
+		var parked []chan *remoting.Command
+		for range 2 {
+			parked = append(parked, c.write(remoting.NewRequest(remoting.PullMessage, pullHeader("g", "T", 0, 0, pullSuspend|pullSubscription, 10000, "*"), nil)))
+		}
+		synctest.Wait()
+		c.mustCall(remoting.SystemBusy, remoting.GetMaxOffset, map[string]string{"topic": "T", "queueId": "0"}, nil)
+		for _, ch := range parked {
+			if r := c.wait(ch); r.Code != remoting.PullNotFound {
+				t.Errorf("parked pull: code %d, want 19", r.Code)
+			}
+		}
+		synctest.Wait()
+		c.mustCall(remoting.Success, remoting.GetMaxOffset, map[string]string{"topic": "T", "queueId": "0"}, nil)
+	})
+}
+
+// TestManyConnections: 1,000 connections opened and dropped, some with garbage or half a
+// frame, past MaxConns: each is answered, refused or closed with a log line, the server
+// ends with no connection and no goroutine of theirs, and still answers.
+func TestManyConnections(t *testing.T) {
+	lc := newLogCounter(t)
+	b := openBroker(t, nil)
+	s := startServer(t, b, Options{MaxConns: 100, Logger: lc.logger()})
+	frame, _ := remoting.NewRequest(remoting.GetRouteInfoByTopic, map[string]string{"topic": "%RETRY%g"}, nil).AppendFrame(nil)
+	inputs := [][]byte{nil, frame, frame[:7], []byte("GET / HTTP/1.1\r\n\r\n"), rawFrame(2, 0, 0, nil, nil)}
+	const total = 1000
+	var wg sync.WaitGroup
+	for i := range total {
+		if i%200 == 0 {
+			wg.Wait() // in waves: the refusals need some connections open
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			nc, err := net.Dial("tcp", s.Addr().String())
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer nc.Close()
+			nc.Write(inputs[i%len(inputs)])
+			if i%len(inputs) == 1 { // a whole request: answered or refused
+				nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+				r, err := remoting.NewReader(nc, 0).Read()
+				if err == nil && r.Code != remoting.Success {
+					t.Errorf("reply %d", r.Code)
+				}
+				if err != nil && !isClosedErr(err) {
+					t.Errorf("neither a reply nor a closed connection: %v", err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	waitConns(t, s, 0)
+	// One line per connection: refused, closed by the client, or closed on bad input.
+	lines := lc.count("connection refused: too many connections") + lc.count("connection closed") +
+		lc.count("connection closed: malformed frame") + lc.count("connection closed: frame too large")
+	if lines != total {
+		t.Errorf("%d connection log lines, want %d (refused %d)", lines, total, lc.count("connection refused: too many connections"))
+	}
+	dial(t, s.Addr()).mustCall(remoting.Success, remoting.GetRouteInfoByTopic, map[string]string{"topic": "%RETRY%g"}, nil)
+	if qs, _ := b.Queues(""); len(qs) != 0 {
+		t.Errorf("the broker holds queues %v", qs)
+	}
+}
+
+func isClosedErr(err error) bool {
+	var ne net.Error
+	return errors.Is(err, remoting.ErrMalformed) || errors.Is(err, net.ErrClosed) || strings.Contains(err.Error(), "reset") ||
+		strings.Contains(err.Error(), "EOF") || errors.As(err, &ne) && !ne.Timeout()
+}
+
+// TestVIPAddress: the VIP address answers the same requests, and routes it gives point at
+// the main address.
+func TestVIPAddress(t *testing.T) {
+	b := openBroker(t, nil)
+	s := startServer(t, b, Options{VIPListen: "127.0.0.1:0"})
+	if s.VIPAddr() == nil || s.VIPAddr().String() == s.Addr().String() {
+		t.Fatalf("VIPAddr %v, Addr %v", s.VIPAddr(), s.Addr())
+	}
+	c := dial(t, s.VIPAddr())
+	c.mustCall(remoting.Success, remoting.SendMessageV2, sendExt("T", 0, ""), []byte("x"))
+	r := c.mustCall(remoting.Success, remoting.GetRouteInfoByTopic, map[string]string{"topic": "T"}, nil)
+	if !bytes.Contains(r.Body, []byte(`"0":"`+s.Addr().String()+`"`)) {
+		t.Errorf("route on the VIP address %s, want the main address %v", r.Body, s.Addr())
+	}
+	off := startServer(t, b, Options{VIPListen: vipOff})
+	if off.VIPAddr() != nil {
+		t.Error("VIP address with VIPListen off")
+	}
+	// The default VIP address of a server on port 0 is any free port.
+	def, err := Start(b, Options{Listen: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer def.Close()
+	if def.VIPAddr() == nil {
+		t.Error("no default VIP address")
+	}
+}
+
+// TestOptions: Start refuses options out of range, naming the option.
+func TestOptions(t *testing.T) {
+	b := openBroker(t, nil)
+	for _, tc := range []struct {
+		o    Options
+		name string
+	}{
+		{Options{MaxConns: -1}, "MaxConns"},
+		{Options{MaxInFlight: -1}, "MaxInFlight"},
+		{Options{IdleTimeout: -time.Second}, "IdleTimeout"},
+		{Options{WriteTimeout: -time.Second}, "WriteTimeout"},
+		{Options{MaxFrameSize: 10}, "MaxFrameSize"},
+		{Options{Listen: "nonsense"}, "Listen"},
+		{Options{Listen: "127.0.0.1:0", VIPListen: "bad"}, "VIPListen"},
+		{Options{Listen: "127.0.0.1:0", Advertise: "localhost:10911"}, "Advertise"},
+		{Options{Listen: "127.0.0.1:0", Advertise: "10.0.0.1:0"}, "Advertise"},
+	} {
+		s, err := Start(b, tc.o)
+		if !errors.Is(err, ErrOptions) || !strings.Contains(err.Error(), tc.name) {
+			t.Errorf("Start(%+v) = %v, want %v naming %s", tc.o, err, ErrOptions, tc.name)
+		}
+		if s != nil {
+			s.Close()
+		}
+	}
+	if _, err := Start(nil, Options{}); !errors.Is(err, ErrOptions) {
+		t.Errorf("Start(nil broker) = %v", err)
+	}
+}
+
+// TestAdmin: mqadmin's requests, each a round trip.
+func TestAdmin(t *testing.T) {
+	b := openBroker(t, nil)
+	s := startServer(t, b, Options{ClusterName: "C"})
+	c := dial(t, s.Addr())
+	c.mustCall(remoting.Success, remoting.UpdateAndCreateTopic, map[string]string{"topic": "A", "defaultTopic": "TBW102",
+		"readQueueNums": "2", "writeQueueNums": "2", "perm": "6", "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": "false"}, nil)
+	if cfg, err := b.Topic("A"); err != nil || cfg.ReadQueues != 2 || cfg.WriteQueues != 2 {
+		t.Fatalf("topic A: %+v %v", cfg, err)
+	}
+	c.mustCall(remoting.InvalidParameter, remoting.UpdateAndCreateTopic, map[string]string{"topic": "A", "defaultTopic": "TBW102",
+		"readQueueNums": "2000", "writeQueueNums": "2", "perm": "6"}, nil)
+	r := c.mustCall(remoting.Success, remoting.SendMessageV2, sendExt("A", 1, "KEYS\x01k\x02"), []byte("hello"))
+	msgID := r.Ext["msgId"]
+
+	r = c.mustCall(remoting.Success, remoting.GetAllTopicListFromNameServer, nil, nil)
+	var tl struct {
+		TopicList []string `json:"topicList"`
+	}
+	if err := json.Unmarshal(r.Body, &tl); err != nil || !containsStr(tl.TopicList, "A") {
+		t.Errorf("topic list %s %v", r.Body, err)
+	}
+	r = c.mustCall(remoting.Success, remoting.GetTopicStatsInfo, map[string]string{"topic": "A"}, nil)
+	want := `{"offsetTable":{{"brokerName":"edgemq","queueId":0,"topic":"A"}:{"lastUpdateTimestamp":0,"maxOffset":0,"minOffset":0},` +
+		`{"brokerName":"edgemq","queueId":1,"topic":"A"}:{"lastUpdateTimestamp":0,"maxOffset":1,"minOffset":0}},"topicPutTps":0.0}`
+	if string(r.Body) != want {
+		t.Errorf("topic stats\n got %s\nwant %s", r.Body, want)
+	}
+	c.mustCall(remoting.TopicNotExist, remoting.GetTopicStatsInfo, map[string]string{"topic": "Nope"}, nil)
+
+	r = c.mustCall(remoting.Success, remoting.GetBrokerRuntimeInfo, nil, nil)
+	var kv struct {
+		Table map[string]string `json:"table"`
+	}
+	if err := json.Unmarshal(r.Body, &kv); err != nil || kv.Table["msgPutTotalTodayNow"] != "1" || kv.Table["brokerName"] != "edgemq" {
+		t.Errorf("runtime info %s %v", r.Body, err)
+	}
+	r = c.mustCall(remoting.Success, remoting.GetBrokerClusterInfo, nil, nil)
+	wantCluster := `{"brokerAddrTable":{"edgemq":{"cluster":"C","brokerName":"edgemq","brokerAddrs":{"0":"` + s.Addr().String() + `"}}},"clusterAddrTable":{"C":["edgemq"]}}`
+	if string(r.Body) != wantCluster {
+		t.Errorf("cluster info\n got %s\nwant %s", r.Body, wantCluster)
+	}
+
+	// A consumer: connection list and consume stats.
+	c.mustCall(remoting.Success, remoting.HeartBeat, nil, heartbeatBody("c1", "g", "A", "*"))
+	c.mustCall(remoting.Success, remoting.UpdateConsumerOffset, map[string]string{"consumerGroup": "g", "topic": "A", "queueId": "1", "commitOffset": "1"}, nil)
+	r = c.mustCall(remoting.Success, remoting.GetConsumerConnectionList, map[string]string{"consumerGroup": "g"}, nil)
+	var cc struct {
+		ConnectionSet []struct {
+			ClientID, ClientAddr, Language string
+			Version                        int
+		} `json:"connectionSet"`
+		SubscriptionTable map[string]struct{ SubString string } `json:"subscriptionTable"`
+		MessageModel      string                                `json:"messageModel"`
+	}
+	if err := json.Unmarshal(r.Body, &cc); err != nil || len(cc.ConnectionSet) != 1 || cc.ConnectionSet[0].ClientID != "c1" ||
+		cc.ConnectionSet[0].ClientAddr != c.nc.LocalAddr().String() || cc.ConnectionSet[0].Language != "GO" ||
+		cc.SubscriptionTable["A"].SubString != "*" || cc.MessageModel != "CLUSTERING" {
+		t.Errorf("consumer connections %s %v", r.Body, err)
+	}
+	c.mustCall(remoting.ConsumerNotOnline, remoting.GetConsumerConnectionList, map[string]string{"consumerGroup": "nobody"}, nil)
+	r = c.mustCall(remoting.Success, remoting.GetConsumeStats, map[string]string{"consumerGroup": "g"}, nil)
+	if !strings.Contains(string(r.Body), `{"brokerName":"edgemq","queueId":1,"topic":"A"}:{"brokerOffset":1,"consumerOffset":1,`) {
+		t.Errorf("consume stats %s", r.Body)
+	}
+	c.mustCall(remoting.SubscriptionGroupNotExist, remoting.GetConsumeStats, map[string]string{"consumerGroup": "nobody"}, nil)
+
+	// Messages by id; offsets reset by time.
+	_, pos, err := mq.ParseOffsetMsgID(msgID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = c.mustCall(remoting.Success, remoting.ViewMessageByID, map[string]string{"offset": itoa(pos)}, nil)
+	if recs := decodeRecords(t, r.Body); len(recs) != 1 || recs[0].body != "hello" || recs[0].props["KEYS"] != "k" {
+		t.Errorf("view message: %+v", recs)
+	}
+	c.mustCall(remoting.SystemError, remoting.ViewMessageByID, map[string]string{"offset": "123456789"}, nil)
+	r = c.mustCall(remoting.Success, remoting.InvokeBrokerToResetOffset, map[string]string{"topic": "A", "group": "g", "timestamp": "0", "isForce": "true"}, nil)
+	if want := `{"offsetTable":{{"brokerName":"edgemq","queueId":0,"topic":"A"}:0,{"brokerName":"edgemq","queueId":1,"topic":"A"}:0}}`; string(r.Body) != want {
+		t.Errorf("reset offset\n got %s\nwant %s", r.Body, want)
+	}
+	if off, err := b.QueryOffset(context.Background(), "g", mq.MessageQueue{Topic: "A", QueueID: 1}); err != nil || off != 0 {
+		t.Errorf("offset after reset: %d %v, want 0", off, err)
+	}
+
+	c.mustCall(remoting.Success, remoting.DeleteTopicInBroker, map[string]string{"topic": "A"}, nil)
+	c.mustCall(remoting.Success, remoting.DeleteTopicInNamesrv, map[string]string{"topic": "A"}, nil)
+	if _, err := b.Topic("A"); !errors.Is(err, mq.ErrTopicNotExist) {
+		t.Errorf("topic A after delete: %v", err)
+	}
+}
+
+func containsStr(ss []string, s string) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
