@@ -231,3 +231,43 @@ func pollUntil(t *testing.T, pc rocketmq.PullConsumer, want []string) []got {
 	}
 	return gs
 }
+
+// TestOffsetsCommittedAtShutdown consumes 12 messages with a push consumer and shuts it down:
+// Shutdown sends UPDATE_CONSUMER_OFFSET (request 15, which the Go client does not wait for) for
+// each queue and closes the connection at once. A new consumer of the group must then start
+// from those offsets (QUERY_CONSUMER_OFFSET, request 14): it gets the 4 messages sent since and
+// none of the 12.
+func TestOffsetsCommittedAtShutdown(t *testing.T) {
+	needBroker(t)
+	t.Parallel()
+	topic, group := names("restart")
+	p := newProducer(t, group)
+	first := sendN(t, p, topic, "first", 12)
+	col := newCollector()
+	c, err := startPushConsumer(group, topic, consumer.MessageSelector{Type: consumer.TAG, Expression: "*"}, col.consume("first"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gs, ok := col.waitIDs(readBackTimeout, first); !ok {
+		_ = c.Shutdown()
+		t.Fatalf("messages never arrived: %v; got:%s", missing(gs, first), describe(gs))
+	}
+	col.settle(time.Second) // the client moves its offsets once the callback has returned
+	if err := c.Shutdown(); err != nil {
+		t.Errorf("Shutdown: %v", err)
+	}
+
+	then := sendN(t, p, topic, "then", 4)
+	col2 := newCollector()
+	startPush(t, group, topic, consumer.MessageSelector{Type: consumer.TAG, Expression: "*"}, col2.consume("second"))
+	gs, ok := col2.waitIDs(readBackTimeout, then)
+	if !ok {
+		t.Fatalf("messages sent after the restart never arrived: %v; got:%s", missing(gs, then), describe(gs))
+	}
+	gs = col2.settle(3 * time.Second)
+	deliveredOnce(t, gs, then, "after the restart")
+	if re := only(gs, first); len(re) > 0 {
+		t.Errorf("%d of the %d messages consumed before the restart were delivered again: the offsets "+
+			"committed at Shutdown were not kept:%s", len(re), len(first), describe(re))
+	}
+}
