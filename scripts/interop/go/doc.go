@@ -15,4 +15,7 @@
 // Tests that need a second member of a consumer group run the test binary again as a child
 // process: the Go client has one client id per process and instance name, and a separate
 // process is what a second member is in real deployments.
+//
+// Run the suite without -race: the race detector reports data races inside rocketmq-client-go
+// itself (its pull consumer's PullFrom, its orderly process queue), not in these tests.
 package interop
