@@ -2,6 +2,8 @@ package interop
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -157,6 +159,13 @@ func TestBroadcastingTwoProcesses(t *testing.T) {
 	needBroker(t)
 	t.Parallel()
 	topic, group := names("bcast")
+	// Broadcasting members keep their offsets in files under the client's local offset
+	// directory, one folder per group; remove this group's after both members stopped.
+	offsetDir := os.Getenv("rocketmq.client.localOffsetStoreDir")
+	if offsetDir == "" {
+		offsetDir = filepath.Join(os.Getenv("HOME"), ".rocketmq_client_go")
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(filepath.Join(offsetDir, group)) })
 	p := newProducer(t, group)
 	col := newCollector()
 
