@@ -10,6 +10,8 @@
 #   make test-arm   the suite of ARM_PKGS for linux/arm64 and linux/arm v7 under qemu-user
 #                   (scripts/test-arm.sh; needs qemu-user-static)
 #   make run        build, then run the demo with its data under ./data
+#   make serve      build, then run the daemon (edgemq serve) on ./data with configs/edgemq.toml
+#                   until Ctrl-C: RocketMQ clients reach it at -n 127.0.0.1:9876
 #   make clean      remove build outputs
 
 SHELL       := /bin/bash
@@ -25,7 +27,7 @@ ARM_PKGS   ?= ./...
 
 export GO VERSION FUZZTIME FUZZ_PKGS ARM_PKGS
 
-.PHONY: all build test lint contract-deps fmt-check vet bench fuzz cross test-arm run clean
+.PHONY: all build test lint contract-deps fmt-check vet bench fuzz cross test-arm run serve clean
 
 all: build
 
@@ -68,6 +70,11 @@ test-arm:
 # under ./data: producers, long-polling consumers, then throughput, latency and lag.
 run: build
 	./bin/edgemq demo -data ./data
+
+# serve builds, then runs the daemon in the foreground on the example config (every key at its
+# default) with its data under ./data; Ctrl-C stops it cleanly.
+serve: build
+	./bin/edgemq serve -config configs/edgemq.toml -data ./data
 
 # clean leaves ./data alone: it may hold a demo store someone wants to keep.
 clean:

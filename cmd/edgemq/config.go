@@ -9,10 +9,12 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/BurntSushi/toml"
 
 	"github.com/edgemq/edgemq/edge"
+	"github.com/edgemq/edgemq/edge/remoting/server"
 	"github.com/edgemq/edgemq/store"
 )
 
@@ -27,11 +29,14 @@ type config struct {
 	logTimestamps logTimestamps
 	store         store.Options
 	broker        edge.Options
+	server        server.Options
+	// shutdownTimeout is how long serve waits for the server to stop.
+	shutdownTimeout time.Duration
 }
 
 // newConfig returns the config of no file and no flags.
 func newConfig() *config {
-	return &config{dataDir: defaultDataDir}
+	return &config{dataDir: defaultDataDir, shutdownTimeout: defaultShutdownTimeout}
 }
 
 // options returns the broker options the config describes, logging to stderr.

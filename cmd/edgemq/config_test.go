@@ -17,6 +17,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/edgemq/edgemq/edge"
+	"github.com/edgemq/edgemq/edge/remoting/server"
 	"github.com/edgemq/edgemq/store"
 	"github.com/edgemq/edgemq/store/commitlog"
 	"github.com/edgemq/edgemq/store/cqueue"
@@ -80,7 +81,7 @@ func TestExampleConfigDefaultsAreTheDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	checked := make(map[string]bool)
-	eo, so, cl := edge.DefaultOptions, store.DefaultOptions, commitlog.DefaultOptions
+	eo, so, cl, sv := edge.DefaultOptions, store.DefaultOptions, commitlog.DefaultOptions, server.DefaultOptions
 	for _, tc := range []struct {
 		name      string
 		got, want any
@@ -125,6 +126,16 @@ func TestExampleConfigDefaultsAreTheDefaults(t *testing.T) {
 		{"broker.store_host", c.broker.StoreHost, eo.StoreHost},
 		{"broker.broker_name", c.broker.BrokerName, eo.BrokerName},
 		{"broker.new_queue_window", c.broker.NewQueueWindow, eo.NewQueueWindow},
+		{"server.listen", c.server.Listen, sv.Listen},
+		{"server.vip_listen", c.server.VIPListen, sv.VIPListen},
+		{"server.advertise", c.server.Advertise, sv.Advertise},
+		{"server.cluster_name", c.server.ClusterName, sv.ClusterName},
+		{"server.max_frame_size", c.server.MaxFrameSize, sv.MaxFrameSize},
+		{"server.max_conns", c.server.MaxConns, sv.MaxConns},
+		{"server.max_inflight", c.server.MaxInFlight, sv.MaxInFlight},
+		{"server.idle_timeout", c.server.IdleTimeout, sv.IdleTimeout},
+		{"server.write_timeout", c.server.WriteTimeout, sv.WriteTimeout},
+		{"server.shutdown_timeout", c.shutdownTimeout, 10 * time.Second},
 	} {
 		if !reflect.DeepEqual(tc.got, tc.want) {
 			t.Errorf("%s: file says %v, default is %v", tc.name, tc.got, tc.want)
@@ -232,6 +243,20 @@ func TestConfigRoundTrip(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("broker options:\n got %+v\nwant %+v", *got, *want)
 	}
+	wantServer := server.Options{
+		Listen:       "127.0.0.1:19876",
+		VIPListen:    "off",
+		Advertise:    "192.168.1.7:9876",
+		ClusterName:  "Edge",
+		MaxFrameSize: 4 << 20,
+		MaxConns:     64,
+		MaxInFlight:  32,
+		IdleTimeout:  time.Minute,
+		WriteTimeout: 10 * time.Second,
+	}
+	if !reflect.DeepEqual(c.server, wantServer) || c.shutdownTimeout != 5*time.Second {
+		t.Errorf("server options:\n got %+v, shutdown_timeout %v\nwant %+v, 5s", c.server, c.shutdownTimeout, wantServer)
+	}
 	if c.dataDir != "/var/lib/edgemq" || c.logLevel != slog.LevelDebug || c.logFormat != logJSON || c.logTimestamps != timestampsOn {
 		t.Errorf("data_dir %q, log_level %v, log_format %v, log_timestamps %v", c.dataDir, c.logLevel, c.logFormat, c.logTimestamps)
 	}
@@ -318,7 +343,7 @@ func TestConfigErrors(t *testing.T) {
 			"t.toml:2: unknown key broker.flush: flush belongs in [store]\n" +
 				"t.toml:3: unknown key broker.foo: [broker] has max_message_size, compress_over, ", true},
 		{"unknown top-level key", "frobnicate = 1\n",
-			"t.toml:1: unknown key frobnicate: the top-level keys are data_dir, log_level, log_format and log_timestamps, and the sections [store] and [broker]", false},
+			"t.toml:1: unknown key frobnicate: the top-level keys are data_dir, log_level, log_format and log_timestamps, and the sections [store], [broker] and [server]", false},
 		{"a flat key of the old format", "max_age = \"1h\"\n",
 			"t.toml:1: unknown key max_age: max_age belongs in [store]", false},
 		{"a top-level key in a section", "[store]\ndata_dir = \"/d\"\n",
@@ -326,11 +351,11 @@ func TestConfigErrors(t *testing.T) {
 		{"unknown section, a typo", "data_dir = \"/d\"\n[stor]\nflush = \"sync\"\n",
 			"t.toml:2: unknown section [stor]: did you mean [store]?", false},
 		{"unknown section", "[uplink]\nname = \"x\"\n[uplink.rules]\ntopic = \"T\"\n",
-			"t.toml:1: unknown section [uplink]: the sections are [store] and [broker]", false},
+			"t.toml:1: unknown section [uplink]: the sections are [store], [broker] and [server]", false},
 		{"unknown implied section", "\n[acl.accounts]\nname = \"x\"\n",
-			"t.toml:2: unknown section [acl]: the sections are [store] and [broker]", false},
+			"t.toml:2: unknown section [acl]: the sections are [store], [broker] and [server]", false},
 		{"unknown array of tables", "[[uplink]]\nname = \"a\"\n[[uplink]]\nname = \"b\"\n",
-			"t.toml:3: unknown section [uplink]: the sections are [store] and [broker]", false},
+			"t.toml:3: unknown section [uplink]: the sections are [store], [broker] and [server]", false},
 		{"a subtable of a section", "[store.retention]\nmax_age = \"1h\"\n",
 			"t.toml:1: unknown key store.retention: [store] has segment_size, flush, ", true},
 		{"a section that is not a table", "store = 5\n",
@@ -580,7 +605,8 @@ func TestHelpShowsEverySetting(t *testing.T) {
 			if !strings.Contains(out, "  -"+d.flag+" ") && !strings.Contains(out, "  -"+d.flag+"\n") {
 				t.Errorf("help %s lacks -%s", c.name, d.flag)
 			}
-			if !strings.Contains(out, d.summary()) || !strings.Contains(out, "(default "+d.defText+")") {
+			// flag.PrintDefaults states no empty default: the doc says what "" means.
+			if !strings.Contains(out, d.summary()) || d.defText != "" && !strings.Contains(out, "(default "+d.defText+")") {
 				t.Errorf("help %s lacks the help or default of -%s", c.name, d.flag)
 			}
 		}

@@ -1,12 +1,14 @@
-// Command edgemq is the EdgeMQ binary: the embedded broker's demo, and admin and client verbs
-// that work on a data dir in-process (offline: the dir must not be held by another process).
+// Command edgemq is the EdgeMQ binary: the daemon (edgemq serve, which serves RocketMQ
+// clients over TCP), the embedded broker's demo, and admin and client verbs that work on a
+// data dir in-process (offline: the dir must not be held by another process).
 //
 // Run `edgemq help` for the commands and `edgemq help <command>` for each one's flags.
 //
 // Exit codes: 0 success, 1 failure (the error is printed as "edgemq <command>: <error>"),
 // 2 a usage error, 130 interrupted (Ctrl-C; 143 for SIGTERM). The first interrupt stops a
 // command cleanly (demo and consume print their summary and keep their offsets); a second
-// one exits at once.
+// one exits at once. serve runs until SIGTERM or SIGINT: having then stopped cleanly, it
+// exits 0.
 package main
 
 import (
@@ -59,6 +61,8 @@ var commands []command
 
 func init() {
 	commands = []command{
+		{name: "serve", summary: "run the broker as a daemon: serve RocketMQ clients over TCP until SIGTERM",
+			doc: serveDoc, setup: serveCommand, daemon: true},
 		{name: "demo", summary: "produce and consume telemetry on an embedded broker; report throughput, latency and lag",
 			doc: demoDoc, setup: demoCommand},
 		{name: "verify", summary: "recover a data dir, read every record and queue entry, report damage",
@@ -225,6 +229,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return sig.exitCode()
 	}
 	if err != nil {
+		if errors.As(err, new(loggedError)) {
+			return 1
+		}
 		if errors.Is(err, errUsage) {
 			fmt.Fprintf(stderr, "edgemq %s: %s\nRun 'edgemq help %s' for its verbs and flags.\n", c.name, strings.TrimPrefix(err.Error(), errUsage.Error()+": "), c.name)
 			return 2
@@ -381,7 +388,8 @@ Commands that print data print JSON with -json.
 
 Exit codes: 0 success; 1 failure, printed as "edgemq <command>: <error>"; 2 a usage error;
 130 interrupted. The first Ctrl-C stops a command cleanly (demo and consume print their
-summary, offsets are saved); a second one quits at once.
+summary, offsets are saved); a second one quits at once. serve runs until SIGTERM or
+SIGINT and, having stopped cleanly, exits 0.
 
 Run 'edgemq help <command>' for a command's verbs and flags.
 `)

@@ -4,11 +4,14 @@ package main
 
 import (
 	"log/slog"
+	"net"
 	"net/netip"
+	"strconv"
 	"time"
 
 	"github.com/edgemq/edgemq/edge"
 	"github.com/edgemq/edgemq/edge/mq"
+	"github.com/edgemq/edgemq/edge/remoting/server"
 	"github.com/edgemq/edgemq/store"
 	"github.com/edgemq/edgemq/store/commitlog"
 	"github.com/edgemq/edgemq/store/cqueue"
@@ -30,6 +33,19 @@ var sections = []section{
 		"flushing, consume queues, memory, and retention."},
 	{name: "broker", doc: "The broker (package edge): messages, topics, pulls and long polling, consumer " +
 		"groups, retries and delayed messages."},
+	{name: "server", command: "serve", doc: "The RocketMQ remoting server of edgemq serve (package " +
+		"edge/remoting/server): its addresses and limits, and how long a stop waits. Its keys are flags " +
+		"of edgemq serve alone; other commands accept and ignore them, so that one file serves all."},
+}
+
+// defaultShutdownTimeout is server.shutdown_timeout's default; it belongs to the command.
+const defaultShutdownTimeout = 10 * time.Second
+
+// hostPort accepts host:port, the host possibly empty (every interface) and the port 0 (any
+// free one).
+func hostPort(s string) bool {
+	_, _, err := net.SplitHostPort(s)
+	return err == nil
 }
 
 // defaultDataDir is data_dir's default; it belongs to the command, not to a package.
@@ -418,5 +434,103 @@ var settings = []setting{
 			"that message is younger than this: a new topic's first messages, sent moments before " +
 			"its consumers started, are not skipped. On a queue with older history a new group " +
 			"starts where its consumers ask (by default, at new messages). Negative: never.",
+	},
+
+	// [server]: server.Options, and how long serve waits for connections when it stops.
+	item[string]{
+		section: "server", key: "listen",
+		kind:  text("address"),
+		def:   server.DefaultOptions.Listen,
+		check: rule[string]{`host:port, such as ":9876" (every interface) or "127.0.0.1:9876"`, hostPort},
+		set:   func(c *config, v string) { c.server.Listen = v },
+		doc: "The address that answers both name-server and broker requests: a client needs only " +
+			"this one name-server address (-n 127.0.0.1:9876, NAMESRV_ADDR). Port 0 takes any free port, " +
+			"which the startup line reports.",
+	},
+	item[string]{
+		section: "server", key: "vip_listen",
+		kind: text("address"),
+		def:  server.DefaultOptions.VIPListen,
+		check: rule[string]{`host:port, "" or "off"`, func(s string) bool {
+			return s == "" || s == "off" || hostPort(s)
+		}},
+		set: func(c *config, v string) { c.server.VIPListen = v },
+		doc: "The address of the VIP channel that older Java clients send to (the broker's port less " +
+			"2). \"\": listen's host, port less 2 (any free port when listen's is 0). \"off\": none.",
+	},
+	item[string]{
+		section: "server", key: "advertise",
+		kind: text("address"),
+		def:  server.DefaultOptions.Advertise,
+		check: rule[string]{`"" or ip:port with a literal IP address`, func(s string) bool {
+			host, port, err := net.SplitHostPort(s)
+			p, perr := strconv.Atoi(port)
+			return s == "" || err == nil && net.ParseIP(host) != nil && perr == nil && p > 0 && p <= 65535
+		}},
+		set: func(c *config, v string) { c.server.Advertise = v },
+		doc: "The broker address that topic routes give clients. \"\": the address each asking " +
+			"connection reached, with listen's port. Set it when clients reach the box through NAT.",
+	},
+	item[string]{
+		section: "server", key: "cluster_name",
+		kind:  text("name"),
+		def:   server.DefaultOptions.ClusterName,
+		check: rule[string]{"not empty", func(s string) bool { return s != "" }},
+		set:   func(c *config, v string) { c.server.ClusterName = v },
+		doc:   "The cluster's name in topic routes and cluster info.",
+	},
+	item[int]{
+		section: "server", key: "max_frame_size",
+		kind:  size[int](),
+		def:   server.DefaultOptions.MaxFrameSize,
+		check: between(size[int](), 1<<10, 1<<30),
+		set:   func(c *config, v int) { c.server.MaxFrameSize = v },
+		doc: "The largest frame a client may send; a larger one closes its connection. It must " +
+			"hold broker.max_message_size and the request's header.",
+	},
+	item[int]{
+		section: "server", key: "max_conns",
+		kind:  integer[int](),
+		def:   server.DefaultOptions.MaxConns,
+		check: positive[int](),
+		set:   func(c *config, v int) { c.server.MaxConns = v },
+		doc: "How many client connections may be open at once, both addresses together. Past it a " +
+			"new connection is closed at once, and logged.",
+	},
+	item[int]{
+		section: "server", key: "max_inflight",
+		kind:  integer[int](),
+		def:   server.DefaultOptions.MaxInFlight,
+		check: positive[int](),
+		set:   func(c *config, v int) { c.server.MaxInFlight = v },
+		doc: "How many requests of one connection are handled at once (parked pulls count). Past it " +
+			"a request is answered SYSTEM_BUSY.",
+	},
+	item[time.Duration]{
+		section: "server", key: "idle_timeout",
+		kind:  durationKind,
+		def:   server.DefaultOptions.IdleTimeout,
+		check: positive[time.Duration](),
+		set:   func(c *config, v time.Duration) { c.server.IdleTimeout = v },
+		doc:   "A connection that sends no frame for this long is closed. RocketMQ's clients heartbeat every 30s.",
+	},
+	item[time.Duration]{
+		section: "server", key: "write_timeout",
+		kind:  durationKind,
+		def:   server.DefaultOptions.WriteTimeout,
+		check: positive[time.Duration](),
+		set:   func(c *config, v time.Duration) { c.server.WriteTimeout = v },
+		doc: "A connection whose reply is not written in this long is closed: a client that does not " +
+			"read cannot hold the server's memory.",
+	},
+	item[time.Duration]{
+		section: "server", key: "shutdown_timeout",
+		kind:  durationKind,
+		def:   defaultShutdownTimeout,
+		check: positive[time.Duration](),
+		set:   func(c *config, v time.Duration) { c.shutdownTimeout = v },
+		doc: "How long a stop (SIGTERM, SIGINT) waits for the requests being handled and their " +
+			"replies; then the connections are closed at once. The store is closed after either, and " +
+			"always cleanly. Keep it below systemd's TimeoutStopSec.",
 	},
 }

@@ -1,0 +1,155 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/edgemq/edgemq/edge"
+	"github.com/edgemq/edgemq/edge/remoting/server"
+)
+
+const serveDoc = `
+serve opens the data dir (making it if needed) and answers RocketMQ clients over TCP in the
+remoting protocol: the name server and the broker on one address (server.listen, default
+:9876), so a client needs only -n 127.0.0.1:9876 (NAMESRV_ADDR). Older Java clients also
+reach the VIP address, the port less 2 (server.vip_listen).
+
+It serves until SIGTERM or SIGINT (Ctrl-C), then stops cleanly: it stops accepting
+connections, answers parked pulls, waits at most server.shutdown_timeout for the requests
+being handled (then closes the connections at once), persists consumer offsets and delay
+progress, closes the store, and exits 0. A second signal quits at once, exiting 130 (143
+when the first was SIGTERM); the next start recovers the store as after a power cut.
+
+It logs one line per event on stderr: the level, the message, key=value pairs (log_format,
+log_level). Lines carry no time unless stderr is a terminal (log_timestamps): journald
+stamps them. The startup line gives the bound addresses, the data dir and what recovery
+found; the last line how long the stop took. Under systemd (Type=notify) it reports
+READY=1 once serving and STOPPING=1 when it begins to stop.
+
+Exit codes: 0 stopped cleanly; 1 it could not start (a bad config file, an address in use,
+a data dir held by another process) or the store failed to close; 2 a usage error (a bad
+flag); 130 or 143 a second signal.
+
+Examples:
+  edgemq serve -config /etc/edgemq/edgemq.toml
+  edgemq serve -data ./data -server.listen 127.0.0.1:9876 -server.vip_listen off`
+
+// serveCommand runs the broker as a daemon: the remoting server over a broker on the data
+// dir, until a signal.
+func serveCommand(fs *flag.FlagSet) runFunc {
+	load := commandFlags(fs, "serve")
+	return func(ctx context.Context, args []string, _, errOut io.Writer) error {
+		if len(args) > 0 {
+			return usageError("serve takes no arguments besides its flags, got %q", args)
+		}
+		c, err := load()
+		if err != nil {
+			return err
+		}
+		lg, warnings := c.newLogger(errOut)
+		signalLogger.Store(lg)
+		defer signalLogger.Store(nil)
+		if err := serve(ctx, c, lg, warnings.Load); err != nil {
+			lg.Error("serve failed", "err", err)
+			return loggedError{err}
+		}
+		return nil
+	}
+}
+
+// loggedError is an error that its command has logged already: run does not print it again.
+type loggedError struct{ error }
+
+func (e loggedError) Unwrap() error { return e.error }
+
+// serve opens the broker, serves it until ctx ends, and stops cleanly. warnings counts the
+// log's warnings so far: those of opening the store are what recovery repaired.
+func serve(ctx context.Context, c *config, lg *slog.Logger, warnings func() int64) error {
+	start := time.Now()
+	if err := c.prepare(create); err != nil {
+		return err
+	}
+	before := warnings()
+	b, err := edge.Open(c.dataDir, c.optionsLogging(lg))
+	if err != nil {
+		return fmt.Errorf("open data dir %s: %w", c.dataDir, err)
+	}
+	repaired := warnings() - before
+	opts := c.server
+	opts.Logger = lg
+	srv, err := server.Start(b, opts)
+	if err != nil {
+		b.Close()
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return fmt.Errorf("%w: another process has that address; choose one with -server.listen "+
+				"(and the VIP address, the port less 2, with -server.vip_listen)", err)
+		}
+		return err
+	}
+
+	vip := "off"
+	if a := srv.VIPAddr(); a != nil {
+		vip = a.String()
+	}
+	args := []any{"listen", srv.Addr().String(), "vip_listen", vip, "data_dir", c.dataDir,
+		"topics", len(b.Topics())}
+	if st, err := b.StoreStats(); err == nil {
+		args = append(args, "commitlog", strings.ReplaceAll(humanBytes(st.MaxPos-st.MinPos), " ", ""))
+	}
+	msg := "serving"
+	if repaired > 0 {
+		msg = "serving; recovery repaired the store (the warnings above)"
+	}
+	args = append(args, "recovery_warnings", repaired, logSince(start))
+	lg.Info(msg, args...)
+	if err := sdNotify("READY=1\nSTATUS=serving on " + srv.Addr().String()); err != nil {
+		lg.Warn("cannot notify systemd", "err", err)
+	}
+
+	<-ctx.Done()
+	stopping()
+	stop := time.Now()
+	if err := sdNotify("STOPPING=1"); err != nil {
+		lg.Warn("cannot notify systemd", "err", err)
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), c.shutdownTimeout)
+	err = srv.Shutdown(sctx)
+	cancel()
+	if errors.Is(err, context.DeadlineExceeded) {
+		lg.Warn("requests still handled after shutdown_timeout: connections closed at once",
+			"shutdown_timeout", formatDuration(c.shutdownTimeout))
+	} else if err != nil {
+		lg.Warn("stopping the server", "err", err)
+	}
+	if err := b.Close(); err != nil {
+		return fmt.Errorf("close the store: %w", err)
+	}
+	lg.Info("stopped", logSince(stop))
+	return nil
+}
+
+// sdNotify sends state to systemd's notification socket (sd_notify(3)) when NOTIFY_SOCKET
+// names one, as it does for a unit of Type=notify; without it, it does nothing.
+func sdNotify(state string) error {
+	path := os.Getenv("NOTIFY_SOCKET")
+	if path == "" {
+		return nil
+	}
+	// A name starting with @ is in the abstract namespace; package net maps it.
+	conn, err := net.DialUnix("unixgram", nil, &net.UnixAddr{Name: path, Net: "unixgram"})
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	_, err = conn.Write([]byte(state))
+	return err
+}
