@@ -87,19 +87,7 @@ func TestClientOnTwoConnections(t *testing.T) {
 // waitConns waits until s has n connections (they close asynchronously).
 func waitConns(t *testing.T, s *Server, n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		s.mu.Lock()
-		got := len(s.conns)
-		s.mu.Unlock()
-		if got == n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d connections, want %d", got, n)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitConnsTB(t, s, n)
 }
 
 // rawFrame builds a frame by hand: length word, type byte and header length, header, body.
