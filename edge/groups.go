@@ -517,3 +517,37 @@ func (n *notifier) stop() {
 	n.mu.Unlock()
 	n.wg.Wait()
 }
+
+// CreateGroup makes a consumer group known before its first member's heartbeat (RocketMQ's
+// UPDATE_AND_CREATE_SUBSCRIPTIONGROUP): its default config is stored, its retry topic
+// %RETRY%<group> is made, and ConsumerIDs and Members answer it with no members rather
+// than mq.ErrGroupNotExist. Its members' heartbeats say whether it is clustering or
+// broadcasting. A group known already is left as it is. Errors: ErrClosed;
+// mq.ErrInvalidArgument for a bad name (see mq.ValidateGroup); an error storing the config.
+func (b *Broker) CreateGroup(name string) error {
+	if err := b.check(); err != nil {
+		return err
+	}
+	if err := mq.ValidateGroup(name); err != nil {
+		return err
+	}
+	if _, err := b.topics.ensure(mq.RetryTopic(name)); err != nil {
+		return fmt.Errorf("edge: create retry topic of group %q: %w", name, err)
+	}
+	g := b.groups
+	g.mu.RLock()
+	_, known := g.groups[name]
+	g.mu.RUnlock()
+	if known {
+		return nil
+	}
+	if err := b.storeGroup(mq.ConsumerData{Group: name}); err != nil {
+		return err
+	}
+	g.mu.Lock()
+	if _, ok := g.groups[name]; !ok {
+		g.groups[name] = &consumerGroup{model: mq.Clustering, members: map[string]*member{}}
+	}
+	g.mu.Unlock()
+	return nil
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -121,5 +122,39 @@ func TestOptionsReportsDefaults(t *testing.T) {
 	}
 	if (*Broker)(nil).Options().MaxMessageSize != 0 {
 		t.Error("a nil broker has options")
+	}
+}
+
+// TestCreateGroup: a group made before any heartbeat is known, with no members, and has its
+// retry topic; making it again changes nothing; a bad name is refused.
+func TestCreateGroup(t *testing.T) {
+	ctx := context.Background()
+	b := openBroker(t, nil)
+	if _, err := b.ConsumerIDs(ctx, "", "g"); !errors.Is(err, mq.ErrGroupNotExist) {
+		t.Fatalf("ConsumerIDs before CreateGroup: %v", err)
+	}
+	if err := b.CreateGroup("g"); err != nil {
+		t.Fatal(err)
+	}
+	if ids, err := b.ConsumerIDs(ctx, "", "g"); err != nil || len(ids) != 0 {
+		t.Errorf("ConsumerIDs after CreateGroup: %v %v, want none", ids, err)
+	}
+	if _, err := b.Topic(mq.RetryTopic("g")); err != nil {
+		t.Errorf("retry topic: %v", err)
+	}
+	if err := b.Heartbeat(ctx, mq.Heartbeat{ClientID: "c", Consumers: []mq.ConsumerData{{Group: "g"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.CreateGroup("g"); err != nil {
+		t.Fatal(err)
+	}
+	if ids, _ := b.ConsumerIDs(ctx, "", "g"); len(ids) != 1 {
+		t.Errorf("CreateGroup of a known group changed its members: %v", ids)
+	}
+	if err := b.CreateGroup("a b"); !errors.Is(err, mq.ErrInvalidArgument) {
+		t.Errorf("CreateGroup(bad name) = %v", err)
+	}
+	if !slices.Contains(b.Groups(), "g") {
+		t.Errorf("Groups() = %v", b.Groups())
 	}
 }
