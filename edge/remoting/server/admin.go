@@ -318,3 +318,19 @@ func (s *Server) resetOffset(c *conn, req *remoting.Command) *remoting.Command {
 	b.WriteString(`}}`)
 	return bodyReply(req, []byte(b.String()))
 }
+
+// updateGroup answers UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: the group in the body's config
+// is made known (with its retry topic) if it is not. The rest of RocketMQ's group config
+// (retry queues, maximum reconsume times, ...) is the broker's own.
+func (s *Server) updateGroup(c *conn, req *remoting.Command) *remoting.Command {
+	var cfg struct {
+		GroupName string `json:"groupName"`
+	}
+	if err := json.Unmarshal(req.Body, &cfg); err != nil {
+		return req.Reply(remoting.InvalidParameter, "server: subscription group config: "+err.Error())
+	}
+	if err := s.b.CreateGroup(cfg.GroupName); err != nil {
+		return errReply(req, err)
+	}
+	return req.Reply(remoting.Success, "")
+}

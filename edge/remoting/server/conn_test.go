@@ -452,6 +452,13 @@ func TestAdmin(t *testing.T) {
 		t.Errorf("offset after reset: %d %v, want 0", off, err)
 	}
 
+	c.mustCall(remoting.Success, remoting.UpdateAndCreateSubscriptionGroup, nil, []byte(`{"groupName":"g2","consumeEnable":true,"retryMaxTimes":16}`))
+	if ids, err := b.ConsumerIDs(context.Background(), "", "g2"); err != nil || len(ids) != 0 {
+		t.Errorf("group g2 after UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: %v %v", ids, err)
+	}
+	c.mustCall(remoting.InvalidParameter, remoting.UpdateAndCreateSubscriptionGroup, nil, []byte(`{"groupName":"a b"}`))
+	c.mustCall(remoting.InvalidParameter, remoting.UpdateAndCreateSubscriptionGroup, nil, []byte(`[`))
+
 	c.mustCall(remoting.Success, remoting.DeleteTopicInBroker, map[string]string{"topic": "A"}, nil)
 	c.mustCall(remoting.Success, remoting.DeleteTopicInNamesrv, map[string]string{"topic": "A"}, nil)
 	if _, err := b.Topic("A"); !errors.Is(err, mq.ErrTopicNotExist) {

@@ -39,15 +39,16 @@ func init() {
 		remoting.GetBrokerClusterInfo:          (*Server).clusterInfo,
 		remoting.GetAllTopicListFromNameServer: (*Server).topicList,
 		// admin
-		remoting.UpdateAndCreateTopic:      (*Server).updateTopic,
-		remoting.DeleteTopicInBroker:       (*Server).deleteTopic,
-		remoting.DeleteTopicInNamesrv:      (*Server).deleteTopic,
-		remoting.GetTopicStatsInfo:         (*Server).topicStats,
-		remoting.GetBrokerRuntimeInfo:      (*Server).runtimeInfo,
-		remoting.GetConsumeStats:           (*Server).consumeStats,
-		remoting.GetConsumerConnectionList: (*Server).consumerConnections,
-		remoting.ViewMessageByID:           (*Server).viewMessage,
-		remoting.InvokeBrokerToResetOffset: (*Server).resetOffset,
+		remoting.UpdateAndCreateTopic:             (*Server).updateTopic,
+		remoting.DeleteTopicInBroker:              (*Server).deleteTopic,
+		remoting.DeleteTopicInNamesrv:             (*Server).deleteTopic,
+		remoting.GetTopicStatsInfo:                (*Server).topicStats,
+		remoting.GetBrokerRuntimeInfo:             (*Server).runtimeInfo,
+		remoting.GetConsumeStats:                  (*Server).consumeStats,
+		remoting.GetConsumerConnectionList:        (*Server).consumerConnections,
+		remoting.ViewMessageByID:                  (*Server).viewMessage,
+		remoting.InvokeBrokerToResetOffset:        (*Server).resetOffset,
+		remoting.UpdateAndCreateSubscriptionGroup: (*Server).updateGroup,
 	}
 }
 
