@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"slices"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/edgemq/edgemq/edge/mq"
@@ -157,4 +158,58 @@ func TestCreateGroup(t *testing.T) {
 	if !slices.Contains(b.Groups(), "g") {
 		t.Errorf("Groups() = %v", b.Groups())
 	}
+}
+
+// TestMessagesByKey: messages are found by a key among their keys or by their UNIQ_KEY,
+// in the time range, up to the maximum.
+func TestMessagesByKey(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		b := openBroker(t, &Options{DefaultQueues: 2})
+		send := func(keys, uniq string) {
+			m := &mq.Message{Topic: "T", Keys: keys, Body: []byte(keys + uniq)}
+			if uniq != "" {
+				m.SetProperty(mq.PropertyUniqKey, uniq)
+			}
+			if _, err := b.Send(ctx, m, nil); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(time.Second)
+		}
+		start := time.Now()
+		send("a b", "")
+		send("b", "U1")
+		send("c", "")
+		send("b a", "")
+		mid := start.Add(2 * time.Second)
+		for _, tc := range []struct {
+			key      string
+			max      int
+			from, to time.Time
+			want     []string
+		}{
+			{"a", 10, start, time.Now(), []string{"a b", "b a"}},
+			{"b", 10, start, time.Now(), []string{"a b", "bU1", "b a"}}, // round robin: queue 0 holds "a b" and "c"
+			{"b", 2, start, time.Now(), []string{"a b", "bU1"}},
+			{"U1", 10, start, time.Now(), []string{"bU1"}},
+			{"a", 10, mid, time.Now(), []string{"b a"}},
+			{"a", 10, start, mid, []string{"a b"}},
+			{"zz", 10, start, time.Now(), nil},
+		} {
+			got, err := b.MessagesByKey(ctx, "T", tc.key, tc.max, tc.from, tc.to)
+			var bodies []string
+			for _, m := range got {
+				bodies = append(bodies, string(m.Body))
+			}
+			if err != nil || !slices.Equal(bodies, tc.want) {
+				t.Errorf("MessagesByKey(%q, %d, %v..%v) = %q, %v; want %q", tc.key, tc.max, tc.from.Sub(start), tc.to.Sub(start), bodies, err, tc.want)
+			}
+		}
+		if _, err := b.MessagesByKey(ctx, "Nope", "a", 1, start, time.Now()); !errors.Is(err, mq.ErrTopicNotExist) {
+			t.Errorf("unknown topic: %v", err)
+		}
+		if _, err := b.MessagesByKey(ctx, "T", "", 1, start, time.Now()); !errors.Is(err, mq.ErrInvalidArgument) {
+			t.Errorf("empty key: %v", err)
+		}
+	})
 }
