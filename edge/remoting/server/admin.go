@@ -334,3 +334,39 @@ func (s *Server) updateGroup(c *conn, req *remoting.Command) *remoting.Command {
 	}
 	return req.Reply(remoting.Success, "")
 }
+
+// maxQueryMsgs caps the messages QUERY_MESSAGE returns (RocketMQ's maxMsgsNumBatch).
+const maxQueryMsgs = 64
+
+// queryMessage answers QUERY_MESSAGE (mqadmin queryMsgByKey, and a message looked up by
+// its unique key): the topic's messages with the key stored in the time range, as V1
+// records; QUERY_NOT_FOUND when there are none. The broker reads the range: it keeps no
+// key index.
+func (s *Server) queryMessage(c *conn, req *remoting.Command) *remoting.Command {
+	h, err := remoting.ParseQueryMessageHeader(req.Ext)
+	if err != nil {
+		return errReply(req, err)
+	}
+	n := int(h.MaxNum)
+	if n <= 0 || n > maxQueryMsgs {
+		n = maxQueryMsgs
+	}
+	msgs, err := s.b.MessagesByKey(c.ctx, h.Topic, h.Key, n, time.UnixMilli(h.BeginTimestamp), time.UnixMilli(h.EndTimestamp))
+	if err != nil {
+		return errReply(req, err)
+	}
+	if len(msgs) == 0 {
+		return req.Reply(remoting.QueryNotFound, "can not find message, maybe time range not correct")
+	}
+	var body []byte
+	for i := range msgs {
+		body = appendMessageExt(body, &msgs[i])
+	}
+	rh := remoting.QueryMessageResponseHeader{IndexLastUpdateTimestamp: time.Now().UnixMilli()}
+	if st, err := s.b.StoreStats(); err == nil {
+		rh.IndexLastUpdatePhyoffset = st.MaxPos
+	}
+	resp := bodyReply(req, body)
+	resp.Ext = rh.Ext()
+	return resp
+}

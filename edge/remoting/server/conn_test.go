@@ -444,6 +444,13 @@ func TestAdmin(t *testing.T) {
 		t.Errorf("view message: %+v", recs)
 	}
 	c.mustCall(remoting.SystemError, remoting.ViewMessageByID, map[string]string{"offset": "123456789"}, nil)
+	qm := map[string]string{"topic": "A", "key": "k", "maxNum": "32", "beginTimestamp": "0", "endTimestamp": "9223372036854775807"}
+	r = c.mustCall(remoting.Success, remoting.QueryMessage, qm, nil)
+	if recs := decodeRecords(t, r.Body); len(recs) != 1 || recs[0].body != "hello" || r.Ext["indexLastUpdateTimestamp"] == "" {
+		t.Errorf("query message by key: %+v, ext %v", recs, r.Ext)
+	}
+	qm["key"] = "nope"
+	c.mustCall(remoting.QueryNotFound, remoting.QueryMessage, qm, nil)
 	r = c.mustCall(remoting.Success, remoting.InvokeBrokerToResetOffset, map[string]string{"topic": "A", "group": "g", "timestamp": "0", "isForce": "true"}, nil)
 	if want := `{"offsetTable":{{"brokerName":"edgemq","queueId":0,"topic":"A"}:0,{"brokerName":"edgemq","queueId":1,"topic":"A"}:0}}`; string(r.Body) != want {
 		t.Errorf("reset offset\n got %s\nwant %s", r.Body, want)

@@ -47,6 +47,7 @@ func init() {
 		remoting.GetConsumeStats:                  (*Server).consumeStats,
 		remoting.GetConsumerConnectionList:        (*Server).consumerConnections,
 		remoting.ViewMessageByID:                  (*Server).viewMessage,
+		remoting.QueryMessage:                     (*Server).queryMessage,
 		remoting.InvokeBrokerToResetOffset:        (*Server).resetOffset,
 		remoting.UpdateAndCreateSubscriptionGroup: (*Server).updateGroup,
 	}
