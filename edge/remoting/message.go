@@ -1,0 +1,500 @@
+package remoting
+
+import (
+	"bytes"
+	"compress/zlib"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"math"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/edgemq/edgemq/edge/mq"
+)
+
+// Message system flag bits of a stored message (RocketMQ's MessageSysFlag).
+const (
+	SysFlagCompressed  int32 = 0x1  // the body is compressed (zlib unless the type bits say otherwise)
+	SysFlagMultiTags   int32 = 0x2  // TAGS holds several tags
+	SysFlagBornHostV6  int32 = 0x10 // the born host is IPv6: 16 address bytes
+	SysFlagStoreHostV6 int32 = 0x20 // the store host is IPv6
+	// SysFlagCompressionMask selects the compression type bits: 0 or 3 zlib, 1 LZ4, 2 ZSTD.
+	SysFlagCompressionMask  int32 = 0x700
+	sysFlagCompressionShift       = 8
+	compressionZlib               = 3
+)
+
+// Magic codes of a stored-message record. V1 has a 1-byte topic length; V2, which Java
+// brokers write for topics over 127 bytes, a 2-byte one.
+const (
+	MessageMagicV1 uint32 = 0xDAA320A7
+	MessageMagicV2 uint32 = 0xDAA320AB
+)
+
+// Property keys the message fields of mq.Message travel in.
+const (
+	PropertyTags = "TAGS"
+	PropertyKeys = "KEYS"
+)
+
+// Property string separators: name\x01value\x02.
+const (
+	propNameSep  = '\x01'
+	propEntrySep = '\x02'
+)
+
+// Length limits of a stored record and a batch item.
+const (
+	// MaxPropertiesLen is the longest properties string: its length is a signed 16-bit
+	// number.
+	MaxPropertiesLen = math.MaxInt16
+	// MaxRecordTopicLen is the longest topic of a V1 record: one length byte. Java
+	// clients read the byte as signed, so they read topics of at most 127 bytes.
+	MaxRecordTopicLen = math.MaxUint8
+)
+
+// ParseProperties reads a properties string, name\x01value\x02 repeated (the last \x02
+// may be missing). An entry without exactly one \x01 is skipped, as both RocketMQ clients
+// do; it never fails. The map is nil when there are no entries.
+func ParseProperties(s string) map[string]string {
+	var m map[string]string
+	for s != "" {
+		var entry string
+		entry, s, _ = strings.Cut(s, string(propEntrySep))
+		name, value, ok := strings.Cut(entry, string(propNameSep))
+		if !ok || strings.IndexByte(value, propNameSep) >= 0 {
+			continue
+		}
+		if m == nil {
+			m = make(map[string]string)
+		}
+		m[name] = value
+	}
+	return m
+}
+
+// AppendProperties appends p as a properties string, in key order, each entry ending in
+// \x02.
+func AppendProperties(dst []byte, p map[string]string) []byte {
+	keys := make([]string, 0, len(p))
+	for k := range p {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		dst = append(dst, k...)
+		dst = append(dst, propNameSep)
+		dst = append(dst, p[k]...)
+		dst = append(dst, propEntrySep)
+	}
+	return dst
+}
+
+// FormatMessageProperties returns the properties string of m as it travels: m.Properties
+// with TAGS and KEYS set from m.Tags and m.Keys when those are not empty.
+func FormatMessageProperties(m *mq.Message) string {
+	if m == nil {
+		return ""
+	}
+	return string(appendMessageProperties(nil, m))
+}
+
+func appendMessageProperties(dst []byte, m *mq.Message) []byte {
+	p := m.Properties
+	if m.Tags != "" || m.Keys != "" {
+		p = make(map[string]string, len(m.Properties)+2)
+		for k, v := range m.Properties {
+			p[k] = v
+		}
+		if m.Tags != "" {
+			p[PropertyTags] = m.Tags
+		}
+		if m.Keys != "" {
+			p[PropertyKeys] = m.Keys
+		}
+	}
+	return AppendProperties(dst, p)
+}
+
+// SetMessageProperties sets m's Tags, Keys and Properties from a properties string: TAGS
+// and KEYS go to their fields, the rest to Properties (nil when none are left).
+func SetMessageProperties(m *mq.Message, s string) {
+	p := ParseProperties(s)
+	m.Tags, m.Keys = p[PropertyTags], p[PropertyKeys]
+	delete(p, PropertyTags)
+	delete(p, PropertyKeys)
+	if len(p) == 0 {
+		p = nil
+	}
+	m.Properties = p
+}
+
+// Stored-message record (a pull body holds records back to back), big-endian; hosts are
+// 4 address bytes + i32 port, or 16 + 4 with the V6 sysflag bits:
+//
+//	TOTALSIZE i32 | MAGIC i32 | BODYCRC i32 | QUEUEID i32 | FLAG i32 | QUEUEOFFSET i64 |
+//	PHYSICALOFFSET i64 | SYSFLAG i32 | BORNTIMESTAMP i64 | BORNHOST | STORETIMESTAMP i64 |
+//	STOREHOST | RECONSUMETIMES i32 | PREPAREDTRANSACTIONOFFSET i64 |
+//	BODYLEN i32 + body | TOPICLEN u8 (V2: i16) + topic | PROPLEN i16 + properties
+const (
+	recordFixedV4 = 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + 8 + 8 + 8 + 4 + 8 // with IPv4 hosts
+	hostV4        = 4 + 4
+	hostV6        = 16 + 4
+)
+
+// hostIsV6 reports whether a is written with 16 address bytes.
+func hostIsV6(a netip.AddrPort) bool {
+	addr := a.Addr()
+	return addr.Is6() && !addr.Is4In6()
+}
+
+func appendHost(dst []byte, a netip.AddrPort) []byte {
+	addr := a.Addr().Unmap()
+	switch {
+	case addr.Is6():
+		b := addr.As16()
+		dst = append(dst, b[:]...)
+	case addr.Is4():
+		b := addr.As4()
+		dst = append(dst, b[:]...)
+	default:
+		dst = append(dst, 0, 0, 0, 0)
+	}
+	return binary.BigEndian.AppendUint32(dst, uint32(a.Port()))
+}
+
+// BodyCRC returns the BODYCRC of a record: the CRC-32 (IEEE) of the body with the top bit
+// cleared, as RocketMQ computes it.
+func BodyCRC(body []byte) int32 { return int32(crc32.ChecksumIEEE(body) & 0x7FFFFFFF) }
+
+// AppendMessageExt appends m as a V1 stored-message record: a pull body is such records
+// back to back. The SYSFLAG is m.SysFlag with the IPv6 host bits set to match m's
+// hosts; TOTALSIZE and BODYCRC are computed; TAGS and KEYS are merged into the
+// properties; the prepared-transaction offset is 0. An invalid host is written as
+// 0.0.0.0. A topic over MaxRecordTopicLen bytes is an error wrapping mq.ErrInvalidTopic,
+// properties over MaxPropertiesLen bytes or a body over 2 GiB one wrapping
+// mq.ErrMessageTooLarge; dst is then returned unchanged.
+func AppendMessageExt(dst []byte, m *mq.MessageExt) ([]byte, error) {
+	if m == nil {
+		return dst, fmt.Errorf("%w: nil message", ErrMalformed)
+	}
+	if len(m.Topic) > MaxRecordTopicLen {
+		return dst, fmt.Errorf("%w: topic of %d bytes, at most %d in a record", mq.ErrInvalidTopic, len(m.Topic), MaxRecordTopicLen)
+	}
+	start := len(dst)
+	sysFlag := m.SysFlag &^ (SysFlagBornHostV6 | SysFlagStoreHostV6)
+	size := recordFixedV4 + 4 + len(m.Body) + 1 + len(m.Topic) + 2
+	if hostIsV6(m.BornHost) {
+		sysFlag |= SysFlagBornHostV6
+		size += hostV6 - hostV4
+	}
+	if hostIsV6(m.StoreHost) {
+		sysFlag |= SysFlagStoreHostV6
+		size += hostV6 - hostV4
+	}
+	dst = binary.BigEndian.AppendUint32(dst, 0) // TOTALSIZE, set below
+	dst = binary.BigEndian.AppendUint32(dst, MessageMagicV1)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(BodyCRC(m.Body)))
+	dst = binary.BigEndian.AppendUint32(dst, uint32(m.QueueID))
+	dst = binary.BigEndian.AppendUint32(dst, uint32(m.Flag))
+	dst = binary.BigEndian.AppendUint64(dst, uint64(m.QueueOffset))
+	dst = binary.BigEndian.AppendUint64(dst, uint64(m.CommitLogOffset))
+	dst = binary.BigEndian.AppendUint32(dst, uint32(sysFlag))
+	dst = binary.BigEndian.AppendUint64(dst, uint64(m.BornTime))
+	dst = appendHost(dst, m.BornHost)
+	dst = binary.BigEndian.AppendUint64(dst, uint64(m.StoreTime))
+	dst = appendHost(dst, m.StoreHost)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(m.ReconsumeTimes))
+	dst = binary.BigEndian.AppendUint64(dst, 0) // PREPAREDTRANSACTIONOFFSET
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(m.Body)))
+	dst = append(dst, m.Body...)
+	dst = append(dst, byte(len(m.Topic)))
+	dst = append(dst, m.Topic...)
+	propAt := len(dst)
+	dst = append(dst, 0, 0)
+	dst = appendMessageProperties(dst, &m.Message)
+	propLen := len(dst) - propAt - 2
+	if propLen > MaxPropertiesLen {
+		return dst[:start], fmt.Errorf("%w: properties of %d bytes, at most %d", mq.ErrMessageTooLarge, propLen, MaxPropertiesLen)
+	}
+	size += propLen
+	if size > math.MaxInt32 {
+		return dst[:start], fmt.Errorf("%w: record of %d bytes", mq.ErrMessageTooLarge, size)
+	}
+	binary.BigEndian.PutUint16(dst[propAt:], uint16(propLen))
+	binary.BigEndian.PutUint32(dst[start:], uint32(size))
+	return dst, nil
+}
+
+// decoder reads big-endian fields, failing once for all with ErrMalformed.
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) take(n int, field string) []byte {
+	if d.err != nil {
+		return nil
+	}
+	if n < 0 || n > len(d.b) {
+		d.err = fmt.Errorf("%w: %s of %d bytes, %d left", ErrMalformed, field, n, len(d.b))
+		return nil
+	}
+	v := d.b[:n:n]
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) u8(field string) uint8 {
+	if b := d.take(1, field); b != nil {
+		return b[0]
+	}
+	return 0
+}
+
+func (d *decoder) i16(field string) int16 {
+	if b := d.take(2, field); b != nil {
+		return int16(binary.BigEndian.Uint16(b))
+	}
+	return 0
+}
+
+func (d *decoder) i32(field string) int32 {
+	if b := d.take(4, field); b != nil {
+		return int32(binary.BigEndian.Uint32(b))
+	}
+	return 0
+}
+
+func (d *decoder) i64(field string) int64 {
+	if b := d.take(8, field); b != nil {
+		return int64(binary.BigEndian.Uint64(b))
+	}
+	return 0
+}
+
+func (d *decoder) host(v6 bool, field string) netip.AddrPort {
+	n := 4
+	if v6 {
+		n = 16
+	}
+	ip := d.take(n, field)
+	port := d.i32(field + " port")
+	if d.err != nil {
+		return netip.AddrPort{}
+	}
+	if port < 0 || port > math.MaxUint16 {
+		d.err = fmt.Errorf("%w: %s port %d", ErrMalformed, field, port)
+		return netip.AddrPort{}
+	}
+	a, _ := netip.AddrFromSlice(ip)
+	return netip.AddrPortFrom(a, uint16(port))
+}
+
+// DecodeMessages reads the stored-message records of a pull (or query) body, V1 or V2.
+// Each record must be exactly as long as its TOTALSIZE says. The BODYCRC is not checked,
+// as clients do not check it; a body with SysFlagCompressed set is returned as stored (see
+// DecompressBody). Bodies alias body. TAGS and KEYS go to the messages' Tags and Keys.
+// BrokerName is empty: the body does not name it.
+func DecodeMessages(body []byte) ([]mq.MessageExt, error) {
+	var msgs []mq.MessageExt
+	for off := 0; off < len(body); {
+		m, n, err := decodeRecord(body[off:])
+		if err != nil {
+			return nil, fmt.Errorf("message %d at byte %d: %w", len(msgs), off, err)
+		}
+		msgs = append(msgs, m)
+		off += n
+	}
+	return msgs, nil
+}
+
+// decodeRecord reads the record at the start of b and returns it and its length.
+func decodeRecord(b []byte) (mq.MessageExt, int, error) {
+	var m mq.MessageExt
+	d := &decoder{b: b}
+	size := d.i32("TOTALSIZE")
+	if d.err == nil && (size < recordFixedV4 || int64(size) > int64(len(b))) {
+		return m, 0, fmt.Errorf("%w: TOTALSIZE %d, %d bytes left", ErrMalformed, size, len(b))
+	}
+	if d.err != nil {
+		return m, 0, d.err
+	}
+	d.b = b[4:size]
+	magic := uint32(d.i32("MAGIC"))
+	if magic != MessageMagicV1 && magic != MessageMagicV2 {
+		return m, 0, fmt.Errorf("%w: MAGIC %#x", ErrMalformed, magic)
+	}
+	d.i32("BODYCRC")
+	m.StoreSize = size
+	m.QueueID = d.i32("QUEUEID")
+	m.Flag = d.i32("FLAG")
+	m.QueueOffset = d.i64("QUEUEOFFSET")
+	m.CommitLogOffset = d.i64("PHYSICALOFFSET")
+	m.SysFlag = d.i32("SYSFLAG")
+	m.BornTime = d.i64("BORNTIMESTAMP")
+	m.BornHost = d.host(m.SysFlag&SysFlagBornHostV6 != 0, "BORNHOST")
+	m.StoreTime = d.i64("STORETIMESTAMP")
+	m.StoreHost = d.host(m.SysFlag&SysFlagStoreHostV6 != 0, "STOREHOST")
+	m.ReconsumeTimes = d.i32("RECONSUMETIMES")
+	d.i64("PREPAREDTRANSACTIONOFFSET")
+	if body := d.take(int(d.i32("BODYLEN")), "body"); len(body) > 0 {
+		m.Body = body
+	}
+	var topicLen int
+	if magic == MessageMagicV2 {
+		topicLen = int(d.i16("TOPICLEN"))
+	} else {
+		topicLen = int(d.u8("TOPICLEN"))
+	}
+	m.Topic = string(d.take(topicLen, "topic"))
+	props := d.take(int(d.i16("PROPLEN")), "properties")
+	if d.err != nil {
+		return m, 0, d.err
+	}
+	if len(d.b) != 0 {
+		return m, 0, fmt.Errorf("%w: %d bytes after the properties of a record of %d", ErrMalformed, len(d.b), size)
+	}
+	SetMessageProperties(&m.Message, string(props))
+	return m, int(size), nil
+}
+
+// Batch item (SEND_BATCH_MESSAGE body: items back to back), big-endian:
+//
+//	TOTALSIZE i32 | MAGIC i32 (0) | BODYCRC i32 (0) | FLAG i32 | BODYLEN i32 + body |
+//	PROPLEN i16 + properties
+const batchItemFixed = 4 + 4 + 4 + 4 + 4 + 2
+
+// AppendBatch appends msgs as the body of a batch send, TAGS and KEYS merged into each
+// item's properties. The topic travels in the send header, not in the items. Properties
+// over MaxPropertiesLen bytes or an item over 2 GiB are an error wrapping
+// mq.ErrMessageTooLarge, a nil message one wrapping ErrMalformed; dst is then returned
+// unchanged.
+func AppendBatch(dst []byte, msgs []*mq.Message) ([]byte, error) {
+	start := len(dst)
+	for i, m := range msgs {
+		if m == nil {
+			return dst[:start], fmt.Errorf("%w: batch message %d is nil", ErrMalformed, i)
+		}
+		at := len(dst)
+		dst = binary.BigEndian.AppendUint32(dst, 0) // TOTALSIZE, set below
+		dst = binary.BigEndian.AppendUint32(dst, 0) // MAGIC
+		dst = binary.BigEndian.AppendUint32(dst, 0) // BODYCRC
+		dst = binary.BigEndian.AppendUint32(dst, uint32(m.Flag))
+		dst = binary.BigEndian.AppendUint32(dst, uint32(len(m.Body)))
+		dst = append(dst, m.Body...)
+		propAt := len(dst)
+		dst = append(dst, 0, 0)
+		dst = appendMessageProperties(dst, m)
+		propLen := len(dst) - propAt - 2
+		if propLen > MaxPropertiesLen {
+			return dst[:start], fmt.Errorf("%w: batch message %d: properties of %d bytes, at most %d", mq.ErrMessageTooLarge, i, propLen, MaxPropertiesLen)
+		}
+		if len(dst)-at > math.MaxInt32 {
+			return dst[:start], fmt.Errorf("%w: batch message %d of %d bytes", mq.ErrMessageTooLarge, i, len(dst)-at)
+		}
+		binary.BigEndian.PutUint16(dst[propAt:], uint16(propLen))
+		binary.BigEndian.PutUint32(dst[at:], uint32(len(dst)-at))
+	}
+	return dst, nil
+}
+
+// DecodeBatch reads the body of a batch send. Each item must be exactly as long as its
+// TOTALSIZE says; MAGIC and BODYCRC are ignored. The messages have no Topic (it is the
+// send header's); TAGS and KEYS go to Tags and Keys; bodies alias body.
+func DecodeBatch(body []byte) ([]*mq.Message, error) {
+	var msgs []*mq.Message
+	for off := 0; off < len(body); {
+		b := body[off:]
+		d := &decoder{b: b}
+		size := d.i32("TOTALSIZE")
+		if d.err == nil && (size < batchItemFixed || int64(size) > int64(len(b))) {
+			d.err = fmt.Errorf("%w: TOTALSIZE %d, %d bytes left", ErrMalformed, size, len(b))
+		}
+		if d.err != nil {
+			return nil, fmt.Errorf("batch message %d at byte %d: %w", len(msgs), off, d.err)
+		}
+		d.b = b[4:size]
+		d.i32("MAGIC")
+		d.i32("BODYCRC")
+		m := &mq.Message{Flag: d.i32("FLAG")}
+		if mb := d.take(int(d.i32("BODYLEN")), "body"); len(mb) > 0 {
+			m.Body = mb
+		}
+		props := d.take(int(d.i16("PROPLEN")), "properties")
+		if d.err == nil && len(d.b) != 0 {
+			d.err = fmt.Errorf("%w: %d bytes after the properties of an item of %d", ErrMalformed, len(d.b), size)
+		}
+		if d.err != nil {
+			return nil, fmt.Errorf("batch message %d at byte %d: %w", len(msgs), off, d.err)
+		}
+		SetMessageProperties(m, string(props))
+		msgs = append(msgs, m)
+		off += int(size)
+	}
+	return msgs, nil
+}
+
+// Inflate decompresses a zlib stream (RocketMQ's compressed bodies) of at most maxSize
+// bytes. Output over maxSize is an error wrapping mq.ErrMessageTooLarge, found without
+// allocating more than maxSize+1 bytes whatever the input claims; a corrupt stream one
+// wrapping ErrMalformed.
+func Inflate(data []byte, maxSize int) ([]byte, error) {
+	if maxSize < 0 {
+		maxSize = 0
+	}
+	zr, err := zlib.NewReader(bytes.NewReader(data))
+	if err != nil {
+		return nil, fmt.Errorf("%w: zlib: %v", ErrMalformed, err)
+	}
+	defer zr.Close()
+	limit := int64(maxSize) + 1
+	// Start from a guess of four times the input and grow by doubling, never past limit.
+	buf := make([]byte, min(limit, max(int64(4*len(data)), 512)))
+	n := 0
+	for {
+		if n == len(buf) {
+			if int64(n) >= limit {
+				return nil, fmt.Errorf("%w: inflated body over %d bytes", mq.ErrMessageTooLarge, maxSize)
+			}
+			nb := make([]byte, min(limit, 2*int64(len(buf))))
+			copy(nb, buf)
+			buf = nb
+		}
+		m, err := zr.Read(buf[n:])
+		n += m
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: zlib: %v", ErrMalformed, err)
+		}
+	}
+	if n > maxSize {
+		return nil, fmt.Errorf("%w: inflated body over %d bytes", mq.ErrMessageTooLarge, maxSize)
+	}
+	return buf[:n:n], nil
+}
+
+// DecompressBody inflates m's body if its SysFlag marks it compressed, and clears the
+// flag. Only zlib (compression type 0 or 3) is supported; another type is an error
+// wrapping ErrMalformed. See Inflate for maxSize.
+func DecompressBody(m *mq.MessageExt, maxSize int) error {
+	if m == nil || m.SysFlag&SysFlagCompressed == 0 {
+		return nil
+	}
+	if t := (m.SysFlag & SysFlagCompressionMask) >> sysFlagCompressionShift; t != 0 && t != compressionZlib {
+		return fmt.Errorf("%w: compression type %d", ErrMalformed, t)
+	}
+	body, err := Inflate(m.Body, maxSize)
+	if err != nil {
+		return err
+	}
+	m.Body = body
+	m.SysFlag &^= SysFlagCompressed | SysFlagCompressionMask
+	return nil
+}
