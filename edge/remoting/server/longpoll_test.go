@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"errors"
+	"net"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -106,4 +108,60 @@ func TestShutdownAnswersParkedPulls(t *testing.T) {
 			t.Fatalf("broker after Shutdown: %v", err)
 		}
 	})
+}
+
+// TestShutdownBoundedByContext: a reply that cannot be written (the client reads nothing)
+// holds Shutdown only until its ctx ends; then everything is closed at once.
+func TestShutdownBoundedByContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := openBroker(t, nil)
+		s := pipeServer(t, b, Options{WriteTimeout: time.Minute})
+		a, bp := net.Pipe()
+		s.admit(bp, false)
+		frame, _ := remoting.NewRequest(remoting.GetRouteInfoByTopic, map[string]string{"topic": "%RETRY%g"}, nil).AppendFrame(nil)
+		if _, err := a.Write(frame); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		start := time.Now()
+		if err := s.Shutdown(ctx); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Shutdown = %v, want %v", err, context.DeadlineExceeded)
+		}
+		if got := time.Since(start); got != 2*time.Second {
+			t.Errorf("Shutdown returned after %v, want 2s", got)
+		}
+		if _, err := a.Read(make([]byte, 1)); err == nil {
+			t.Error("connection open after Shutdown")
+		}
+		a.Close()
+	})
+}
+
+// TestCloseAbandonsParkedPulls: Close ends parked pulls without an answer and returns
+// once every goroutine of the server has.
+func TestCloseAbandonsParkedPulls(t *testing.T) {
+	b := openBroker(t, nil)
+	if err := b.CreateTopic(edge.TopicConfig{Name: "T", ReadQueues: 1, WriteQueues: 1}); err != nil {
+		t.Fatal(err)
+	}
+	s := startServer(t, b, Options{})
+	c := dial(t, s.Addr())
+	ch := c.write(remoting.NewRequest(remoting.PullMessage, pullHeader("g", "T", 0, 0, pullSuspend|pullSubscription, 20000, "*"), nil))
+	c.mustCall(remoting.Success, remoting.GetMaxOffset, map[string]string{"topic": "T", "queueId": "0"}, nil)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !c.closed() {
+		t.Fatal("connection open after Close")
+	}
+	select {
+	case r := <-ch:
+		t.Errorf("parked pull answered %d by Close", r.Code)
+	default:
+	}
+	if _, err := net.Dial("tcp", s.Addr().String()); err == nil {
+		t.Error("the address accepts connections after Close")
+	}
 }
