@@ -285,7 +285,7 @@ func (s *Server) viewMessage(c *conn, req *remoting.Command) *remoting.Command {
 	if err != nil {
 		return errReply(req, err)
 	}
-	return bodyReply(req, appendMessageExt(nil, &m))
+	return bodyReply(req, s.appendRecords(nil, []mq.MessageExt{m}))
 }
 
 // resetOffset answers INVOKE_BROKER_TO_RESET_OFFSET: the group's offsets of the topic move
@@ -358,10 +358,7 @@ func (s *Server) queryMessage(c *conn, req *remoting.Command) *remoting.Command 
 	if len(msgs) == 0 {
 		return req.Reply(remoting.QueryNotFound, "can not find message, maybe time range not correct")
 	}
-	var body []byte
-	for i := range msgs {
-		body = appendMessageExt(body, &msgs[i])
-	}
+	body := s.appendRecords(nil, msgs)
 	rh := remoting.QueryMessageResponseHeader{IndexLastUpdateTimestamp: time.Now().UnixMilli()}
 	if st, err := s.b.StoreStats(); err == nil {
 		rh.IndexLastUpdatePhyoffset = st.MaxPos

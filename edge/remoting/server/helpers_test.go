@@ -2,10 +2,10 @@ package server
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"strconv"
 	"strings"
@@ -296,37 +296,27 @@ type record struct {
 	props                  map[string]string
 }
 
-// decodeRecords reads the V1 records of a pull body (IPv4 hosts).
+// decodeRecords reads the V1 records of a pull body.
 func decodeRecords(t testing.TB, b []byte) []record {
 	t.Helper()
-	be := binary.BigEndian
-	var out []record
-	for len(b) > 0 {
-		if len(b) < 4 {
-			t.Fatalf("record tail of %d bytes", len(b))
+	msgs, err := remoting.DecodeMessages(b)
+	if err != nil {
+		t.Fatalf("decode records: %v", err)
+	}
+	out := make([]record, len(msgs))
+	for i, m := range msgs {
+		props := maps.Clone(m.Properties)
+		if props == nil {
+			props = map[string]string{}
 		}
-		size := int(be.Uint32(b))
-		if size > len(b) || size < 92 {
-			t.Fatalf("record size %d of %d bytes", size, len(b))
+		if m.Tags != "" {
+			props["TAGS"] = m.Tags
 		}
-		r := b[:size]
-		b = b[size:]
-		var rec record
-		rec.queueID = int32(be.Uint32(r[12:]))
-		rec.queueOffset = int64(be.Uint64(r[20:]))
-		rec.commitLog = int64(be.Uint64(r[28:]))
-		rec.bornTime = int64(be.Uint64(r[40:]))
-		rec.bornHost = net.IP(r[48:52]).String() + ":" + strconv.Itoa(int(be.Uint32(r[52:])))
-		rec.reconsumeTimes = int32(be.Uint32(r[72:]))
-		bl := int(be.Uint32(r[84:]))
-		rec.body = string(r[88 : 88+bl])
-		p := 88 + bl
-		tl := int(r[p])
-		rec.topic = string(r[p+1 : p+1+tl])
-		p += 1 + tl
-		pl := int(be.Uint16(r[p:]))
-		rec.props = parseProperties(string(r[p+2 : p+2+pl]))
-		out = append(out, rec)
+		if m.Keys != "" {
+			props["KEYS"] = m.Keys
+		}
+		out[i] = record{queueID: m.QueueID, queueOffset: m.QueueOffset, commitLog: m.CommitLogOffset, bornTime: m.BornTime,
+			bornHost: m.BornHost.String(), reconsumeTimes: m.ReconsumeTimes, topic: m.Topic, body: string(m.Body), props: props}
 	}
 	return out
 }

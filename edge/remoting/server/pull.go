@@ -74,11 +74,7 @@ func (s *Server) pull(c *conn, req *remoting.Command) *remoting.Command {
 	resp := req.Reply(code, "")
 	resp.Ext = pullExt(res.NextBeginOffset, res.MinOffset, res.MaxOffset)
 	if code == remoting.Success {
-		var body []byte
-		for i := range res.Messages {
-			body = appendMessageExt(body, &res.Messages[i])
-		}
-		resp.Body = body
+		resp.Body = s.appendRecords(nil, res.Messages)
 	}
 	return resp
 }
@@ -97,4 +93,18 @@ func (s *Server) pullNotFound(req *remoting.Command, pr mq.PullRequest) *remotin
 // pullExt is a pull reply's header: always the four fields, broker 0 (the master).
 func pullExt(next, minOff, maxOff int64) map[string]string {
 	return remoting.PullResponseHeader{NextBeginOffset: next, MinOffset: minOff, MaxOffset: maxOff}.Ext()
+}
+
+// appendRecords appends msgs as V1 records. A message that has no V1 record (a topic over
+// 255 bytes, properties over 32 KiB: the broker does not store such) is left out and
+// logged, so that the client reads on past it.
+func (s *Server) appendRecords(dst []byte, msgs []mq.MessageExt) []byte {
+	for i := range msgs {
+		var err error
+		if dst, err = remoting.AppendMessageExt(dst, &msgs[i]); err != nil {
+			s.lg.Error("message left out of a reply", "topic", msgs[i].Topic, "queue", msgs[i].QueueID,
+				"offset", msgs[i].QueueOffset, "err", err)
+		}
+	}
+	return dst
 }

@@ -120,6 +120,7 @@ func TestSendErrors(t *testing.T) {
 		{"no topic field", map[string]string{"a": "pg"}, []byte("x"), remoting.InvalidParameter},
 		{"bad queue number", map[string]string{"b": "T", "e": "x"}, []byte("x"), remoting.InvalidParameter},
 		{"not zlib", func() map[string]string { e := sendExt("T", 0, ""); e["f"] = "1"; return e }(), []byte("plain"), remoting.MessageIllegal},
+		{"zstd-compressed", func() map[string]string { e := sendExt("T", 0, ""); e["f"] = strconv.Itoa(1 | 2<<8); return e }(), []byte("x"), remoting.MessageIllegal},
 		{"transactional", func() map[string]string { e := sendExt("T", 0, ""); e["f"] = "4"; return e }(), []byte("x"), remoting.NoPermission},
 	} {
 		if r := c.call(remoting.SendMessageV2, tc.ext, tc.body); r.Code != tc.want {

@@ -1,11 +1,6 @@
 package server
 
 import (
-	"bytes"
-	"compress/zlib"
-	"errors"
-	"fmt"
-	"io"
 	"net"
 	"net/netip"
 	"strings"
@@ -15,12 +10,9 @@ import (
 	"github.com/edgemq/edgemq/edge/remoting"
 )
 
-// RocketMQ's message sysflag bits the server reads.
-const (
-	sysFlagCompressed     = 0x1
-	sysFlagTxPrepared     = 0x4
-	sysFlagCompressionTyp = 7 << 8
-)
+// sysFlagTxPrepared marks a transaction's half message (RocketMQ's
+// TRANSACTION_PREPARED_TYPE), which the broker does not take.
+const sysFlagTxPrepared = 0x4
 
 // msgRegion is what RocketMQ's brokers answer as a send's MSG_REGION by default.
 const msgRegion = "DefaultRegion"
@@ -36,12 +28,13 @@ func (s *Server) send(c *conn, req *remoting.Command) *remoting.Command {
 	if h.SysFlag&sysFlagTxPrepared != 0 {
 		return req.Reply(remoting.NoPermission, "server: transactional messages are not supported")
 	}
-	body := req.Body
-	if h.SysFlag&sysFlagCompressed != 0 {
-		if body, err = inflate(body, s.b.Options().MaxMessageSize); err != nil {
-			return req.Reply(remoting.MessageIllegal, err.Error())
-		}
+	// The broker takes bodies as they are; a compressed one is inflated here, no larger
+	// than the broker would take it.
+	mx := mq.MessageExt{Message: mq.Message{Body: req.Body}, SysFlag: h.SysFlag}
+	if err := remoting.DecompressBody(&mx, s.b.Options().MaxMessageSize); err != nil {
+		return req.Reply(remoting.MessageIllegal, err.Error())
 	}
+	body := mx.Body
 	var sel mq.QueueSelector
 	if h.QueueID >= 0 { // RocketMQ's brokers choose for a negative one
 		sel = mq.QueueIndex(int(h.QueueID))
@@ -49,7 +42,7 @@ func (s *Server) send(c *conn, req *remoting.Command) *remoting.Command {
 	origin := edge.Origin{BornTime: max(h.BornTimestamp, 0), BornHost: remoteAddrPort(c.nc), ReconsumeTimes: max(h.ReconsumeTimes, 0)}
 	var results []mq.SendResult
 	if req.Code == remoting.SendBatchMessage || h.Batch {
-		msgs, err := decodeBatch(body)
+		msgs, err := remoting.DecodeBatch(body)
 		if err != nil {
 			return req.Reply(remoting.MessageIllegal, err.Error())
 		}
@@ -64,7 +57,7 @@ func (s *Server) send(c *conn, req *remoting.Command) *remoting.Command {
 		}
 	} else {
 		m := &mq.Message{Topic: h.Topic, Flag: h.Flag, Body: body}
-		setProperties(m, parseProperties(h.Properties))
+		remoting.SetMessageProperties(m, h.Properties)
 		res, err := s.b.SendFrom(c.ctx, m, sel, origin)
 		if err != nil {
 			return errReply(req, err)
@@ -83,43 +76,6 @@ func (s *Server) send(c *conn, req *remoting.Command) *remoting.Command {
 	resp := req.Reply(remoting.Success, "")
 	resp.Ext = rh.Ext()
 	return resp
-}
-
-// setProperties gives m the properties of a message on the wire: TAGS and KEYS become its
-// Tags and Keys, the rest its Properties.
-func setProperties(m *mq.Message, props map[string]string) {
-	if t, ok := props["TAGS"]; ok {
-		m.Tags = t
-		delete(props, "TAGS")
-	}
-	if k, ok := props["KEYS"]; ok {
-		m.Keys = k
-		delete(props, "KEYS")
-	}
-	if len(props) > 0 {
-		m.Properties = props
-	}
-}
-
-// errInflate is a compressed body that does not inflate, or inflates past the limit.
-var errInflate = errors.New("server: compressed body")
-
-// inflate returns the zlib-compressed body inflated, refusing more than limit bytes.
-func inflate(body []byte, limit int) ([]byte, error) {
-	zr, err := zlib.NewReader(bytes.NewReader(body))
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", errInflate, err)
-	}
-	defer zr.Close()
-	var out bytes.Buffer
-	n, err := io.Copy(&out, io.LimitReader(zr, int64(limit)+1))
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", errInflate, err)
-	}
-	if n > int64(limit) {
-		return nil, fmt.Errorf("%w: inflates to more than %d bytes", errInflate, limit)
-	}
-	return out.Bytes(), nil
 }
 
 // remoteAddrPort returns the peer's address, or the zero AddrPort for a connection that
