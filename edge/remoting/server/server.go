@@ -200,8 +200,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	select {
 	case <-done:
 		s.cancel()
+		s.lg.Info("remoting server stopped")
 		return lnErr
 	case <-ctx.Done():
+		s.lg.Warn("remoting server stop timed out: closing connections", "err", ctx.Err())
 		s.Close()
 		<-done
 		return ctx.Err()
@@ -220,6 +222,7 @@ func (s *Server) Close() error {
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
+	s.lg.Debug("remoting server closed")
 	return err
 }
 
