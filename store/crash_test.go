@@ -187,9 +187,19 @@ func TestCrashChild(t *testing.T) {
 	wg.Wait()
 }
 
-// TestCrashKill kills a child appending in sync mode at random moments, 20 times (5 with
-// -short), and after each kill reopens the store: every acknowledged message is there byte for
-// byte, no partial record is served, and the consume queues agree with the commitlog.
+// TestCrashKill kills (SIGKILL) a child appending in sync mode at random moments, 20 times (5
+// with -short), and after each kill reopens the store: every acknowledged message is there
+// byte for byte, no partial record is served, and the consume queues agree with the commitlog.
+//
+// What it can prove: a kill ends the process, not the kernel, so this runs recovery on the
+// real OS and file system after a process that stopped at any instruction: a frame half
+// copied into the mapping, queues behind the log and a dispatch checkpoint behind the queues,
+// a roll cut short, the data dir's lock left by a dead process. What it cannot: every byte the
+// child wrote is in the page cache and reaches the disk, fsynced or not, and so do the names
+// it created and renamed. Nothing unsynced is lost, so a missing or misordered fsync passes:
+// an fsync skipped, appenders released before the fsync that covers them, a checkpoint written
+// before the data it covers. The power-cut tests on CrashFS, which lose what was not made
+// durable, are for those (TestPowerCut, TestPowerCutAtEveryStep).
 func TestCrashKill(t *testing.T) {
 	rounds := 20
 	if testing.Short() {
