@@ -19,18 +19,19 @@ import (
 type cutPoint struct {
 	n       int
 	step    vfstest.Step
-	cuts    [2]*vfstest.CrashFS // CutClean, CutAllBut(step)
-	acked   []ack               // messages whose Append had returned
-	durable int64               // the log's durable position; -1 during Open
-	done    chan struct{}       // closed when the cuts were checked
+	cuts    []*vfstest.CrashFS // CutClean, CutAllBut(step), and before a SyncDir CutNamesOnly
+	acked   []ack              // messages whose Append had returned
+	durable int64              // the log's durable position; -1 during Open
+	done    chan struct{}      // closed when the cuts were checked
 }
 
 // TestPowerCutAtEveryStep cuts the power before every step of a running store that orders
 // what reaches the disk: every fsync of a file, every fsync of a directory and every rename
 // (vfstest.StepFS), from Open through appends by three writers, rolls and queue syncs to
-// Close. At each step it takes two cuts and recovers each: the cut that loses everything not
-// yet durable (CutClean), and the cut of a disk that did everything asked of it but that
-// step (CutAllBut). In each recovered store every acknowledged message survives (in sync
+// Close. At each step it takes two or three cuts and recovers each: the cut that loses
+// everything not yet durable (CutClean), the cut of a disk that did everything asked of it
+// but that step (CutAllBut), and before a directory fsync with names pending, the cut of a
+// disk that made every name durable and no unsynced data (CutNamesOnly). In each recovered store every acknowledged message survives (in sync
 // mode every message whose Append returned; in async mode those below the durable position
 // the log reported), the log ends at or past that durable position with no hole below its
 // end, and the queues agree with the log (verifyStore). Unlike TestPowerCut's random cut
@@ -79,7 +80,10 @@ func cutAtEveryStep(t *testing.T, mode commitlog.FlushMode, batches, uncut int) 
 		if s := running.Load(); s != nil {
 			p.durable = s.log.Durable()
 		}
-		p.cuts = [2]*vfstest.CrashFS{fs.CutClean(), fs.CutAllBut(step)}
+		p.cuts = []*vfstest.CrashFS{fs.CutClean(), fs.CutAllBut(step)}
+		if step.Op == vfstest.StepSyncDir && fs.Stats().PendingOps > 0 { // else it is CutClean
+			p.cuts = append(p.cuts, fs.CutNamesOnly())
+		}
 		mu.Unlock()
 		select {
 		case points <- p:
@@ -166,7 +170,7 @@ func cutAtEveryStep(t *testing.T, mode commitlog.FlushMode, batches, uncut int) 
 	defer s.Close()
 	checkLogWhole(t, s, -1)
 	verifyStore(t, s, acked)
-	t.Logf("%d steps cut twice each (%v), %d messages acknowledged in %d segments", steps, count, len(acked), s.log.Size()/s.log.SegmentSize())
+	t.Logf("%d steps cut (%v), %d messages acknowledged in %d segments", steps, count, len(acked), s.log.Size()/s.log.SegmentSize())
 }
 
 // checkCutPoint recovers each cut of p in data dir rdir (the cut's files moved there from
@@ -182,7 +186,7 @@ func checkCutPoint(t *testing.T, p *cutPoint, dir, rdir string, o Options) {
 		}
 	}()
 	for i, cut := range p.cuts {
-		what = [2]string{"CutClean", "CutAllBut"}[i]
+		what = [...]string{"CutClean", "CutAllBut", "CutNamesOnly"}[i]
 		moveTree(t, cut, dir, rdir)
 		o.FS = cut
 		s, err := Open(rdir, &o)

@@ -64,7 +64,8 @@ const unlimitedTotal = 1 << 50
 //
 // CutClean is the cut that loses exactly what is not durable: durable contents, durable sizes
 // and the durable namespace, no pending operation applied. CutAllBut is the cut of a disk
-// that did everything asked of it but one step (see Step).
+// that did everything asked of it but one step (see Step), and CutNamesOnly that of a disk
+// that made every name durable and no unsynced data.
 //
 // Mappings. Map returns a slice of the file's live buffer itself, so bytes written through it
 // are seen by ReadAt and by other mappings, and WriteAt's bytes are seen through it. The
@@ -229,19 +230,20 @@ func (c *CrashFS) Cut(rng *rand.Rand) *CrashFS {
 	if rng == nil {
 		panic("vfs: CrashFS.Cut with nil rng")
 	}
-	return c.cut(rng, nil, 0)
+	return c.cut(rng, nil, nil)
 }
 
 // CutClean is Cut losing exactly what is not durable: each file has its durable content
 // and size, and no pending namespace operation is applied.
-func (c *CrashFS) CutClean() *CrashFS { return c.cut(nil, nil, 0) }
+func (c *CrashFS) CutClean() *CrashFS { return c.cut(nil, nil, nil) }
 
 // CutAllBut is the cut of a disk that completed everything asked of it so far except step,
 // which the program was about to take: with no rng involved, every file keeps its whole live
 // content and size, and every pending namespace operation applies, except that
 //   - for StepSync, the file being synced (step.File, which must be a file of c, under
 //     whatever name it has now) keeps only its durable content;
-//   - for StepSyncDir, no pending namespace operation applies.
+//   - for StepSyncDir, only the pending operations before the first one in the directory
+//     apply (the journal's order, see CrashFS).
 //
 // (For StepRename all of them apply: the rename is not pending yet.) Where CutClean loses
 // what the program wrote but did not sync, this cut keeps what it wrote, in any order, but
@@ -252,24 +254,43 @@ func (c *CrashFS) CutAllBut(step Step) *CrashFS {
 	if cf, ok := step.File.(*crashFile); ok && step.Op == StepSync {
 		skip = cf.ino
 	}
-	nops := math.MaxInt
-	if step.Op == StepSyncDir {
-		nops = 0
-	}
-	return c.cut(nil, func(ino *inode) bool { return ino != skip }, nops)
+	dir := filepath.Clean(step.Path)
+	return c.cut(nil, func(ino *inode) bool { return ino != skip }, func(pending []nsOp) int {
+		if step.Op != StepSyncDir {
+			return len(pending)
+		}
+		n := 0
+		for n < len(pending) && !pending[n].touches(dir) {
+			n++
+		}
+		return n
+	})
+}
+
+// CutNamesOnly is the cut of a disk whose journal committed every pending namespace
+// operation while no unsynced byte reached a file: every name the program created, renamed
+// or removed is durable, over its file's durable content only, as a file system that
+// commits names ahead of data leaves them. A program that renames a file into place before
+// syncing its content is caught by it.
+func (c *CrashFS) CutNamesOnly() *CrashFS {
+	return c.cut(nil, nil, func(pending []nsOp) int { return len(pending) })
 }
 
 // cut takes a cut: with rng, as Cut says; without, each file keeps its live content if keep
-// says so and its durable content otherwise, and the first nops pending namespace operations
-// apply.
-func (c *CrashFS) cut(rng *rand.Rand, keep func(*inode) bool, nops int) *CrashFS {
+// says so and its durable content otherwise, and the first ops(pending) pending namespace
+// operations apply (none if ops is nil).
+func (c *CrashFS) cut(rng *rand.Rand, keep func(*inode) bool, ops func([]nsOp) int) *CrashFS {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	names := maps.Clone(c.durable)
-	if rng != nil {
+	nops := 0
+	switch {
+	case rng != nil:
 		nops = rng.IntN(len(c.pending) + 1)
+	case ops != nil:
+		nops = ops(c.pending)
 	}
-	for _, op := range c.pending[:min(nops, len(c.pending))] {
+	for _, op := range c.pending[:nops] {
 		op.apply(names)
 	}
 	n := NewCrashFS()

@@ -11,10 +11,15 @@ import (
 
 // TestCrashFSCutAllBut: the cut before a step keeps every unsynced write and every pending
 // name but what the step was to make durable: the synced file's unsynced bytes (found under
-// its new name after a rename), or, before a SyncDir, the pending names.
+// its new name after a rename), or, before a SyncDir, the pending names from the first one
+// in that directory on. CutNamesOnly keeps every pending name and no unsynced byte.
 func TestCrashFSCutAllBut(t *testing.T) {
 	c := newCrashDir(t)
 	f := durableFile(t, c, fill(SectorSize, 0x11))
+	if err := c.MkdirAll("e", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mustOpen(t, c, "e/x", os.O_RDWR|os.O_CREATE)    // pending, before those in d
 	mustWrite(t, f, fill(SectorSize, 0x22), 0)      // unsynced
 	if err := c.Rename("d/f", "d/f2"); err != nil { // pending
 		t.Fatal(err)
@@ -50,6 +55,19 @@ func TestCrashFSCutAllBut(t *testing.T) {
 				t.Errorf("before %s %s: d/g holds %q, want %q", tc.step.Op, tc.step.Path, got, tc.g)
 			}
 		}
+		if _, ok := readAll(t, n, "e/x"); !ok {
+			t.Errorf("before %s %s: e/x, created before anything in d, is lost", tc.step.Op, tc.step.Path)
+		}
+	}
+	n := c.CutNamesOnly()
+	if names, err := n.ReadDir("d"); err != nil || !slices.Equal(names, []string{"f2", "g"}) {
+		t.Errorf("CutNamesOnly: names %v, %v; want [f2 g]", names, err)
+	}
+	if got, _ := readAll(t, n, "d/f2"); !bytes.Equal(got, fill(SectorSize, 0x11)) {
+		t.Errorf("CutNamesOnly: d/f2 holds %.8q..., want its synced bytes", got)
+	}
+	if got, ok := readAll(t, n, "d/g"); !ok || len(got) != 0 {
+		t.Errorf("CutNamesOnly: d/g holds %q (exists %v), want it empty", got, ok)
 	}
 }
 
