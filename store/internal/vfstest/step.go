@@ -37,10 +37,12 @@ type Step struct {
 }
 
 // StepFS is a vfs.FS that calls Before before every step that orders what reaches the
-// disk: each File.Sync of a file it opened, each SyncDir and each Rename. These are the only
-// points where the order of a program's writes can matter to what a power cut leaves, so a
-// test that takes cuts in Before (CrashFS.CutClean and CutAllBut) meets every ordering the
-// program has, deterministically. Before may block: the step waits for it. It may be called
+// disk: each File.Sync of a file it opened, each SyncDir and each Rename. Between two such
+// steps, writes reach the disk in any order or not at all, so these are the points where the
+// order of a program's steps decides what a power cut can leave: a test that takes cuts in
+// Before (CrashFS.CutClean, CutAllBut, CutNamesOnly) meets every ordering the program has,
+// deterministically, where cuts at random times almost never fall between two steps
+// microseconds apart. Before may block: the step waits for it. It may be called
 // from several goroutines at once.
 type StepFS struct {
 	vfs.FS
