@@ -85,6 +85,7 @@ func TestDispatchDuringQueueSync(t *testing.T) {
 	s := openStore(t, t.TempDir(), Options{FS: g, Flush: commitlog.FlushAsync, QueueFlushInterval: 5 * time.Millisecond,
 		OnArrival: func(Arrival) { arrived.Add(1) }})
 	defer s.Close()
+	defer g.Open()     // a failed test leaves no sync at the gate for Close
 	for i := range 2 { // the queue exists; then a message for the next sync to cover
 		if i == 1 {
 			g.Gates.Store(1)
@@ -93,7 +94,11 @@ func TestDispatchDuringQueueSync(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	<-g.Entered // the ticker's sync is in the queue's fdatasync
+	select {
+	case <-g.Entered: // the ticker's sync is in the queue's fdatasync
+	case <-time.After(10 * time.Second):
+		t.Fatal("no queue sync after 10 s")
+	}
 	err := s.Append([]*Message{msg("S", 0, 2)})
 	n := arrived.Load()
 	g.Release <- struct{}{}

@@ -7,11 +7,13 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/edgemq/edgemq/store/internal/vfstest"
 	"github.com/edgemq/edgemq/store/vfs"
 )
 
@@ -274,6 +276,12 @@ func TestRecoveryCutsTornTail(t *testing.T) {
 	}
 }
 
+// TestRecoveryCutsStaleBytesAfterEnd: a whole valid frame sitting after a zero gap past the
+// end of the log (as a write whose first sector was lost leaves it) is cut at Open and kept
+// in a .broken file, or it would come back as a record once new records fill the gap. The
+// gap is sized for the record appended next, stamped with its own store time, so that record
+// ends exactly where the stale frame starts. (Checked: with Open not cutting stale bytes
+// after the end, the stale frame comes back as a twelfth record.)
 func TestRecoveryCutsStaleBytesAfterEnd(t *testing.T) {
 	dir := t.TempDir()
 	l := openTest(t, dir, Options{})
@@ -281,23 +289,34 @@ func TestRecoveryCutsStaleBytesAfterEnd(t *testing.T) {
 		appendOne(t, l, 1, payload(i))
 	}
 	end := l.Written()
+	d := int64(1) - l.active.baseTime // the delta of a record stamped 1 in this segment
 	l.Close()
-	// A whole valid frame sitting after a zero gap: as left by a write whose first sector was
-	// lost. It must be cut, or it would resurrect once new records fill the gap.
 	seg := lastSegment(t, dir)
-	f, _ := os.OpenFile(seg, os.O_RDWR, 0)
-	stale := make([]byte, frameSize(5, 0))
-	putFrame(stale, 0, []byte("stale"))
-	f.WriteAt(stale, end%testSegSize+int64(frameSize(len("gap!!"), 0)))
+	f, err := os.OpenFile(seg, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := make([]byte, frameSize(len("stale"), d))
+	putFrame(stale, d, []byte("stale"))
+	staleAt := end%testSegSize + int64(frameSize(len("gap!!"), d))
+	if _, err := f.WriteAt(stale, staleAt); err != nil {
+		t.Fatal(err)
+	}
 	f.Close()
 	l = openTest(t, dir, Options{})
-	appendOne(t, l, 1, []byte("gap!!"))
+	if pos := appendOne(t, l, 1, []byte("gap!!")); pos != end || l.Written()%testSegSize != staleAt {
+		t.Fatalf("the record filling the gap spans [%d, %d), want [%d, %d)", pos, l.Written(), end, end-end%testSegSize+staleAt)
+	}
 	l.Close()
 	l = openTest(t, dir, Options{})
 	defer l.Close()
 	got, _ := readAll(t, l)
 	if len(got) != 11 || string(got[10]) != "gap!!" {
-		t.Fatalf("got %d records, last %q: stale frame resurrected?", len(got), got[len(got)-1])
+		t.Fatalf("got %d records, last %q, want 11, last \"gap!!\": the stale frame came back", len(got), got[len(got)-1])
+	}
+	broken, err := os.ReadFile(fmt.Sprintf("%s.%d.broken", seg, end%testSegSize))
+	if err != nil || !bytes.Contains(broken, stale) {
+		t.Fatalf("the cut bytes were not kept aside with the stale frame: %v", err)
 	}
 }
 
@@ -400,27 +419,65 @@ func TestRetentionByAgeAndBytes(t *testing.T) {
 	}
 }
 
+// TestReaderHoldsSegmentThroughRetention: retention deletes a segment a reader holds only
+// when the reader lets go: until then the record the reader read stays mapped, its bytes
+// intact, and the file stays. The record is unique, so bytes another mapping put at the
+// same address do not pass for it, and on CrashFS an unmapped slice reads as poison.
+// (Checked: with retention unmapping and removing a held segment, the held payload is
+// poison on CrashFS and the file is gone.)
 func TestReaderHoldsSegmentThroughRetention(t *testing.T) {
-	l := openTest(t, t.TempDir(), Options{MaxBytes: 2 * testSegSize, MaxAge: -1, MaxUsedRatio: -1})
-	defer l.Close()
-	big := bytes.Repeat([]byte("h"), 4000)
-	first := appendOne(t, l, 1, big)
-	r := l.NewReader()
-	rec, err := r.Read(first)
+	for _, tc := range []struct {
+		name string
+		fs   vfs.FS
+	}{{"crashfs", vfstest.NewCrashFS()}, {"os", vfs.OS}} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir() // a path inside the CrashFS too
+			l := openTest(t, dir, Options{FS: tc.fs, MaxBytes: 2 * testSegSize, MaxAge: -1, MaxUsedRatio: -1})
+			defer l.Close()
+			want := []byte(fmt.Sprintf("held record %d %s", rand.Int64(), bytes.Repeat([]byte("h"), 4000)))
+			first := appendOne(t, l, 1, want)
+			seg := (*l.segs.Load())[0]
+			r := l.NewReader()
+			rec, err := r.Read(first)
+			if err != nil {
+				t.Fatal(err)
+			}
+			held := rec.Payload
+			big := bytes.Repeat([]byte("x"), 4000)
+			for l.MinPos() <= first { // the first segment leaves the log
+				appendOne(t, l, 1, big)
+			}
+			// The retention loop deletes it out of the append lock: wait until it has.
+			deadline := time.Now().Add(10 * time.Second)
+			deleted := func() bool { seg.mu.Lock(); defer seg.mu.Unlock(); return seg.deleted }
+			for !deleted() {
+				if time.Now().After(deadline) {
+					t.Fatal("retention never deleted the first segment")
+				}
+				time.Sleep(time.Millisecond)
+			}
+			if !bytes.Equal(held, want) { // on a real OS: a fault, or another mapping's bytes
+				t.Fatalf("the held payload changed to %.40q... after retention deleted its segment", held)
+			}
+			if !exists(t, tc.fs, seg.path) {
+				t.Fatal("the segment's file was removed while a reader held it")
+			}
+			r.Close()
+			if exists(t, tc.fs, seg.path) {
+				t.Fatal("the segment's file is still there after its last reader let go")
+			}
+		})
+	}
+}
+
+// exists reports whether path is in its directory on fs.
+func exists(t *testing.T, fs vfs.FS, path string) bool {
+	t.Helper()
+	names, err := fs.ReadDir(filepath.Dir(path))
 	if err != nil {
 		t.Fatal(err)
 	}
-	held := rec.Payload
-	for i := 0; i < 100; i++ { // the first segment is deleted meanwhile
-		appendOne(t, l, 1, big)
-	}
-	if l.MinPos() <= first {
-		t.Fatal("first segment was not deleted")
-	}
-	if !bytes.Equal(held, big) { // would fault if unmapped under the reader
-		t.Fatal("held payload changed")
-	}
-	r.Close()
+	return slices.Contains(names, filepath.Base(path))
 }
 
 func TestOptionsValidation(t *testing.T) {

@@ -7,15 +7,53 @@ import (
 	"github.com/edgemq/edgemq/store/internal/vfstest"
 )
 
+// gateWait bounds every wait of these tests: a step that does not come fails the test
+// instead of hanging it.
+const gateWait = 10 * time.Second
+
+// entered waits until a Sync reaches g's gate, or fails the test when synced reports that
+// the Sync returned without reaching it, or after gateWait.
+func entered(t *testing.T, g vfstest.GatedFS, synced <-chan error, what string) {
+	t.Helper()
+	select {
+	case <-g.Entered:
+	case err := <-synced:
+		t.Fatalf("%s returned (%v) without an fdatasync", what, err)
+	case <-time.After(gateWait):
+		t.Fatalf("%s: no fdatasync after %v", what, gateWait)
+	}
+}
+
+// release lets the Sync at g's gate go on and returns its result, failing the test after
+// gateWait.
+func release(t *testing.T, g vfstest.GatedFS, synced <-chan error) error {
+	t.Helper()
+	select {
+	case g.Release <- struct{}{}:
+	case <-time.After(gateWait):
+		t.Fatalf("no Sync at the gate after %v", gateWait)
+	}
+	select {
+	case err := <-synced:
+		return err
+	case <-time.After(gateWait):
+		t.Fatalf("Sync did not return %v after its fdatasync", gateWait)
+		return nil
+	}
+}
+
 // TestSyncLetsAppendsGoOn: while Sync's fdatasync is in flight, Appends and reads go on;
-// an Append that came during it leaves the queue dirty, so the next Sync syncs again.
+// an Append that came during it leaves the queue dirty, so the next Sync syncs again. Every
+// wait is bounded. (Checked: with Sync skipping its fdatasync, it fails at once, saying so;
+// with the second Sync finding the queue clean, too.)
 func TestSyncLetsAppendsGoOn(t *testing.T) {
 	g := vfstest.NewGatedFS("", 2) // the two syncs below wait at the gate; Close's passes
 	q := openQueue(t, t.TempDir(), &Options{FS: g, SegmentEntries: 1024})
+	defer g.Open() // a failed test leaves no Sync at the gate for Close
 	appendRange(t, q, 0, 10)
 	synced := make(chan error, 1)
 	go func() { synced <- q.Sync() }()
-	<-g.Entered // the fdatasync is in flight
+	entered(t, g, synced, "Sync of 10 entries") // the fdatasync is in flight
 	appended := make(chan struct{})
 	go func() {
 		appendRange(t, q, 10, 20)
@@ -23,25 +61,19 @@ func TestSyncLetsAppendsGoOn(t *testing.T) {
 	}()
 	select {
 	case <-appended:
-	case <-time.After(10 * time.Second):
+	case <-time.After(gateWait):
 		t.Fatal("Append waited for the fdatasync of a Sync")
 	}
 	if got, err := q.Get(15); err != nil || got != ent(15) {
 		t.Fatalf("Get(15) during the sync: %+v, %v", got, err)
 	}
-	g.Release <- struct{}{}
-	if err := <-synced; err != nil {
+	if err := release(t, g, synced); err != nil {
 		t.Fatal(err)
 	}
 	// Entries 10-19 came during that sync: the next one must sync again.
 	go func() { synced <- q.Sync() }()
-	select {
-	case <-g.Entered:
-	case err := <-synced:
-		t.Fatalf("Sync after appends during the last one returned (%v) without syncing", err)
-	}
-	g.Release <- struct{}{}
-	if err := <-synced; err != nil {
+	entered(t, g, synced, "Sync after appends during the last one")
+	if err := release(t, g, synced); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -54,9 +86,10 @@ func TestDeleteWaitsForSync(t *testing.T) {
 	q := openQueue(t, t.TempDir(), &Options{FS: g, SegmentEntries: 4})
 	appendRange(t, q, 0, 4) // fills file 0
 	synced := make(chan error, 1)
+	defer g.Open()
 	go func() { synced <- q.Sync() }()
-	<-g.Entered             // syncing file 0
-	appendRange(t, q, 4, 6) // file 1 is active now; file 0 is sealed
+	entered(t, g, synced, "Sync of file 0") // syncing file 0
+	appendRange(t, q, 4, 6)                 // file 1 is active now; file 0 is sealed
 	deleted := make(chan error, 1)
 	go func() {
 		n, err := q.DeleteBefore(ent(5).Pos)

@@ -20,6 +20,9 @@ import (
 // except the one sector a Cut tears.
 const SectorSize = 512
 
+// Poison is the byte CrashFS writes over the memory of a released mapping (see CrashFS).
+const Poison = 0xDB
+
 // unlimitedTotal is the Total that Usage reports when no capacity is set (1 PiB).
 const unlimitedTotal = 1 << 50
 
@@ -60,12 +63,17 @@ const unlimitedTotal = 1 << 50
 // file name order, so a seed reproduces a cut exactly.
 //
 // CutClean is the cut that loses exactly what is not durable: durable contents, durable sizes
-// and the durable namespace, no pending operation applied.
+// and the durable namespace, no pending operation applied. CutAllBut is the cut of a disk
+// that did everything asked of it but one step (see Step), and CutNamesOnly that of a disk
+// that made every name durable and no unsynced data.
 //
 // Mappings. Map returns a slice of the file's live buffer itself, so bytes written through it
 // are seen by ReadAt and by other mappings, and WriteAt's bytes are seen through it. The
 // buffer is moved (reallocated) only while the file has no mapping: a Map, WriteAt, Truncate or
-// Allocate that would grow a mapped file past its buffer's capacity fails. Map reserves
+// Allocate that would grow a mapped file past its buffer's capacity fails. Unmap of a file's
+// last mapping moves the buffer and fills the released slice with Poison, so that bytes read
+// through a mapping after its Unmap (where a real OS would fault, or show another mapping
+// that reused the address) are garbage, not the file's bytes. Map reserves
 // capacity for its whole length, so once a file is mapped with length n it can grow up to n
 // bytes while mapped; Allocate the full segment before mapping it. Map may map past the end
 // of the file, but bytes there must not be touched (on a real OS they raise SIGBUS), and bytes
@@ -222,21 +230,68 @@ func (c *CrashFS) Cut(rng *rand.Rand) *CrashFS {
 	if rng == nil {
 		panic("vfs: CrashFS.Cut with nil rng")
 	}
-	return c.cut(rng)
+	return c.cut(rng, nil, nil)
 }
 
 // CutClean is Cut losing exactly what is not durable: each file has its durable content
 // and size, and no pending namespace operation is applied.
-func (c *CrashFS) CutClean() *CrashFS { return c.cut(nil) }
+func (c *CrashFS) CutClean() *CrashFS { return c.cut(nil, nil, nil) }
 
-func (c *CrashFS) cut(rng *rand.Rand) *CrashFS {
+// CutAllBut is the cut of a disk that completed everything asked of it so far except step,
+// which the program was about to take: with no rng involved, every file keeps its whole live
+// content and size, and every pending namespace operation applies, except that
+//   - for StepSync, the file being synced (step.File, which must be a file of c, under
+//     whatever name it has now) keeps only its durable content;
+//   - for StepSyncDir, only the pending operations before the first one in the directory
+//     apply (the journal's order, see CrashFS).
+//
+// (For StepRename all of them apply: the rename is not pending yet.) Where CutClean loses
+// what the program wrote but did not sync, this cut keeps what it wrote, in any order, but
+// not what the step was to make durable: a program that counts something as durable
+// before the step, or that wrote first what depends on it, is caught by one of the two.
+func (c *CrashFS) CutAllBut(step Step) *CrashFS {
+	var skip *inode
+	if cf, ok := step.File.(*crashFile); ok && step.Op == StepSync {
+		skip = cf.ino
+	}
+	dir := filepath.Clean(step.Path)
+	return c.cut(nil, func(ino *inode) bool { return ino != skip }, func(pending []nsOp) int {
+		if step.Op != StepSyncDir {
+			return len(pending)
+		}
+		n := 0
+		for n < len(pending) && !pending[n].touches(dir) {
+			n++
+		}
+		return n
+	})
+}
+
+// CutNamesOnly is the cut of a disk whose journal committed every pending namespace
+// operation while no unsynced byte reached a file: every name the program created, renamed
+// or removed is durable, over its file's durable content only, as a file system that
+// commits names ahead of data leaves them. A program that renames a file into place before
+// syncing its content is caught by it.
+func (c *CrashFS) CutNamesOnly() *CrashFS {
+	return c.cut(nil, nil, func(pending []nsOp) int { return len(pending) })
+}
+
+// cut takes a cut: with rng, as Cut says; without, each file keeps its live content if keep
+// says so and its durable content otherwise, and the first ops(pending) pending namespace
+// operations apply (none if ops is nil).
+func (c *CrashFS) cut(rng *rand.Rand, keep func(*inode) bool, ops func([]nsOp) int) *CrashFS {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	names := maps.Clone(c.durable)
-	if rng != nil {
-		for _, op := range c.pending[:rng.IntN(len(c.pending)+1)] {
-			op.apply(names)
-		}
+	nops := 0
+	switch {
+	case rng != nil:
+		nops = rng.IntN(len(c.pending) + 1)
+	case ops != nil:
+		nops = ops(c.pending)
+	}
+	for _, op := range c.pending[:nops] {
+		op.apply(names)
 	}
 	n := NewCrashFS()
 	n.DirSyncNotNeeded = c.DirSyncNotNeeded
@@ -247,7 +302,12 @@ func (c *CrashFS) cut(rng *rand.Rand) *CrashFS {
 		old := names[name]
 		ino := done[old]
 		if ino == nil {
-			data := cutData(old, rng)
+			var data []byte
+			if keep != nil && keep(old) {
+				data = snapshot(nil, old.data)
+			} else {
+				data = cutData(old, rng)
+			}
 			ino = &inode{data: data, synced: slices.Clone(data)}
 			done[old] = ino
 		}
@@ -712,7 +772,8 @@ func (f *crashFile) Map(length int, writable bool) ([]byte, error) {
 	return m, nil
 }
 
-// Unmap releases a mapping Map returned; it works after Close too.
+// Unmap releases a mapping Map returned; it works after Close too. Releasing the file's last
+// mapping poisons its memory (see CrashFS).
 func (f *crashFile) Unmap(b []byte) error {
 	if len(b) == 0 {
 		return nil
@@ -725,6 +786,16 @@ func (f *crashFile) Unmap(b []byte) error {
 	}
 	f.ino.maps = slices.Delete(f.ino.maps, i, i+1)
 	f.fs.stats.Mappings--
+	if len(f.ino.maps) == 0 {
+		// Nothing maps the buffer now: move the file's bytes away and poison the memory
+		// released, so that a use after Unmap reads garbage (see CrashFS).
+		data := make([]byte, len(f.ino.data), cap(f.ino.data))
+		copy(data, f.ino.data)
+		f.ino.data = data
+		for i := range b {
+			b[i] = Poison
+		}
+	}
 	return nil
 }
 
