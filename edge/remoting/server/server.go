@@ -32,7 +32,8 @@ type Server struct {
 	// ctx is the parent of every connection's context; Close cancels it.
 	ctx    context.Context
 	cancel context.CancelFunc
-	// pulls ends parked pulls; Shutdown cancels it, and they are answered PULL_NOT_FOUND.
+	// pulls ends parked pulls; Shutdown cancels it, and they are answered PULL_NOT_FOUND
+	// (Close too, once the connections are closed: no answer gets out).
 	pulls     context.Context
 	stopPulls context.CancelFunc
 
@@ -92,7 +93,7 @@ func newServer(b *edge.Broker, o Options) *Server {
 	s := &Server{b: b, opts: o, lg: o.Logger, conns: map[*conn]struct{}{}, clients: map[string]map[*conn]struct{}{},
 		started: time.Now()}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	s.pulls, s.stopPulls = context.WithCancel(s.ctx)
+	s.pulls, s.stopPulls = context.WithCancel(context.Background())
 	return s
 }
 
@@ -215,12 +216,13 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // the broker.
 func (s *Server) Close() error {
 	err := s.closeListeners()
-	s.cancel()
 	s.mu.Lock()
 	for c := range s.conns {
-		c.nc.Close()
+		c.nc.Close() // first: nothing more is written
 	}
 	s.mu.Unlock()
+	s.cancel()
+	s.stopPulls()
 	s.wg.Wait()
 	s.lg.Debug("remoting server closed")
 	return err
