@@ -381,7 +381,8 @@ func writeExampleConfig(w io.Writer) error {
 	comment(bw, `Pass a file with "edgemq <command> -config FILE". Uncomment a key to change it; a key left `+
 		`out keeps its default, and later EdgeMQ versions may change defaults. Each key is also a flag of every `+
 		`command that opens a data dir, named section.key (-store.flush async; top-level keys by their name, `+
-		`data_dir as -data). Flags override the file, which overrides the defaults. Unknown keys are errors.`)
+		`data_dir as -data; the keys of [server] are flags of edgemq serve alone). Flags override the file, `+
+		`which overrides the defaults. Unknown keys are errors.`)
 	comment(bw, "")
 	comment(bw, `Sizes are byte counts, or strings with a KiB, MiB, GiB or TiB suffix ("64MiB"). Durations are `+
 		`strings in Go's syntax ("500ms", "10s", "72h").`)

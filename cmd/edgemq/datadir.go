@@ -48,7 +48,7 @@ func (c *config) prepare(a access) error {
 func checkDataDir(dir string) error {
 	fi, err := os.Stat(dir)
 	if errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("%w at %s: give the right -data DIR or -config FILE (demo, send -create and topic create make a new one)", errNoDataDir, dir)
+		return fmt.Errorf("%w at %s: give the right -data DIR or -config FILE (serve, demo, send -create and topic create make a new one)", errNoDataDir, dir)
 	}
 	if err != nil {
 		return err

@@ -376,9 +376,9 @@ func usage(w io.Writer) {
 	fmt.Fprint(w, `
 Every command but version and help works on a data dir in-process (-data, default ./data,
 or data_dir in the -config file). A data dir is held by one process at a time: a second one
-fails at once, naming the holder's pid. Only demo, send -create and topic create make a new
-data dir; the other commands say so when there is none, and stats, topic list, offset show
-and verify never write to it.
+fails at once, naming the holder's pid (stop edgemq serve to use the others on its dir).
+Only serve, demo, send -create and topic create make a new data dir; the other commands say
+so when there is none, and stats, topic list, offset show and verify never write to it.
 
 Settings come from a TOML file (-config FILE; configs/edgemq.toml documents every key) and
 from flags named as the keys, -section.key: -store.flush async. Flags override the file,

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -77,6 +78,11 @@ func serve(ctx context.Context, c *config, lg *slog.Logger, warnings func() int6
 	start := time.Now()
 	if err := c.prepare(create); err != nil {
 		return err
+	}
+	if frame, msg := cmp.Or(c.server.MaxFrameSize, server.DefaultOptions.MaxFrameSize),
+		cmp.Or(c.broker.MaxMessageSize, edge.DefaultOptions.MaxMessageSize); frame < msg+recordSlack {
+		return fmt.Errorf("server.max_frame_size %s cannot carry a message of broker.max_message_size %s: "+
+			"make it at least %s larger", formatSize(int64(frame)), formatSize(int64(msg)), formatSize(recordSlack))
 	}
 	before := warnings()
 	b, err := edge.Open(c.dataDir, c.optionsLogging(lg))

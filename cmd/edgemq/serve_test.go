@@ -147,10 +147,11 @@ func TestServeAnswersAndStopsCleanly(t *testing.T) {
 	}
 	cl.call(remoting.UpdateConsumerOffset, map[string]string{
 		"consumerGroup": "billing", "topic": "T", "queueId": "0", "commitOffset": "2"})
-	// A pull of an empty queue parks (long polling) until the stop answers it.
+	// A pull of an empty queue parks (long polling) until the stop answers it. sysFlag 6:
+	// suspend, and the subscription is in the request (no heartbeat gave the group one).
 	pull := cl.send(remoting.PullMessage, map[string]string{
 		"consumerGroup": "billing", "topic": "Idle", "queueId": "0", "queueOffset": "0",
-		"maxMsgNums": "32", "sysFlag": "2", "commitOffset": "0", "suspendTimeoutMillis": "60000",
+		"maxMsgNums": "32", "sysFlag": "6", "commitOffset": "0", "suspendTimeoutMillis": "60000",
 		"subscription": "*", "subVersion": "0", "expressionType": "TAG"}, nil)
 	// Requests are read in order: once a later one is answered, the server has the pull.
 	if resp := cl.reply(cl.send(remoting.GetRouteInfoByTopic, map[string]string{"topic": "Idle"}, nil), 10*time.Second); resp.Code != remoting.Success {
@@ -159,8 +160,8 @@ func TestServeAnswersAndStopsCleanly(t *testing.T) {
 
 	stop := time.Now()
 	c.signal(syscall.SIGTERM)
-	if resp := cl.reply(pull, 10*time.Second); resp.Code == remoting.Success {
-		t.Errorf("the parked pull got SUCCESS with no message to give")
+	if resp := cl.reply(pull, 10*time.Second); resp.Code != remoting.PullNotFound {
+		t.Errorf("the parked pull got %d %q, want PULL_NOT_FOUND", resp.Code, resp.Remark)
 	}
 	if code := c.exit(30 * time.Second); code != 0 {
 		t.Fatalf("exit %d after SIGTERM, want 0\n%s", code, c.stderr)
@@ -235,6 +236,8 @@ func TestServeFailsToStart(t *testing.T) {
 			"k.toml:2: unknown key server.listn: did you mean listen?"},
 		{"bad address", []string{"-config", file("a.toml", "[server]\nlisten = \"9876\"\n")}, 1,
 			`a.toml:2: server.listen = "9876": want host:port`},
+		{"frames smaller than messages", []string{"-data", data, "-server.max_frame_size", "1MiB", "-broker.max_message_size", "1MiB"}, 1,
+			"server.max_frame_size 1MiB cannot carry a message of broker.max_message_size 1MiB: make it at least 64KiB larger"},
 		{"bad flag", []string{"-server.idle_timeout", "forever"}, 2,
 			`invalid value "forever" for flag -server.idle_timeout`},
 		{"address in use", []string{"-data", data, "-server.listen", busy.Addr().String(), "-server.vip_listen", "off"}, 1,

@@ -486,7 +486,7 @@ var settings = []setting{
 		check: between(size[int](), 1<<10, 1<<30),
 		set:   func(c *config, v int) { c.server.MaxFrameSize = v },
 		doc: "The largest frame a client may send; a larger one closes its connection. It must " +
-			"hold broker.max_message_size and the request's header.",
+			"carry the largest message with its header: at least broker.max_message_size plus 64KiB.",
 	},
 	item[int]{
 		section: "server", key: "max_conns",
