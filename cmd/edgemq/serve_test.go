@@ -312,3 +312,20 @@ func TestREADMEDaemon(t *testing.T) {
 		t.Fatalf("serve made no data dir in ./data: %v", err)
 	}
 }
+
+// TestServeReportsRecovery: the startup line says when opening the store repaired it, and
+// counts the warnings that said how.
+func TestServeReportsRecovery(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	pos := writeStore(t, dir, "1MiB", 3, 100)
+	flip(t, dir, 1<<20, pos[2]+50) // the last record: a torn tail, cut at open
+	c, _ := startServe(t, nil, "-data", dir)
+	line := regexp.MustCompile(`(?m)^INFO serving.*$`).FindString(c.stderr.String())
+	if !strings.Contains(line, "serving; recovery repaired the store") || !regexp.MustCompile(` recovery_warnings=[1-9]`).MatchString(line) {
+		t.Errorf("startup line: %s\nstderr:\n%s", line, c.stderr)
+	}
+	c.signal(syscall.SIGTERM)
+	if code := c.exit(30 * time.Second); code != 0 {
+		t.Fatalf("exit %d\n%s", code, c.stderr)
+	}
+}
