@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"errors"
 	"net"
 	"os"
 	"path/filepath"
@@ -327,5 +329,44 @@ func TestServeReportsRecovery(t *testing.T) {
 	c.signal(syscall.SIGTERM)
 	if code := c.exit(30 * time.Second); code != 0 {
 		t.Fatalf("exit %d\n%s", code, c.stderr)
+	}
+}
+
+// TestServeShutdownTimeout: a client that sends requests but never reads the replies holds
+// its requests in flight; a stop waits shutdown_timeout for them, then closes the connection,
+// closes the store cleanly and exits 0, saying so.
+func TestServeShutdownTimeout(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	c, addr := startServe(t, nil, "-data", dir, "-server.shutdown_timeout", "1s", "-server.write_timeout", "1h")
+	cl := dial(t, addr)
+	// Write until a write blocks: the server stopped reading, its replies unread.
+	frame, err := remoting.NewRequest(remoting.GetRouteInfoByTopic, map[string]string{"topic": "TBW102"}, nil).AppendFrame(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch := bytes.Repeat(frame, 256)
+	for i := 0; ; i++ {
+		cl.nc.SetWriteDeadline(time.Now().Add(2 * time.Second))
+		if _, err := cl.nc.Write(batch); errors.Is(err, os.ErrDeadlineExceeded) {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if i > 1e5 {
+			t.Fatal("the server reads on, with none of its replies read")
+		}
+	}
+	stop := time.Now()
+	c.signal(syscall.SIGTERM)
+	if code := c.exit(30 * time.Second); code != 0 {
+		t.Fatalf("exit %d\n%s", code, c.stderr)
+	}
+	if took := time.Since(stop); took < time.Second {
+		t.Errorf("stopped after %v, before shutdown_timeout", took)
+	}
+	errOut := c.stderr.String()
+	if !strings.Contains(errOut, "WARN requests still handled after shutdown_timeout: connections closed at once shutdown_timeout=1s") ||
+		!regexp.MustCompile(`(?m)^INFO stopped took=`).MatchString(errOut) {
+		t.Errorf("stderr:\n%s", errOut)
 	}
 }
