@@ -2,8 +2,9 @@
 // broker and name server speak them to RocketMQ clients (Go and Java) and as a client of
 // EdgeMQ or Apache RocketMQ speaks them to a broker. Every format is both encoded and
 // decoded, and every decoder takes bytes from the network: it returns an error wrapping
-// ErrMalformed or ErrFrameTooLarge for bytes that are not of its format, never panics, and
-// never allocates more than the bytes it was given justify (or a cap it was given).
+// ErrMalformed for bytes that are not of its format (ErrFrameTooLarge or
+// mq.ErrMessageTooLarge for what is over a limit), never panics, and never allocates much
+// more than the bytes it was given, or the cap it was given.
 //
 // # Frames
 //
@@ -45,11 +46,13 @@
 //
 // # Contents
 //
-//   - Command, its Reader and AppendFrame / WriteTo, the request and response codes.
-//   - Typed request and response headers read from and written to a command's extension
-//     fields (headers.go).
-//   - Message formats (message.go): the properties string, the stored-message record of a
-//     pull body, the items of a batch send, zlib inflation with a size cap.
-//   - JSON bodies: topic routes (route.go), heartbeats (heartbeat.go), queue locks and
-//     consumer lists (bodies.go).
+//   - Command, its Reader, AppendFrame and WriteTo, and the request and response codes.
+//   - Typed request and response headers, read from and written to a command's extension
+//     fields (ParseSendHeader, PullHeader, ...).
+//   - Message formats: the properties string (name\x01value\x02), the stored-message
+//     record a pull body is made of (AppendMessageExt, DecodeMessages), the items of a
+//     batch send (AppendBatch, DecodeBatch), and zlib inflation with a size cap (Inflate).
+//   - JSON bodies: topic routes (EncodeRoute, DecodeRoute), heartbeats (EncodeHeartbeat,
+//     DecodeHeartbeat), queue locks (EncodeLockRequest, EncodeLockReply) and consumer
+//     lists (EncodeConsumerList), each with its decoder.
 package remoting
