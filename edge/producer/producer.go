@@ -1,0 +1,351 @@
+package producer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/edgemq/edgemq/edge/mq"
+)
+
+// Broker is what a producer needs of a broker: *edge.Broker in-process and
+// *remoting.Client over the network satisfy it. A selector's index points into the
+// topic's route's write queues (mq.TopicRoute.WriteQueues); a nil selector lets the
+// broker choose round robin.
+type Broker interface {
+	Route(ctx context.Context, topic string) (mq.TopicRoute, error)
+	Send(ctx context.Context, m *mq.Message, sel mq.QueueSelector) (mq.SendResult, error)
+	SendAsync(ctx context.Context, m *mq.Message, sel mq.QueueSelector, done func(mq.SendResult, error)) error
+	SendBatch(ctx context.Context, msgs []*mq.Message, sel mq.QueueSelector) ([]mq.SendResult, error)
+}
+
+// OnewaySender is a Broker that can send without any answer (the network client: RocketMQ's
+// oneway request). SendOneway uses it when the Broker has it.
+type OnewaySender interface {
+	SendOneway(ctx context.Context, m *mq.Message, sel mq.QueueSelector) error
+}
+
+// ErrClosed is returned by sends after Close, and given to the done functions of async
+// sends whose retry Close cut short.
+var ErrClosed = errors.New("producer: closed")
+
+// Options configures a Producer. A zero field takes its default.
+type Options struct {
+	// RetryTimes is how often a failed sync, async or batch send is tried again, on
+	// another broker's queue when the topic has one (with a selector, the queue it
+	// chooses). Default 2 (three attempts); negative: no retry. Errors that another
+	// attempt cannot cure (a bad message or topic, a message too large, ctx ended) are not
+	// retried. A retried send may store the message twice (the first attempt may have
+	// been stored before its answer was lost): delivery is at least once.
+	RetryTimes int
+	// SendTimeout bounds each attempt whose ctx has no earlier deadline. Default 3 s.
+	SendTimeout time.Duration
+	// MaxMessageSize refuses, before sending, a body (a batch: the sum of its bodies) over
+	// this many bytes with mq.ErrMessageTooLarge. Default 4 MiB, RocketMQ's.
+	MaxMessageSize int
+	// Logger receives retries. Default: discard.
+	Logger *slog.Logger
+}
+
+// DefaultOptions are the defaults of Options.
+var DefaultOptions = Options{RetryTimes: 2, SendTimeout: 3 * time.Second, MaxMessageSize: 4 << 20}
+
+// Producer sends messages through a Broker. It is safe for concurrent use.
+//
+// Its goroutines: one per async send being retried, which ends with the retry; Close
+// waits for them.
+type Producer struct {
+	b    Broker
+	opts Options
+	ids  *uniqIDs
+	wg   sync.WaitGroup // async retries
+
+	mu     sync.Mutex                // guards closed and rr
+	closed bool                      // Close was called
+	rr     map[string]*atomic.Uint32 // round-robin counters by topic
+}
+
+// New returns a producer over b.
+func New(b Broker, opts *Options) (*Producer, error) {
+	if b == nil {
+		return nil, fmt.Errorf("%w: nil broker", mq.ErrInvalidArgument)
+	}
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.RetryTimes == 0 {
+		o.RetryTimes = DefaultOptions.RetryTimes
+	}
+	o.RetryTimes = max(o.RetryTimes, 0)
+	if o.SendTimeout <= 0 {
+		o.SendTimeout = DefaultOptions.SendTimeout
+	}
+	if o.MaxMessageSize <= 0 {
+		o.MaxMessageSize = DefaultOptions.MaxMessageSize
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return &Producer{b: b, opts: o, ids: newUniqIDs(), rr: map[string]*atomic.Uint32{}}, nil
+}
+
+// Close makes later sends fail with ErrClosed and waits for async sends being retried.
+func (p *Producer) Close() error {
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+	p.wg.Wait()
+	return nil
+}
+
+func (p *Producer) isClosed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.closed
+}
+
+// NewUniqID returns a new unique message id, as the producer gives each message.
+func (p *Producer) NewUniqID() string { return p.ids.next() }
+
+// prepare returns a copy of m that has a unique id, and checks its size.
+func (p *Producer) prepare(m *mq.Message) (*mq.Message, error) {
+	if m == nil {
+		return nil, fmt.Errorf("%w: nil message", mq.ErrInvalidArgument)
+	}
+	if len(m.Body) > p.opts.MaxMessageSize {
+		return nil, fmt.Errorf("%w: body of %d bytes, at most %d", mq.ErrMessageTooLarge, len(m.Body), p.opts.MaxMessageSize)
+	}
+	cp := *m
+	if m.Properties[mq.PropertyUniqKey] == "" {
+		cp.Properties = maps.Clone(m.Properties)
+		cp.SetProperty(mq.PropertyUniqKey, p.ids.next())
+	}
+	return &cp, nil
+}
+
+// choice is the queue of one attempt: a selector for the broker, and the broker it
+// points at ("" when unknown).
+type choice struct {
+	sel    mq.QueueSelector
+	broker string
+}
+
+// choose picks the queue of an attempt: sel when given; else the next queue round robin
+// of the topic's write queues that is not on the broker avoid, if there is one.
+func (p *Producer) choose(ctx context.Context, topic string, sel mq.QueueSelector, avoid string) (choice, error) {
+	if sel != nil {
+		return choice{sel: sel}, nil
+	}
+	r, err := p.b.Route(ctx, topic)
+	if errors.Is(err, mq.ErrTopicNotExist) {
+		return choice{}, nil // the broker may create it on this send: let it choose
+	}
+	if err != nil {
+		return choice{}, err
+	}
+	qs := r.WriteQueues()
+	if len(qs) == 0 {
+		return choice{}, nil // the broker says why
+	}
+	p.mu.Lock()
+	n := p.rr[topic]
+	if n == nil {
+		n = new(atomic.Uint32)
+		p.rr[topic] = n
+	}
+	p.mu.Unlock()
+	start := int(n.Add(1) - 1)
+	idx := start % len(qs)
+	for j := range qs {
+		if i := (start + j) % len(qs); qs[i].BrokerName != avoid {
+			idx = i
+			break
+		}
+	}
+	return choice{sel: mq.QueueIndex(idx), broker: qs[idx].BrokerName}, nil
+}
+
+// retryable reports whether another attempt may succeed where err failed.
+func retryable(ctx context.Context, err error) bool {
+	if ctx.Err() != nil || errors.Is(err, context.Canceled) {
+		return false
+	}
+	for _, final := range []error{mq.ErrInvalidArgument, mq.ErrInvalidTopic, mq.ErrMessageTooLarge, ErrClosed} {
+		if errors.Is(err, final) {
+			return false
+		}
+	}
+	return true
+}
+
+// attempt bounds ctx by the send timeout.
+func (p *Producer) attempt(ctx context.Context) (context.Context, context.CancelFunc) {
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= p.opts.SendTimeout {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, p.opts.SendTimeout)
+}
+
+// Send sends m and waits for the broker's answer: to the queue sel chooses among the
+// topic's write queues (mq.QueueIndex, mq.ShardingKey for ordered messages), or round
+// robin when sel is nil; a failed attempt is retried (Options.RetryTimes), round robin on
+// another broker's queue when there is one. m is not changed: the message sent is a copy
+// with a unique id (the result's UniqID) unless m has one.
+func (p *Producer) Send(ctx context.Context, m *mq.Message, sel mq.QueueSelector) (mq.SendResult, error) {
+	if p.isClosed() {
+		return mq.SendResult{}, ErrClosed
+	}
+	msg, err := p.prepare(m)
+	if err != nil {
+		return mq.SendResult{}, err
+	}
+	var last error
+	avoid := ""
+	for i := 0; i <= p.opts.RetryTimes; i++ {
+		ch, err := p.choose(ctx, msg.Topic, sel, avoid)
+		if err == nil {
+			actx, cancel := p.attempt(ctx)
+			var res mq.SendResult
+			res, err = p.b.Send(actx, msg, ch.sel)
+			cancel()
+			if err == nil {
+				return res, nil
+			}
+			avoid = ch.broker
+		}
+		last = err
+		if !retryable(ctx, err) {
+			break
+		}
+		p.opts.Logger.Debug("producer: send failed, retrying", "topic", msg.Topic, "attempt", i+1, "err", err)
+	}
+	return mq.SendResult{}, last
+}
+
+// SendAsync sends m as Send does without waiting for the answer: done is called once with
+// the result or the last error, from a goroutine of the broker, of its connection or of
+// the producer's (a retry); it must not block. An error found before the first attempt is
+// sent is returned, and done is not called. ctx bounds the first attempt's routing and
+// write; retries are bounded by Options.SendTimeout each.
+func (p *Producer) SendAsync(ctx context.Context, m *mq.Message, sel mq.QueueSelector, done func(mq.SendResult, error)) error {
+	if done == nil {
+		return fmt.Errorf("%w: SendAsync needs a done function", mq.ErrInvalidArgument)
+	}
+	if p.isClosed() {
+		return ErrClosed
+	}
+	msg, err := p.prepare(m)
+	if err != nil {
+		return err
+	}
+	ch, err := p.choose(ctx, msg.Topic, sel, "")
+	if err != nil {
+		return err
+	}
+	return p.b.SendAsync(ctx, msg, ch.sel, p.asyncDone(context.WithoutCancel(ctx), msg, sel, ch.broker, 1, done))
+}
+
+// asyncDone returns the done function of an async attempt: on a retryable error with
+// attempts left it retries in a goroutine of the producer, else it calls done.
+func (p *Producer) asyncDone(ctx context.Context, msg *mq.Message, sel mq.QueueSelector, broker string, attempt int, done func(mq.SendResult, error)) func(mq.SendResult, error) {
+	return func(res mq.SendResult, err error) {
+		if err == nil || attempt > p.opts.RetryTimes || !retryable(ctx, err) {
+			done(res, err)
+			return
+		}
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			done(res, errors.Join(err, ErrClosed))
+			return
+		}
+		p.wg.Add(1)
+		p.mu.Unlock()
+		go func() {
+			defer p.wg.Done()
+			p.opts.Logger.Debug("producer: async send failed, retrying", "topic", msg.Topic, "attempt", attempt, "err", err)
+			actx, cancel := p.attempt(ctx)
+			defer cancel()
+			ch, cerr := p.choose(actx, msg.Topic, sel, broker)
+			if cerr == nil {
+				cerr = p.b.SendAsync(actx, msg, ch.sel, p.asyncDone(ctx, msg, sel, ch.broker, attempt+1, done))
+			}
+			if cerr != nil {
+				done(mq.SendResult{}, cerr)
+			}
+		}()
+	}
+}
+
+// SendOneway sends m without waiting for any answer (RocketMQ's oneway send): over the
+// network nothing comes back, so neither the message's fate nor an error past the write is
+// known. It is not retried.
+func (p *Producer) SendOneway(ctx context.Context, m *mq.Message, sel mq.QueueSelector) error {
+	if p.isClosed() {
+		return ErrClosed
+	}
+	msg, err := p.prepare(m)
+	if err != nil {
+		return err
+	}
+	ch, err := p.choose(ctx, msg.Topic, sel, "")
+	if err != nil {
+		return err
+	}
+	if o, ok := p.b.(OnewaySender); ok {
+		return o.SendOneway(ctx, msg, ch.sel)
+	}
+	return p.b.SendAsync(ctx, msg, ch.sel, func(mq.SendResult, error) {})
+}
+
+// SendBatch sends msgs, all of one topic, to one queue on consecutive offsets, in one
+// request: the queue sel chooses for the first message, or round robin. Retries as Send.
+// Each message gets its own unique id; msgs are not changed.
+func (p *Producer) SendBatch(ctx context.Context, msgs []*mq.Message, sel mq.QueueSelector) ([]mq.SendResult, error) {
+	if p.isClosed() {
+		return nil, ErrClosed
+	}
+	if len(msgs) == 0 {
+		return nil, nil
+	}
+	batch := make([]*mq.Message, len(msgs))
+	total := 0
+	for i, m := range msgs {
+		cp, err := p.prepare(m)
+		if err != nil {
+			return nil, fmt.Errorf("batch message %d: %w", i, err)
+		}
+		total += len(cp.Body)
+		batch[i] = cp
+	}
+	if total > p.opts.MaxMessageSize {
+		return nil, fmt.Errorf("%w: batch of %d body bytes, at most %d", mq.ErrMessageTooLarge, total, p.opts.MaxMessageSize)
+	}
+	var last error
+	avoid := ""
+	for i := 0; i <= p.opts.RetryTimes; i++ {
+		ch, err := p.choose(ctx, batch[0].Topic, sel, avoid)
+		if err == nil {
+			actx, cancel := p.attempt(ctx)
+			var res []mq.SendResult
+			res, err = p.b.SendBatch(actx, batch, ch.sel)
+			cancel()
+			if err == nil {
+				return res, nil
+			}
+			avoid = ch.broker
+		}
+		last = err
+		if !retryable(ctx, err) {
+			break
+		}
+	}
+	return nil, last
+}

@@ -1,0 +1,309 @@
+package remoting
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/edgemq/edgemq/edge/mq"
+)
+
+// maxPullBatch is the most messages one pull may ask for, as the in-process broker.
+const maxPullBatch = 1024
+
+// minPullHold is the shortest hold a suspended pull asks for: a ctx ending sooner makes
+// the pull not suspend at all.
+const minPullHold = 500 * time.Millisecond
+
+// Pull reads a queue from an offset at the master of its broker (PULL_MESSAGE). With
+// req.Suspend the broker holds the request while nothing is there, up to req.MaxWait
+// (Options.DefaultPullHold when 0, shortened to end before ctx does); the request waits
+// for the reply that long plus Options.PullTimeoutMargin. req.Filter, when set, travels as
+// the pull's subscription and is applied again to the messages received (a broker
+// filters by tag hash); empty, the broker filters by the group's heartbeat subscription.
+// Compressed bodies are inflated; every message gets the queue's broker name.
+func (c *Client) Pull(ctx context.Context, req mq.PullRequest) (mq.PullResult, error) {
+	var res mq.PullResult
+	maxMsgs := req.MaxMsgs
+	if maxMsgs == 0 {
+		maxMsgs = 32
+	}
+	if maxMsgs < 0 || maxMsgs > maxPullBatch {
+		return res, fmt.Errorf("%w: pull of %d messages, 1..%d", mq.ErrInvalidArgument, req.MaxMsgs, maxPullBatch)
+	}
+	var filter *mq.TagFilter
+	if req.Filter != "" {
+		f, err := mq.ParseTagFilter(req.Filter)
+		if err != nil {
+			return res, err
+		}
+		filter = f
+	}
+	addr, err := c.brokerAddr(ctx, req.Queue)
+	if err != nil {
+		return res, err
+	}
+	h := PullHeader{ConsumerGroup: req.Group, Topic: req.Queue.Topic, QueueID: req.Queue.QueueID, QueueOffset: req.Offset,
+		MaxMsgNums: int32(maxMsgs), ExpressionType: ExpressionTag, BrokerName: req.Queue.BrokerName}
+	if req.CommitOffset > 0 {
+		h.SysFlag |= PullCommitOffset
+		h.CommitOffset = req.CommitOffset
+	}
+	if filter != nil {
+		h.SysFlag |= PullSubscription
+		h.Subscription = filter.String()
+	}
+	timeout := c.opts.RequestTimeout
+	if req.Suspend {
+		hold := req.MaxWait
+		if hold <= 0 {
+			hold = c.opts.DefaultPullHold
+		}
+		if dl, ok := ctx.Deadline(); ok {
+			hold = min(hold, time.Until(dl)-time.Second) // answered before ctx ends
+		}
+		if hold >= minPullHold {
+			h.SysFlag |= PullSuspend
+			h.SuspendTimeoutMillis = hold.Milliseconds()
+			timeout = hold + c.opts.PullTimeoutMargin
+		}
+	}
+	r := NewRequest(PullMessage, h.Ext(), nil)
+	resp, err := c.invoke(ctx, addr, r, timeout)
+	if err != nil {
+		return res, err
+	}
+	switch resp.Code {
+	case Success:
+		res.Status = mq.PullFound
+	case PullNotFound:
+		res.Status = mq.PullNoNewMsg
+	case PullRetryImmediately:
+		res.Status = mq.PullNoMatchedMsg
+	case PullOffsetMoved:
+		res.Status = mq.PullOffsetIllegal
+	default:
+		return res, c.answerError(addr, r.Code, resp, req.Queue.Topic)
+	}
+	rh, err := ParsePullResponseHeader(resp.Ext)
+	if err != nil {
+		return mq.PullResult{}, fmt.Errorf("remoting: pull reply from %s: %w", addr, err)
+	}
+	res.NextBeginOffset, res.MinOffset, res.MaxOffset = rh.NextBeginOffset, rh.MinOffset, rh.MaxOffset
+	if res.Status != mq.PullFound {
+		return res, nil
+	}
+	msgs, err := DecodeMessages(resp.Body)
+	if err != nil {
+		return mq.PullResult{}, fmt.Errorf("remoting: pull reply from %s: %w", addr, err)
+	}
+	kept := msgs[:0]
+	for i := range msgs {
+		m := &msgs[i]
+		if filter != nil && !filter.Match(m.Tags) {
+			continue
+		}
+		if err := DecompressBody(m, c.opts.MaxMessageSize); err != nil {
+			return mq.PullResult{}, fmt.Errorf("remoting: pull reply from %s: message at offset %d: %w", addr, m.QueueOffset, err)
+		}
+		m.BrokerName = req.Queue.BrokerName
+		kept = append(kept, *m)
+	}
+	if len(kept) == 0 {
+		res.Status = mq.PullNoMatchedMsg
+		return res, nil
+	}
+	res.Messages = kept
+	return res, nil
+}
+
+// answerError returns the error of a broker's answer, and makes the route of topic be
+// fetched again when the broker says the topic is not there (the route may be old).
+func (c *Client) answerError(addr string, request int16, resp *Command, topic string) error {
+	err := CodeError(addr, request, resp.Code, resp.Remark)
+	if errors.Is(err, mq.ErrTopicNotExist) || errors.Is(err, mq.ErrNoPermission) {
+		c.mu.Lock()
+		if cr := c.routes[topic]; cr != nil {
+			cr.stale = true
+		}
+		c.mu.Unlock()
+	}
+	return err
+}
+
+// queueRequest sends a request about q to its broker's master and returns the reply,
+// whose code must be Success.
+func (c *Client) queueRequest(ctx context.Context, q mq.MessageQueue, code int16, ext map[string]string, body []byte) (*Command, error) {
+	addr, err := c.brokerAddr(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	req := NewRequest(code, ext, body)
+	resp, err := c.invoke(ctx, addr, req, c.opts.RequestTimeout)
+	if err != nil {
+		return nil, err
+	}
+	if resp.Code != Success {
+		return nil, c.answerError(addr, code, resp, q.Topic)
+	}
+	return resp, nil
+}
+
+// offsetReply reads the offset of a reply.
+func offsetReply(resp *Command) (int64, error) {
+	h, err := ParseOffsetResponseHeader(resp.Ext)
+	if err != nil {
+		return 0, fmt.Errorf("remoting: offset reply: %w", err)
+	}
+	return h.Offset, nil
+}
+
+// CommitOffset stores group's offset of q at its broker (UPDATE_CONSUMER_OFFSET).
+func (c *Client) CommitOffset(ctx context.Context, group string, q mq.MessageQueue, offset int64) error {
+	h := UpdateOffsetHeader{ConsumerGroup: group, Topic: q.Topic, QueueID: q.QueueID, CommitOffset: offset, BrokerName: q.BrokerName}
+	_, err := c.queueRequest(ctx, q, UpdateConsumerOffset, h.Ext(), nil)
+	return err
+}
+
+// QueryOffset returns group's stored offset of q (QUERY_CONSUMER_OFFSET), or an error
+// wrapping mq.ErrOffsetNotFound. As RocketMQ's clients, it lets the broker answer 0 for a
+// group without an offset on a queue that still holds its first message.
+func (c *Client) QueryOffset(ctx context.Context, group string, q mq.MessageQueue) (int64, error) {
+	h := QueryOffsetHeader{ConsumerGroup: group, Topic: q.Topic, QueueID: q.QueueID, SetZeroIfNotFound: true, BrokerName: q.BrokerName}
+	resp, err := c.queueRequest(ctx, q, QueryConsumerOffset, h.Ext(), nil)
+	if err != nil {
+		return 0, err
+	}
+	return offsetReply(resp)
+}
+
+// MaxOffset returns the offset after q's last message (GET_MAX_OFFSET).
+func (c *Client) MaxOffset(ctx context.Context, q mq.MessageQueue) (int64, error) {
+	resp, err := c.queueRequest(ctx, q, GetMaxOffset, GetOffsetHeader{Topic: q.Topic, QueueID: q.QueueID, BrokerName: q.BrokerName}.Ext(), nil)
+	if err != nil {
+		return 0, err
+	}
+	return offsetReply(resp)
+}
+
+// MinOffset returns the offset of q's first message (GET_MIN_OFFSET).
+func (c *Client) MinOffset(ctx context.Context, q mq.MessageQueue) (int64, error) {
+	resp, err := c.queueRequest(ctx, q, GetMinOffset, GetOffsetHeader{Topic: q.Topic, QueueID: q.QueueID, BrokerName: q.BrokerName}.Ext(), nil)
+	if err != nil {
+		return 0, err
+	}
+	return offsetReply(resp)
+}
+
+// SearchOffset returns the offset of q's first message stored at or after at
+// (SEARCH_OFFSET_BY_TIMESTAMP, to the millisecond).
+func (c *Client) SearchOffset(ctx context.Context, q mq.MessageQueue, at time.Time) (int64, error) {
+	h := SearchOffsetHeader{Topic: q.Topic, QueueID: q.QueueID, Timestamp: at.UnixMilli(), BrokerName: q.BrokerName}
+	resp, err := c.queueRequest(ctx, q, SearchOffsetByTimestamp, h.Ext(), nil)
+	if err != nil {
+		return 0, err
+	}
+	return offsetReply(resp)
+}
+
+// ConsumerIDs returns the client ids of group's members, asking a broker of topic
+// chosen at random (GET_CONSUMER_LIST_BY_GROUP; any broker known when topic is ""). A
+// group without members, which RocketMQ's brokers answer with SYSTEM_ERROR, has none.
+func (c *Client) ConsumerIDs(ctx context.Context, topic, group string) ([]string, error) {
+	addr, err := c.anyBroker(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	req := NewRequest(GetConsumerListByGroup, ConsumerListHeader{ConsumerGroup: group}.Ext(), nil)
+	resp, err := c.invoke(ctx, addr, req, c.opts.RequestTimeout)
+	if err != nil {
+		return nil, err
+	}
+	switch resp.Code {
+	case Success:
+	case SystemError:
+		return nil, nil
+	default:
+		return nil, c.answerError(addr, req.Code, resp, topic)
+	}
+	ids, err := DecodeConsumerList(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("remoting: consumer list from %s: %w", addr, err)
+	}
+	return ids, nil
+}
+
+// byBroker groups queues by broker name, keeping their order.
+func byBroker(qs []mq.MessageQueue) ([]string, map[string][]mq.MessageQueue) {
+	var names []string
+	m := map[string][]mq.MessageQueue{}
+	for _, q := range qs {
+		if _, ok := m[q.BrokerName]; !ok {
+			names = append(names, q.BrokerName)
+		}
+		m[q.BrokerName] = append(m[q.BrokerName], q)
+	}
+	return names, m
+}
+
+// LockQueues locks queues for orderly consumption (LOCK_BATCH_MQ, one request per
+// broker) and returns those granted. A broker that cannot be asked grants nothing; the
+// call fails only when no broker could be asked.
+func (c *Client) LockQueues(ctx context.Context, group, clientID string, qs []mq.MessageQueue) ([]mq.MessageQueue, error) {
+	names, groups := byBroker(qs)
+	var got []mq.MessageQueue
+	var errs []error
+	for _, name := range names {
+		asked := groups[name]
+		body := EncodeLockRequest(LockRequest{ConsumerGroup: group, ClientID: clientID, Queues: asked})
+		resp, err := c.queueRequest(ctx, asked[0], LockBatchMQ, nil, body)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		locked, err := DecodeLockReply(resp.Body)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("remoting: lock reply of broker %q: %w", name, err))
+			continue
+		}
+		for _, l := range locked { // answer with the queues as asked
+			for _, q := range asked {
+				if q.Topic == l.Topic && q.QueueID == l.QueueID {
+					got = append(got, q)
+					break
+				}
+			}
+		}
+	}
+	if len(errs) == len(names) && len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return got, nil
+}
+
+// UnlockQueues frees queues locked by clientID (UNLOCK_BATCH_MQ, one request per broker).
+func (c *Client) UnlockQueues(ctx context.Context, group, clientID string, qs []mq.MessageQueue) error {
+	names, groups := byBroker(qs)
+	var errs []error
+	for _, name := range names {
+		body := EncodeLockRequest(LockRequest{ConsumerGroup: group, ClientID: clientID, Queues: groups[name]})
+		if _, err := c.queueRequest(ctx, groups[name][0], UnlockBatchMQ, nil, body); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// SendBack returns a message that failed to the group's retry (or dead-letter) topic
+// (CONSUMER_SEND_MSG_BACK to the master of req.BrokerName, which must be known from a
+// route).
+func (c *Client) SendBack(ctx context.Context, req mq.SendBackRequest) error {
+	h := SendBackHeader{Offset: req.CommitLogOffset, Group: req.Group, DelayLevel: req.DelayLevel,
+		OriginMsgID: req.OriginMsgID, MaxReconsumeTimes: -1, BrokerName: req.BrokerName}
+	if req.MaxReconsumeTimes > 0 {
+		h.MaxReconsumeTimes = req.MaxReconsumeTimes
+	}
+	_, err := c.queueRequest(ctx, mq.MessageQueue{BrokerName: req.BrokerName}, ConsumerSendMsgBack, h.Ext(), nil)
+	return err
+}

@@ -1,0 +1,249 @@
+package remoting
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/edgemq/edgemq/edge/mq"
+)
+
+// clientConn is one TCP connection of a Client to a name server or broker address, with
+// many requests in flight: each request gets an Opaque, and its reply, read by the
+// connection's reader goroutine, is handed to whoever waits for that Opaque.
+//
+// Its goroutine: the reader (readLoop), started by dialConn, which returns when the socket
+// fails or is closed (close); it then fails every request still waiting.
+type clientConn struct {
+	cl   *Client
+	addr string
+	nc   net.Conn
+
+	wmu sync.Mutex // serializes frame writes
+
+	mu      sync.Mutex             // guards pending and err
+	pending map[int32]*pendingCall // requests waiting for their reply, by Opaque
+	err     error                  // sticky: the connection is dead, why
+	done    chan struct{}          // closed when the reader returns
+	closed  atomic.Bool            // close was called
+	broker  atomic.Bool            // the address is a broker's: heartbeats go here
+}
+
+// pendingCall is a request waiting for its reply. finish is called exactly once, by
+// whoever removes it from the pending table: the reader with the reply, the connection's
+// death with its error, or the waiter giving up.
+type pendingCall struct {
+	finish func(*Command, error)
+	timer  *time.Timer // async calls: fails the call at its timeout
+}
+
+// dialConn connects to addr; the caller starts the reader.
+func dialConn(ctx context.Context, cl *Client, addr string) (*clientConn, error) {
+	d := net.Dialer{Timeout: cl.opts.DialTimeout, KeepAlive: 15 * time.Second}
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	return &clientConn{cl: cl, addr: addr, nc: nc, pending: map[int32]*pendingCall{}, done: make(chan struct{})}, nil
+}
+
+// alive reports whether the connection can carry requests.
+func (c *clientConn) alive() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err == nil
+}
+
+// close closes the socket; the reader then fails what is pending.
+func (c *clientConn) close() {
+	c.closed.Store(true)
+	c.nc.Close()
+}
+
+// readLoop reads frames until the socket fails: replies go to their callers, requests
+// from the broker to handleServerRequest.
+func (c *clientConn) readLoop() {
+	defer c.cl.wg.Done()
+	defer close(c.done)
+	r := NewReader(c.nc, c.cl.opts.MaxFrameSize)
+	var err error
+	for {
+		var cmd *Command
+		cmd, err = r.Read()
+		if err != nil {
+			if r.err == nil {
+				// A frame read whole whose header did not decode: its request, if any,
+				// times out; the stream goes on.
+				c.cl.lg.Warn("remoting client: malformed frame", "addr", c.addr, "err", err)
+				continue
+			}
+			break
+		}
+		if cmd.IsResponse() {
+			c.mu.Lock()
+			p := c.pending[cmd.Opaque]
+			delete(c.pending, cmd.Opaque)
+			c.mu.Unlock()
+			if p != nil {
+				if p.timer != nil {
+					p.timer.Stop()
+				}
+				p.finish(cmd, nil)
+			}
+			continue
+		}
+		c.handleServerRequest(cmd)
+	}
+	if c.closed.Load() {
+		err = fmt.Errorf("%w: connection to %s closed", errClientConnClosed, c.addr)
+	} else {
+		c.cl.lg.Info("remoting client: connection lost", "addr", c.addr, "err", err)
+		err = fmt.Errorf("%w: connection to %s lost: %v", errClientConnClosed, c.addr, err)
+	}
+	c.nc.Close()
+	c.mu.Lock()
+	c.err = err
+	pending := c.pending
+	c.pending = nil
+	c.mu.Unlock()
+	for _, p := range pending {
+		if p.timer != nil {
+			p.timer.Stop()
+		}
+		p.finish(nil, err)
+	}
+	c.cl.connLost(c)
+}
+
+// handleServerRequest answers a request the broker sent: NOTIFY_CONSUMER_IDS_CHANGED goes
+// to the heartbeats' OnChange; other requests (admin tools asking a client for its running
+// info, say) get REQUEST_CODE_NOT_SUPPORTED unless they are oneway.
+func (c *clientConn) handleServerRequest(cmd *Command) {
+	if cmd.Code == NotifyConsumerIDsChanged {
+		if h, err := ParseConsumerListHeader(cmd.Ext); err == nil {
+			c.cl.notifyChange(h.ConsumerGroup)
+		}
+		if !cmd.IsOneway() {
+			c.write(context.Background(), cmd.Reply(Success, ""))
+		}
+		return
+	}
+	if !cmd.IsOneway() {
+		c.write(context.Background(), cmd.Reply(RequestCodeNotSupported, fmt.Sprintf("request code %d not supported by this client", cmd.Code)))
+	}
+}
+
+// write writes one frame, bounded by ctx's deadline and the client's WriteTimeout. A
+// failed write leaves the stream broken: the connection is closed.
+func (c *clientConn) write(ctx context.Context, cmd *Command) error {
+	b, err := cmd.AppendFrame(nil)
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(c.cl.opts.WriteTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.nc.SetWriteDeadline(deadline)
+	if _, err := c.nc.Write(b); err != nil {
+		c.nc.Close() // a frame may be half written
+		return fmt.Errorf("%w: write to %s: %v", mq.ErrUnavailable, c.addr, err)
+	}
+	return nil
+}
+
+// register adds a pending call under a fresh Opaque, set in cmd.
+func (c *clientConn) register(cmd *Command, p *pendingCall) error {
+	cmd.Opaque = c.cl.opaque.Add(1)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil {
+		return c.err
+	}
+	c.pending[cmd.Opaque] = p
+	return nil
+}
+
+// forget removes the pending call of opaque; false if someone else took it already.
+func (c *clientConn) forget(opaque int32) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.pending[opaque]; !ok {
+		return false
+	}
+	delete(c.pending, opaque)
+	return true
+}
+
+// call sends cmd and waits for its reply until ctx ends.
+func (c *clientConn) call(ctx context.Context, cmd *Command) (*Command, error) {
+	ch := make(chan callResult, 1)
+	p := &pendingCall{finish: func(resp *Command, err error) { ch <- callResult{resp, err} }}
+	if err := c.register(cmd, p); err != nil {
+		return nil, err
+	}
+	if err := c.write(ctx, cmd); err != nil {
+		if c.forget(cmd.Opaque) {
+			return nil, err
+		}
+		r := <-ch // the reader failed it meanwhile
+		return r.resp, r.err
+	}
+	select {
+	case r := <-ch:
+		return r.resp, r.err
+	case <-ctx.Done():
+		if c.forget(cmd.Opaque) {
+			return nil, ctx.Err()
+		}
+		r := <-ch
+		return r.resp, r.err
+	}
+}
+
+type callResult struct {
+	resp *Command
+	err  error
+}
+
+// callAsync sends cmd and returns once it is written; done gets the reply, the
+// connection's failure, or context.DeadlineExceeded after timeout. done runs on the
+// connection's reader goroutine or a timer's: it must not block.
+func (c *clientConn) callAsync(ctx context.Context, cmd *Command, timeout time.Duration, done func(*Command, error)) error {
+	p := &pendingCall{finish: done}
+	if err := c.register(cmd, p); err != nil {
+		return err
+	}
+	opaque := cmd.Opaque
+	p.timer = time.AfterFunc(timeout, func() {
+		if c.forget(opaque) {
+			done(nil, fmt.Errorf("request %d to %s: %w", cmd.Code, c.addr, context.DeadlineExceeded))
+		}
+	})
+	if err := c.write(ctx, cmd); err != nil {
+		if c.forget(opaque) {
+			p.timer.Stop()
+			return err
+		}
+		return nil // failed or timed out meanwhile: done was called
+	}
+	return nil
+}
+
+// oneway writes cmd marked oneway: no reply comes.
+func (c *clientConn) oneway(ctx context.Context, cmd *Command) error {
+	cmd.Flag |= FlagOneway
+	cmd.Opaque = c.cl.opaque.Add(1)
+	if !c.alive() {
+		c.mu.Lock()
+		err := c.err
+		c.mu.Unlock()
+		return err
+	}
+	return c.write(ctx, cmd)
+}

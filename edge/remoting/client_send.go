@@ -1,0 +1,277 @@
+package remoting
+
+import (
+	"bytes"
+	"compress/zlib"
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/edgemq/edgemq/edge/mq"
+)
+
+// autoCreateQueues caps the queues of a topic created by its first send, as RocketMQ's
+// clients do (defaultTopicQueueNums).
+const autoCreateQueues = 4
+
+// sendPlan is where a send goes: the queue, its broker's address, and whether the topic
+// has no route yet and is created by the send from the template topic (TBW102).
+type sendPlan struct {
+	queue mq.MessageQueue
+	addr  string
+	auto  bool
+}
+
+// plan chooses the queue of a send of m: sel's index into the topic's write queues
+// (mq.TopicRoute.WriteQueues), or round robin when sel is nil. A topic without a route
+// goes to a queue of the template topic's route, capped at 4 queues per broker, which a
+// broker that creates topics on first send accepts.
+func (c *Client) plan(ctx context.Context, m *mq.Message, sel mq.QueueSelector) (sendPlan, error) {
+	if ctx == nil {
+		return sendPlan{}, fmt.Errorf("%w: nil context", mq.ErrInvalidArgument)
+	}
+	if m == nil {
+		return sendPlan{}, fmt.Errorf("%w: nil message", mq.ErrInvalidArgument)
+	}
+	if err := mq.ValidateSubscribedTopic(m.Topic); err != nil {
+		return sendPlan{}, err
+	}
+	r, err := c.Route(ctx, m.Topic)
+	auto := false
+	if errors.Is(err, mq.ErrTopicNotExist) && !mq.IsSystemTopic(m.Topic) {
+		tr, terr := c.Route(ctx, mq.DefaultTopic)
+		if terr != nil {
+			return sendPlan{}, err // the topic's own error says more
+		}
+		r, err, auto = tr, nil, true
+		for i := range r.Queues {
+			r.Queues[i].WriteQueues = min(r.Queues[i].WriteQueues, autoCreateQueues)
+			r.Queues[i].ReadQueues = min(r.Queues[i].ReadQueues, autoCreateQueues)
+		}
+	}
+	if err != nil {
+		return sendPlan{}, err
+	}
+	qs := r.WriteQueues()
+	if len(qs) == 0 {
+		return sendPlan{}, fmt.Errorf("%w: topic %q has no writable queue", mq.ErrNoPermission, m.Topic)
+	}
+	var i int
+	if sel == nil {
+		i = int(c.roundRobin(m.Topic).Add(1)-1) % len(qs)
+	} else {
+		cp := *m
+		i = sel(len(qs), &cp)
+		if i < 0 || i >= len(qs) {
+			return sendPlan{}, fmt.Errorf("%w: selector chose queue %d of %d", mq.ErrInvalidQueue, i, len(qs))
+		}
+	}
+	q := qs[i]
+	q.Topic = m.Topic
+	addr := r.MasterAddr(q.BrokerName)
+	c.mu.Lock()
+	c.learnBrokersLocked(r.Brokers)
+	c.mu.Unlock()
+	return sendPlan{queue: q, addr: addr, auto: auto}, nil
+}
+
+func (c *Client) roundRobin(topic string) *atomic.Uint32 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.rr[topic]
+	if n == nil {
+		n = new(atomic.Uint32)
+		c.rr[topic] = n
+	}
+	return n
+}
+
+// sendRequest builds the SEND_MESSAGE_V2 request of m to p.
+func (c *Client) sendRequest(m *mq.Message, p sendPlan) (*Command, error) {
+	h := SendHeader{ProducerGroup: c.opts.ProducerGroup, Topic: m.Topic, DefaultTopic: mq.DefaultTopic,
+		DefaultTopicQueueNums: autoCreateQueues, QueueID: p.queue.QueueID, BornTimestamp: time.Now().UnixMilli(),
+		Flag: m.Flag, Properties: FormatMessageProperties(m), MaxReconsumeTimes: -1, BrokerName: p.queue.BrokerName}
+	if mq.IsRetryTopic(m.Topic) { // a consumer's own retry after a failed send-back
+		if n, err := strconv.ParseInt(m.Properties[mq.PropertyReconsumeTime], 10, 32); err == nil && n >= 0 {
+			h.ReconsumeTimes = int32(n)
+		}
+		if n, err := strconv.ParseInt(m.Properties[mq.PropertyMaxReconsumeTimes], 10, 32); err == nil && n >= 0 {
+			h.MaxReconsumeTimes = int32(n)
+		}
+	}
+	body := m.Body
+	if c.opts.CompressOver > 0 && len(body) >= c.opts.CompressOver {
+		var buf bytes.Buffer
+		zw := zlib.NewWriter(&buf)
+		zw.Write(body)
+		zw.Close()
+		if buf.Len() < len(body) {
+			body = buf.Bytes()
+			h.SysFlag |= SysFlagCompressed | compressionZlib<<sysFlagCompressionShift
+		}
+	}
+	return NewRequest(SendMessageV2, h.ExtV2(), body), nil
+}
+
+// sendResults reads a send reply: one result per message sent (a batch's, in order).
+// FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT and SLAVE_NOT_AVAILABLE mean the message is
+// stored but not yet as durable as the broker is configured to make it: they count as
+// success.
+func (c *Client) sendResults(p sendPlan, req *Command, resp *Command, msgs []*mq.Message) ([]mq.SendResult, error) {
+	switch resp.Code {
+	case Success:
+	case FlushDiskTimeout, FlushSlaveTimeout, SlaveNotAvailable:
+		c.lg.Warn("remoting client: message stored, not flushed", "addr", p.addr, "code", resp.Code, "remark", resp.Remark)
+	default:
+		return nil, c.answerError(p.addr, req.Code, resp, p.queue.Topic)
+	}
+	h, err := ParseSendResponseHeader(resp.Ext)
+	if err != nil {
+		return nil, fmt.Errorf("remoting: send reply from %s: %w", p.addr, err)
+	}
+	if p.auto {
+		c.mu.Lock()
+		delete(c.routes, p.queue.Topic) // created: its own route is fetched next
+		c.mu.Unlock()
+	}
+	ids := strings.Split(h.MsgID, ",")
+	out := make([]mq.SendResult, len(msgs))
+	for i, m := range msgs {
+		r := mq.SendResult{Queue: p.queue, QueueOffset: h.QueueOffset + int64(i), UniqID: m.Properties[mq.PropertyUniqKey]}
+		r.Queue.QueueID = h.QueueID
+		if i < len(ids) {
+			if host, pos, err := mq.ParseOffsetMsgID(strings.TrimSpace(ids[i])); err == nil {
+				r.StoreHost, r.CommitLogOffset = host, pos
+			}
+		}
+		out[i] = r
+	}
+	return out, nil
+}
+
+// Send sends m (SEND_MESSAGE_V2) to a queue of its topic's route chosen by sel (an index
+// into the route's write queues), or round robin when sel is nil, and waits for the
+// broker's answer. A topic without a route is sent as RocketMQ's clients do, for the
+// broker to create it from the template topic. Bodies of at least Options.CompressOver
+// bytes travel compressed. m is not changed. It makes one attempt: retrying on another
+// queue is the producer's business.
+func (c *Client) Send(ctx context.Context, m *mq.Message, sel mq.QueueSelector) (mq.SendResult, error) {
+	p, err := c.plan(ctx, m, sel)
+	if err != nil {
+		return mq.SendResult{}, err
+	}
+	req, err := c.sendRequest(m, p)
+	if err != nil {
+		return mq.SendResult{}, err
+	}
+	resp, err := c.invoke(ctx, p.addr, req, c.opts.RequestTimeout)
+	if err != nil {
+		return mq.SendResult{}, err
+	}
+	rs, err := c.sendResults(p, req, resp, []*mq.Message{m})
+	if err != nil {
+		return mq.SendResult{}, err
+	}
+	return rs[0], nil
+}
+
+// SendAsync sends m as Send does, returning once the request is written: done gets the
+// result when the broker answers, or the error (the connection's failure, or
+// context.DeadlineExceeded after Options.RequestTimeout, or ctx's deadline when sooner).
+// Errors before the request is written are returned, and done is not called. done runs
+// on a connection's goroutine: it must not block. ctx bounds the routing and the write;
+// ending it later does not cancel the wait for the answer.
+func (c *Client) SendAsync(ctx context.Context, m *mq.Message, sel mq.QueueSelector, done func(mq.SendResult, error)) error {
+	if done == nil {
+		return fmt.Errorf("%w: SendAsync needs a done function", mq.ErrInvalidArgument)
+	}
+	p, err := c.plan(ctx, m, sel)
+	if err != nil {
+		return err
+	}
+	req, err := c.sendRequest(m, p)
+	if err != nil {
+		return err
+	}
+	timeout := c.opts.RequestTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = min(timeout, time.Until(dl))
+	}
+	cc, err := c.conn(ctx, p.addr)
+	if err != nil {
+		return err
+	}
+	uniq := m.Properties[mq.PropertyUniqKey]
+	return cc.callAsync(ctx, req, timeout, func(resp *Command, err error) {
+		if err != nil {
+			done(mq.SendResult{}, err)
+			return
+		}
+		rs, err := c.sendResults(p, req, resp, []*mq.Message{{Topic: m.Topic, Properties: map[string]string{mq.PropertyUniqKey: uniq}}})
+		if err != nil {
+			done(mq.SendResult{}, err)
+			return
+		}
+		done(rs[0], nil)
+	})
+}
+
+// SendOneway sends m as Send does, marked oneway: the broker stores it and answers
+// nothing, so neither success nor failure is known. It returns once the request is
+// written.
+func (c *Client) SendOneway(ctx context.Context, m *mq.Message, sel mq.QueueSelector) error {
+	p, err := c.plan(ctx, m, sel)
+	if err != nil {
+		return err
+	}
+	req, err := c.sendRequest(m, p)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := timeoutCtx(ctx, c.opts.RequestTimeout)
+	defer cancel()
+	cc, err := c.conn(ctx, p.addr)
+	if err != nil {
+		return err
+	}
+	return cc.oneway(ctx, req)
+}
+
+// SendBatch sends msgs, all of one topic, in one request (SEND_BATCH_MESSAGE) to one
+// queue, chosen by sel applied to the first message (round robin when nil); the broker
+// stores them on consecutive offsets. An empty batch sends nothing. Batches travel
+// uncompressed, as RocketMQ's clients send them.
+func (c *Client) SendBatch(ctx context.Context, msgs []*mq.Message, sel mq.QueueSelector) ([]mq.SendResult, error) {
+	if len(msgs) == 0 {
+		return nil, nil
+	}
+	for i, m := range msgs {
+		switch {
+		case m == nil:
+			return nil, fmt.Errorf("%w: message %d of the batch is nil", mq.ErrInvalidArgument, i)
+		case m.Topic != msgs[0].Topic:
+			return nil, fmt.Errorf("%w: a batch holds one topic, got %q and %q", mq.ErrInvalidArgument, msgs[0].Topic, m.Topic)
+		}
+	}
+	p, err := c.plan(ctx, msgs[0], sel)
+	if err != nil {
+		return nil, err
+	}
+	body, err := AppendBatch(nil, msgs)
+	if err != nil {
+		return nil, err
+	}
+	h := SendHeader{ProducerGroup: c.opts.ProducerGroup, Topic: msgs[0].Topic, DefaultTopic: mq.DefaultTopic,
+		DefaultTopicQueueNums: autoCreateQueues, QueueID: p.queue.QueueID, BornTimestamp: time.Now().UnixMilli(),
+		MaxReconsumeTimes: -1, Batch: true, BrokerName: p.queue.BrokerName}
+	req := NewRequest(SendBatchMessage, h.ExtV2(), body)
+	resp, err := c.invoke(ctx, p.addr, req, c.opts.RequestTimeout)
+	if err != nil {
+		return nil, err
+	}
+	return c.sendResults(p, req, resp, msgs)
+}
