@@ -370,3 +370,25 @@ func TestServeShutdownTimeout(t *testing.T) {
 		t.Errorf("stderr:\n%s", errOut)
 	}
 }
+
+// TestServeLogLevel: log_level holds back the reports below it, serve's own lines too; the
+// address is then learnt from the READY message to systemd.
+func TestServeLogLevel(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	sock, notify := notifySocket(t)
+	c := startChild(t, []string{"NOTIFY_SOCKET=" + sock}, "serve", "-data", dir, "-log_level", "warn",
+		"-server.listen", "127.0.0.1:0", "-server.vip_listen", "off")
+	msg := notified(t, notify)
+	addr, ok := strings.CutPrefix(msg, "READY=1\nSTATUS=serving on ")
+	if !ok {
+		t.Fatalf("notified %q", msg)
+	}
+	dial(t, addr).call(remoting.GetRouteInfoByTopic, map[string]string{"topic": "TBW102"})
+	c.signal(syscall.SIGTERM)
+	if code := c.exit(30 * time.Second); code != 0 {
+		t.Fatalf("exit %d\n%s", code, c.stderr)
+	}
+	if errOut := c.stderr.String(); errOut != "" {
+		t.Errorf("log_level warn, and a clean run wrote:\n%s", errOut)
+	}
+}
