@@ -474,3 +474,24 @@ func TestLanguageString(t *testing.T) {
 		t.Error("SerializeType names")
 	}
 }
+
+// TestGoClientFrames reads frames captured from rocketmq-client-go (commit 2173d07,
+// internal/remote/codec.go encode and rmqCodec.encodeHeader) for a GET_ROUTEINFO_BY_TOPIC
+// request with two extension fields, in Go's map order, and a body.
+func TestGoClientFrames(t *testing.T) {
+	want := &Command{Code: GetRouteInfoByTopic, Language: LanguageGo, Version: 317, Opaque: 1,
+		Ext: map[string]string{"topic": "T", "k": "v"}, Body: []byte("x"), Serialize: JSON}
+	frame := unhex(t, "000000710000006c7b22636f6465223a3130352c226c616e6775616765223a22474f222c2276657273696f6e223a3331372c"+
+		"226f7061717565223a312c22666c6167223a302c2272656d61726b223a22222c226578744669656c6473223a7b22746f706963223a2254222c"+
+		"226b223a2276227d7d78")
+	got, err := readOne(t, frame)
+	if err != nil || !equalCommand(got, want) {
+		t.Fatalf("JSON frame: %+v, %v; want %+v", got, err, want)
+	}
+	header := unhex(t, "006909013d000000010000000000000000000000140005746f706963000000015400016b0000000176")
+	got, err = decodeBinaryHeader(header)
+	want.Body, want.Serialize = nil, RocketMQ
+	if err != nil || !equalCommand(got, want) {
+		t.Fatalf("binary header: %+v, %v; want %+v", got, err, want)
+	}
+}
