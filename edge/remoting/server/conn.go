@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"io"
@@ -17,6 +18,9 @@ import (
 // SYSTEM_BUSY replies and change notifications.
 const outSlack = 64
 
+// readBufSize is the read buffer of a connection.
+const readBufSize = 64 << 10
+
 // maxWriteBatch is how many bytes of queued frames the writer gathers into one write.
 const maxWriteBatch = 256 << 10
 
@@ -30,8 +34,13 @@ type conn struct {
 	vip    bool
 	remote string
 
-	ctx    context.Context // the requests' context: ends when the connection dies, or Close
+	ctx    context.Context // the requests' context: ends once they are answered, or at Close
 	cancel context.CancelFunc
+	// pulls is the context of parked pulls: it ends with ctx, and when reading ends because
+	// the client left (nobody waits for their answer). Other requests already read are
+	// still carried out: a client's last commit of its offsets comes just before it closes.
+	pulls     context.Context
+	stopPulls context.CancelFunc
 
 	out   chan *remoting.Command // frames for the writer; bounded
 	stop  chan struct{}          // closed by serve once no handler runs: the writer drains and exits
@@ -57,6 +66,7 @@ func newConn(s *Server, nc net.Conn, vip bool) *conn {
 		wdone:   make(chan struct{}),
 		clients: map[string]struct{}{}}
 	c.ctx, c.cancel = context.WithCancel(s.ctx)
+	c.pulls, c.stopPulls = context.WithCancel(c.ctx)
 	return c
 }
 
@@ -89,7 +99,7 @@ func (c *conn) serve() {
 		lg.Info("connection closed: read error", "remote", c.remote, "err", err)
 	}
 	if !graceful {
-		c.cancel() // the client is gone: abandon what it asked for
+		c.stopPulls() // the client is gone: nobody waits for a parked pull
 	}
 	c.handlers.Wait()
 	close(c.stop)
@@ -113,7 +123,10 @@ func (c *conn) serve() {
 
 // readLoop reads requests until the connection fails or idles out.
 func (c *conn) readLoop() error {
-	r := remoting.NewReader(c.nc, c.s.opts.MaxFrameSize)
+	// Read what the socket holds at once, as Netty does: frames a client sent just before
+	// it closed are in hand before the replies to the first ones reach it, so its reset
+	// (data to a closed socket) cannot drop them from the receive buffer.
+	r := remoting.NewReader(bufio.NewReaderSize(c.nc, readBufSize), c.s.opts.MaxFrameSize)
 	for {
 		if c.stopped.Load() {
 			return nil

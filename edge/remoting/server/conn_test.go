@@ -63,6 +63,30 @@ func TestClosedConnectionLeavesGroup(t *testing.T) {
 	}
 }
 
+// TestLastRequestsBeforeClose: requests a client sends just before it closes its
+// connection (a consumer's last offset commit, oneway) are carried out.
+func TestLastRequestsBeforeClose(t *testing.T) {
+	b := openBroker(t, nil)
+	s := startServer(t, b, Options{})
+	c := dial(t, s.Addr())
+	c.mustCall(remoting.Success, remoting.SendMessageV2, sendExt("T", 0, ""), []byte("x"))
+	for i := range 20 {
+		req := remoting.NewRequest(remoting.UpdateConsumerOffset, map[string]string{"consumerGroup": "g", "topic": "T",
+			"queueId": "0", "commitOffset": strconv.Itoa(i + 1)}, nil)
+		req.Flag = remoting.FlagOneway
+		c.write(req)
+		wait := c.write(remoting.NewRequest(remoting.GetMaxOffset, map[string]string{"topic": "T", "queueId": "0"}, nil))
+		if i < 19 {
+			c.wait(wait)
+		}
+	}
+	c.close()
+	waitConns(t, s, 0)
+	if off, err := b.QueryOffset(context.Background(), "g", mq.MessageQueue{Topic: "T"}); err != nil || off != 20 {
+		t.Errorf("offset after the client closed: %d %v, want 20", off, err)
+	}
+}
+
 // TestClientOnTwoConnections: a client that heartbeats on two connections stays in its
 // group until both close.
 func TestClientOnTwoConnections(t *testing.T) {

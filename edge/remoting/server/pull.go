@@ -45,17 +45,17 @@ func (s *Server) pull(c *conn, req *remoting.Command) *remoting.Command {
 	if pr.Suspend && h.SuspendTimeoutMillis > 0 {
 		pr.MaxWait = time.Duration(h.SuspendTimeoutMillis) * time.Millisecond
 	}
-	ctx := c.ctx
+	ctx := c.pulls
 	if pr.Suspend {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithCancel(c.ctx)
+		ctx, cancel = context.WithCancel(c.pulls)
 		defer cancel()
 		stop := context.AfterFunc(s.pulls, cancel)
 		defer stop()
 	}
 	res, err := s.b.Pull(ctx, pr)
 	if err != nil {
-		if s.pulls.Err() != nil && errors.Is(err, context.Canceled) && c.ctx.Err() == nil {
+		if s.pulls.Err() != nil && errors.Is(err, context.Canceled) && c.pulls.Err() == nil {
 			return s.pullNotFound(req, pr)
 		}
 		return errReply(req, err)

@@ -77,6 +77,11 @@ func TestSendAndPull(t *testing.T) {
 	}
 	c.mustCall(remoting.PullNotFound, remoting.PullMessage, pullHeader("g", "T", 0, 4, pullSubscription, 0, "*"), nil)
 	c.mustCall(remoting.PullOffsetMoved, remoting.PullMessage, pullHeader("g", "T", 0, 9, pullSubscription, 0, "*"), nil)
+	// A delayed message's reply names the queue it will be delivered to.
+	r = c.mustCall(remoting.Success, remoting.SendMessageV2, sendExt("T", 2, "DELAY\x012\x02"), []byte("later"))
+	if r.Ext["queueId"] != "2" {
+		t.Errorf("delayed send: queueId %s, want 2", r.Ext["queueId"])
+	}
 	// Lite pull is the same request.
 	c.mustCall(remoting.Success, remoting.LitePullMessage, pullHeader("g", "T", 0, 3, pullSubscription|16, 0, "*"), nil)
 }

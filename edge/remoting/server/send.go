@@ -70,6 +70,11 @@ func (s *Server) send(c *conn, req *remoting.Command) *remoting.Command {
 	}
 	rh := remoting.SendResponseHeader{MsgID: strings.Join(ids, ","), QueueID: results[0].Queue.QueueID,
 		QueueOffset: results[0].QueueOffset, Region: msgRegion, TraceOn: true}
+	if results[0].Queue.Topic == mq.ScheduleTopic && h.Topic != mq.ScheduleTopic && h.QueueID >= 0 {
+		// A delayed message waits in the schedule topic; as RocketMQ's brokers, tell the
+		// client the queue it will be delivered to (the offset is the schedule queue's).
+		rh.QueueID = h.QueueID
+	}
 	if len(results) == 1 {
 		rh.TransactionID = results[0].UniqID
 	}
