@@ -495,3 +495,30 @@ func TestGoClientFrames(t *testing.T) {
 		t.Fatalf("binary header: %+v, %v; want %+v", got, err, want)
 	}
 }
+
+// TestJavaClientFrames reads frames captured from Apache RocketMQ 5.5.0's
+// RemotingCommand.encode (rocketmq-remoting), JSON (fields sorted,
+// serializeTypeCurrentRPC, no remark) and ROCKETMQ.
+func TestJavaClientFrames(t *testing.T) {
+	tests := []struct {
+		name, frame string
+		want        *Command
+	}{
+		{"json", "00000087000000817b22636f6465223a3130352c226578744669656c6473223a7b22746f706963223a22546f70696354657374227d2c" +
+			"22666c6167223a302c226c616e6775616765223a224a415641222c226f7061717565223a322c2273657269616c697a655479706543757272" +
+			"656e74525043223a224a534f4e222c2276657273696f6e223a307d6a62",
+			&Command{Code: GetRouteInfoByTopic, Language: LanguageJava, Opaque: 2, Ext: map[string]string{"topic": "TopicTest"},
+				Body: []byte("jb"), Serialize: JSON}},
+		{"rocketmq", "0000002f0100002b0069000000000000040000000000000002726d000000140005746f70696300000009546f70696354657374",
+			&Command{Code: GetRouteInfoByTopic, Language: LanguageJava, Opaque: 4, Remark: "rm", Ext: map[string]string{"topic": "TopicTest"},
+				Serialize: RocketMQ}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := readOne(t, unhex(t, tc.frame))
+			if err != nil || !equalCommand(got, tc.want) {
+				t.Fatalf("got %+v, %v; want %+v", got, err, tc.want)
+			}
+		})
+	}
+}

@@ -325,6 +325,22 @@ func TestBatchGolden(t *testing.T) {
 	}
 }
 
+// TestJavaBatch reads a batch body captured from Apache RocketMQ 5.5.0's
+// MessageDecoder.encodeMessages: a message with tag TagA, key K1, property u=v and body
+// "hey", then an empty one; the Java client adds WAIT=true to each.
+func TestJavaBatch(t *testing.T) {
+	body := unhex(t, "00000039000000000000000000000000000000036865790020750176024b455953014b310257414954017472756502544147530154616741"+
+		"020000002000000000000000000000000000000000000a57414954017472756502")
+	want := []*mq.Message{
+		{Tags: "TagA", Keys: "K1", Properties: map[string]string{"u": "v", "WAIT": "true"}, Body: []byte("hey")},
+		{Properties: map[string]string{"WAIT": "true"}},
+	}
+	got, err := DecodeBatch(body)
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %+v, %v; want %+v", got, err, want)
+	}
+}
+
 func TestBatchRoundTrip(t *testing.T) {
 	msgs := []*mq.Message{
 		{Flag: -1, Keys: "a b", Properties: map[string]string{"UNIQ_KEY": "U1", "DELAY": "3"}, Body: bytes.Repeat([]byte{9}, 70000)},
