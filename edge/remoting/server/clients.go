@@ -1,7 +1,6 @@
 package server
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -17,7 +16,7 @@ var notifyOpaque atomic.Int32
 // then told of changes to its consumer groups over this connection
 // (NOTIFY_CONSUMER_IDS_CHANGED), and leaves its groups when its last connection closes.
 func (s *Server) heartbeat(c *conn, req *remoting.Command) *remoting.Command {
-	hb, err := decodeHeartbeat(req.Body)
+	hb, err := remoting.DecodeHeartbeat(req.Body)
 	if err != nil {
 		return errReply(req, err)
 	}
@@ -73,69 +72,52 @@ func (s *Server) consumerList(c *conn, req *remoting.Command) *remoting.Command 
 	if len(ids) == 0 {
 		return req.Reply(remoting.SystemError, fmt.Sprintf("no consumer for this group, %s", group))
 	}
-	body, _ := json.Marshal(struct {
-		ConsumerIDList []string `json:"consumerIdList"`
-	}{ids})
 	resp := req.Reply(remoting.Success, "")
-	resp.Body = body
+	resp.Body = remoting.EncodeConsumerList(ids)
 	return resp
 }
 
-// lockBody is LOCK_BATCH_MQ's and UNLOCK_BATCH_MQ's request body.
-type lockBody struct {
-	ConsumerGroup string      `json:"consumerGroup"`
-	ClientID      string      `json:"clientId"`
-	MQSet         []wireQueue `json:"mqSet"`
-}
-
-type wireQueue struct {
-	Topic      string `json:"topic"`
-	BrokerName string `json:"brokerName"`
-	QueueID    int32  `json:"queueId"`
-}
-
-func (l *lockBody) queues() []mq.MessageQueue {
-	qs := make([]mq.MessageQueue, len(l.MQSet))
-	for i, q := range l.MQSet {
-		qs[i] = mq.MessageQueue{Topic: q.Topic, QueueID: q.QueueID} // this broker, whatever its name
+// lockQueues returns the queues of a lock request as the broker names them: this broker's,
+// whatever name the client gives it.
+func lockQueues(r remoting.LockRequest) []mq.MessageQueue {
+	qs := make([]mq.MessageQueue, len(r.Queues))
+	for i, q := range r.Queues {
+		qs[i] = mq.MessageQueue{Topic: q.Topic, QueueID: q.QueueID}
 	}
 	return qs
 }
 
-// lock answers LOCK_BATCH_MQ with the queues granted.
+// lock answers LOCK_BATCH_MQ with the queues granted, named as the client named them.
 func (s *Server) lock(c *conn, req *remoting.Command) *remoting.Command {
-	var lb lockBody
-	if err := json.Unmarshal(req.Body, &lb); err != nil {
-		return req.Reply(remoting.InvalidParameter, "server: lock body: "+err.Error())
-	}
-	got, err := s.b.LockQueues(c.ctx, lb.ConsumerGroup, lb.ClientID, lb.queues())
+	lr, err := remoting.DecodeLockRequest(req.Body)
 	if err != nil {
 		return errReply(req, err)
 	}
-	out := struct {
-		LockOKMQSet []wireQueue `json:"lockOKMQSet"`
-	}{LockOKMQSet: []wireQueue{}}
+	got, err := s.b.LockQueues(c.ctx, lr.ConsumerGroup, lr.ClientID, lockQueues(lr))
+	if err != nil {
+		return errReply(req, err)
+	}
+	granted := make([]mq.MessageQueue, 0, len(got))
 	for _, q := range got {
-		for _, w := range lb.MQSet { // answer with the names the client gave
+		for _, w := range lr.Queues {
 			if w.Topic == q.Topic && w.QueueID == q.QueueID {
-				out.LockOKMQSet = append(out.LockOKMQSet, w)
+				granted = append(granted, w)
 				break
 			}
 		}
 	}
-	body, _ := json.Marshal(out)
 	resp := req.Reply(remoting.Success, "")
-	resp.Body = body
+	resp.Body = remoting.EncodeLockReply(granted)
 	return resp
 }
 
 // unlock answers UNLOCK_BATCH_MQ.
 func (s *Server) unlock(c *conn, req *remoting.Command) *remoting.Command {
-	var lb lockBody
-	if err := json.Unmarshal(req.Body, &lb); err != nil {
-		return req.Reply(remoting.InvalidParameter, "server: unlock body: "+err.Error())
+	lr, err := remoting.DecodeLockRequest(req.Body)
+	if err != nil {
+		return errReply(req, err)
 	}
-	if err := s.b.UnlockQueues(c.ctx, lb.ConsumerGroup, lb.ClientID, lb.queues()); err != nil {
+	if err := s.b.UnlockQueues(c.ctx, lr.ConsumerGroup, lr.ClientID, lockQueues(lr)); err != nil {
 		return errReply(req, err)
 	}
 	return req.Reply(remoting.Success, "")

@@ -9,6 +9,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/edgemq/edgemq/edge/remoting"
@@ -239,9 +240,15 @@ func (c *conn) writeLoop() {
 			buf = nil // a large reply once does not pin its memory
 		}
 		if err != nil {
-			if errors.Is(err, os.ErrDeadlineExceeded) {
+			switch {
+			case errors.Is(err, os.ErrDeadlineExceeded):
 				c.s.lg.Warn("connection closed: slow reader", "remote", c.remote, "write_timeout", c.s.opts.WriteTimeout)
-			} else if !errors.Is(err, net.ErrClosed) {
+			case errors.Is(err, net.ErrClosed):
+			case errors.Is(err, syscall.EPIPE), errors.Is(err, syscall.ECONNRESET):
+				// The client closed with replies on their way (Go clients' oneway requests
+				// are answered): its business.
+				c.s.lg.Debug("connection closed by the client before its replies", "remote", c.remote, "err", err)
+			default:
 				c.s.lg.Info("connection closed: write error", "remote", c.remote, "err", err)
 			}
 			close(c.dead)

@@ -239,21 +239,28 @@ func TestOffsetsAndGroups(t *testing.T) {
 	lock := func(client string) []byte {
 		return []byte(`{"consumerGroup":"g","clientId":"` + client + `","onlyThisBroker":true,"mqSet":[{"topic":"T","brokerName":"edgemq","queueId":0},{"topic":"T","brokerName":"edgemq","queueId":1}]}`)
 	}
-	var locked struct {
-		LockOKMQSet []wireQueue `json:"lockOKMQSet"`
+	locked := func(r *remoting.Command) int {
+		t.Helper()
+		qs, err := remoting.DecodeLockReply(r.Body)
+		if err != nil {
+			t.Fatalf("lock reply %s: %v", r.Body, err)
+		}
+		for _, q := range qs {
+			if q.BrokerName != "edgemq" || q.Topic != "T" {
+				t.Errorf("lock reply queue %v", q)
+			}
+		}
+		return len(qs)
 	}
-	r = c.mustCall(remoting.Success, remoting.LockBatchMQ, nil, lock("c1"))
-	if err := json.Unmarshal(r.Body, &locked); err != nil || len(locked.LockOKMQSet) != 2 {
-		t.Fatalf("lock by c1: %s %v", r.Body, err)
+	if n := locked(c.mustCall(remoting.Success, remoting.LockBatchMQ, nil, lock("c1"))); n != 2 {
+		t.Fatalf("c1 locked %d queues, want 2", n)
 	}
-	r = c.mustCall(remoting.Success, remoting.LockBatchMQ, nil, lock("c2"))
-	if err := json.Unmarshal(r.Body, &locked); err != nil || len(locked.LockOKMQSet) != 0 {
-		t.Fatalf("lock by c2: %s %v", r.Body, err)
+	if n := locked(c.mustCall(remoting.Success, remoting.LockBatchMQ, nil, lock("c2"))); n != 0 {
+		t.Fatalf("c2 locked %d queues, want 0", n)
 	}
 	c.mustCall(remoting.Success, remoting.UnlockBatchMQ, nil, lock("c1"))
-	r = c.mustCall(remoting.Success, remoting.LockBatchMQ, nil, lock("c2"))
-	if err := json.Unmarshal(r.Body, &locked); err != nil || len(locked.LockOKMQSet) != 2 {
-		t.Fatalf("lock by c2 after unlock: %s %v", r.Body, err)
+	if n := locked(c.mustCall(remoting.Success, remoting.LockBatchMQ, nil, lock("c2"))); n != 2 {
+		t.Fatalf("c2 locked %d queues after c1 unlocked, want 2", n)
 	}
 	c.mustCall(remoting.InvalidParameter, remoting.LockBatchMQ, nil, []byte("{"))
 

@@ -50,7 +50,7 @@ func (s *Server) route(c *conn, req *remoting.Command) *remoting.Command {
 		r.Brokers[i].Addrs = map[int64]string{mq.MasterID: addr}
 	}
 	resp := req.Reply(remoting.Success, "")
-	resp.Body = encodeRoute(r)
+	resp.Body = remoting.EncodeRoute(r)
 	return resp
 }
 
