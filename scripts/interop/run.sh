@@ -15,8 +15,8 @@
 #   INTEROP_TARGETS   targets to run (default "edgemq rocketmq")
 #   INTEROP_SUITES    suites to run (default "go java")
 #   INTEROP_KEEP=1    keep the work dir (logs, data, reports) instead of deleting it
-#   EDGEMQ_PORT       edgemq serve's address 127.0.0.1:PORT (default 19876; VIP channel PORT-2)
-#   RMQ_NAMESRV_PORT, RMQ_BROKER_PORT   Apache RocketMQ's ports (default 19976, 20911)
+#   EDGEMQ_PORT       edgemq serve's address 127.0.0.1:PORT (default 17876; VIP channel PORT-2)
+#   RMQ_NAMESRV_PORT, RMQ_BROKER_PORT   Apache RocketMQ's ports (default 17976, 18911)
 #   JAVA_SUITE_ARGS   extra Maven arguments, e.g. -Dtest=SendTest
 #   GO_SUITE_ARGS     extra go test arguments, e.g. -run TestSend
 #   GO, MVN           the go and mvn commands
@@ -32,9 +32,9 @@ MVN=${MVN:-mvn}
 TARGETS=${INTEROP_TARGETS:-"edgemq rocketmq"}
 SUITES=${INTEROP_SUITES:-"go java"}
 KEEP=${INTEROP_KEEP:-}
-EDGEMQ_PORT=${EDGEMQ_PORT:-19876}
-export RMQ_NAMESRV_PORT=${RMQ_NAMESRV_PORT:-19976}
-export RMQ_BROKER_PORT=${RMQ_BROKER_PORT:-20911}
+EDGEMQ_PORT=${EDGEMQ_PORT:-17876}
+export RMQ_NAMESRV_PORT=${RMQ_NAMESRV_PORT:-17976}
+export RMQ_BROKER_PORT=${RMQ_BROKER_PORT:-18911}
 
 while [ $# -gt 0 ]; do
 	case $1 in

@@ -154,15 +154,26 @@ final class Interop {
         boolean ok() throws Exception;
     }
 
-    /** Polls CHECK every 100 ms until it holds; fails with WHAT after TIMEOUT. */
+    /**
+     * Polls CHECK every 100 ms until it holds, an exception counting as "not yet"; fails with
+     * WHAT (and the last exception) after TIMEOUT.
+     */
     static void awaitTrue(String what, Duration timeout, Check check) throws Exception {
         long deadline = System.nanoTime() + timeout.toNanos();
+        Exception last = null;
         while (true) {
-            if (check.ok()) {
-                return;
+            try {
+                if (check.ok()) {
+                    return;
+                }
+            } catch (InterruptedException e) {
+                throw e;
+            } catch (Exception e) {
+                last = e;
             }
             if (System.nanoTime() > deadline) {
-                throw new AssertionError("timed out after " + timeout.toSeconds() + " s waiting for " + what);
+                throw new AssertionError("timed out after " + timeout.toSeconds() + " s waiting for " + what
+                        + (last == null ? "" : "; last error: " + last), last);
             }
             Thread.sleep(100);
         }
