@@ -29,7 +29,7 @@ func (c *Command) AppendFrame(dst []byte) ([]byte, error) {
 		return dst, fmt.Errorf("%w: nil command", ErrMalformed)
 	}
 	start := len(dst)
-	dst = append(dst, make([]byte, frameLenSize+typeLenSize)...)
+	dst = append(dst, 0, 0, 0, 0, 0, 0, 0, 0) // frame length, type and header length: set below
 	dst, err := appendHeader(dst, c)
 	if err != nil {
 		return dst[:start], err

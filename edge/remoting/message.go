@@ -444,9 +444,7 @@ func DecodeBatch(body []byte) ([]*mq.Message, error) {
 // allocating more than maxSize+1 bytes whatever the input claims; a corrupt stream one
 // wrapping ErrMalformed.
 func Inflate(data []byte, maxSize int) ([]byte, error) {
-	if maxSize < 0 {
-		maxSize = 0
-	}
+	maxSize = min(max(maxSize, 0), math.MaxInt32) // no body is larger
 	zr, err := zlib.NewReader(bytes.NewReader(data))
 	if err != nil {
 		return nil, fmt.Errorf("%w: zlib: %v", ErrMalformed, err)

@@ -5,6 +5,7 @@ import (
 	"compress/zlib"
 	"errors"
 	"maps"
+	"math"
 	"net/netip"
 	"reflect"
 	"runtime"
@@ -418,7 +419,7 @@ func deflate(t testing.TB, b []byte) []byte {
 func TestInflate(t *testing.T) {
 	body := bytes.Repeat([]byte("EdgeMQ "), 1000)
 	z := deflate(t, body)
-	for _, maxSize := range []int{len(body), len(body) + 1, 1 << 20} {
+	for _, maxSize := range []int{len(body), len(body) + 1, 1 << 20, math.MaxInt} {
 		if got, err := Inflate(z, maxSize); err != nil || !bytes.Equal(got, body) {
 			t.Fatalf("max %d: %d bytes, %v", maxSize, len(got), err)
 		}
