@@ -50,6 +50,9 @@ func (c *Command) AppendFrame(dst []byte) ([]byte, error) {
 // WriteTo writes c as one frame with a single Write call, so that writers sharing a
 // connection under a lock never interleave frames. It implements io.WriterTo.
 func (c *Command) WriteTo(w io.Writer) (int64, error) {
+	if w == nil {
+		return 0, errNilIO
+	}
 	b, err := c.AppendFrame(nil)
 	if err != nil {
 		return 0, err
@@ -57,6 +60,10 @@ func (c *Command) WriteTo(w io.Writer) (int64, error) {
 	n, err := w.Write(b)
 	return int64(n), err
 }
+
+// errNilIO is returned by WriteTo to a nil writer and by Read of a nil Reader or one of a
+// nil reader.
+var errNilIO = errors.New("remoting: nil reader or writer")
 
 // Reader reads commands from a stream of frames. It is not safe for concurrent use.
 type Reader struct {
@@ -83,6 +90,9 @@ func NewReader(r io.Reader, maxFrame int) *Reader {
 // same error. A frame read whole whose header does not decode is an error wrapping
 // ErrMalformed, and the next Read reads the next frame.
 func (r *Reader) Read() (*Command, error) {
+	if r == nil || r.r == nil {
+		return nil, errNilIO
+	}
 	if r.err != nil {
 		return nil, r.err
 	}

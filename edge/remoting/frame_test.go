@@ -522,3 +522,16 @@ func TestJavaClientFrames(t *testing.T) {
 		})
 	}
 }
+
+func TestNilIO(t *testing.T) {
+	if c, err := NewReader(nil, 0).Read(); c != nil || err == nil {
+		t.Fatalf("Read of a nil reader: %+v, %v", c, err)
+	}
+	var r *Reader
+	if c, err := r.Read(); c != nil || err == nil {
+		t.Fatalf("Read of a nil *Reader: %+v, %v", c, err)
+	}
+	if n, err := NewRequest(HeartBeat, nil, nil).WriteTo(nil); n != 0 || err == nil {
+		t.Fatalf("WriteTo(nil) = %d, %v", n, err)
+	}
+}

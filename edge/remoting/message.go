@@ -121,8 +121,12 @@ func appendMessageProperties(dst []byte, m *mq.Message) []byte {
 }
 
 // SetMessageProperties sets m's Tags, Keys and Properties from a properties string: TAGS
-// and KEYS go to their fields, the rest to Properties (nil when none are left).
+// and KEYS go to their fields, the rest to Properties (nil when none are left). A nil m is
+// left alone.
 func SetMessageProperties(m *mq.Message, s string) {
+	if m == nil {
+		return
+	}
 	p := ParseProperties(s)
 	m.Tags, m.Keys = p[PropertyTags], p[PropertyKeys]
 	delete(p, PropertyTags)

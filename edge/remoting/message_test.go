@@ -291,6 +291,7 @@ func TestProperties(t *testing.T) {
 	if FormatMessageProperties(nil) != "" {
 		t.Fatal("nil message")
 	}
+	SetMessageProperties(nil, "TAGS\x01x\x02") // no panic
 }
 
 // goldenBatch is two batch items as rocketmq-client-go's primitive/message.go Marshal
