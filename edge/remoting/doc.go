@@ -44,6 +44,42 @@
 //
 // EdgeMQ writes extension fields in key order in both encodings.
 //
+// # Messages
+//
+// A pull body is stored-message records back to back, each as below (offsets with IPv4
+// hosts; an IPv6 host takes 16 address bytes, flagged in SYSFLAG by 0x10 for the born
+// host and 0x20 for the store host):
+//
+//	offset  size  field
+//	0       4     TOTALSIZE: the record's length
+//	4       4     MAGIC: 0xDAA320A7 (V1); 0xDAA320AB (V2) has a 2-byte topic length
+//	8       4     BODYCRC: CRC-32 (IEEE) of the body, top bit cleared
+//	12      4     QUEUEID
+//	16      4     FLAG: the application's flag
+//	20      8     QUEUEOFFSET
+//	28      8     PHYSICALOFFSET: the commit-log offset
+//	36      4     SYSFLAG: 1 compressed, 2 multi-tags, 4/8/12 transaction, 0x10/0x20 IPv6 hosts
+//	40      8     BORNTIMESTAMP (unix ms)
+//	48      8     BORNHOST: IPv4 address, i32 port
+//	56      8     STORETIMESTAMP (unix ms)
+//	64      8     STOREHOST
+//	72      4     RECONSUMETIMES
+//	76      8     PREPAREDTRANSACTIONOFFSET
+//	84      4+b   body length, body
+//	88+b    1+t   topic length (u8), topic
+//	89+b+t  2+p   properties length (i16), properties: name\x01value\x02 repeated
+//
+// EdgeMQ writes V1 only: the Go client reads a 1-byte topic length whatever the magic.
+// A batch send's body is items back to back:
+//
+//	offset  size  field
+//	0       4     TOTALSIZE
+//	4       4     MAGIC (0, ignored)
+//	8       4     BODYCRC (0, ignored)
+//	12      4     FLAG
+//	16      4+b   body length, body
+//	20+b    2+p   properties length (i16), properties
+//
 // # Contents
 //
 //   - Command, its Reader, AppendFrame and WriteTo, and the request and response codes.
