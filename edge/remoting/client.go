@@ -268,6 +268,7 @@ func (c *Client) conn(ctx context.Context, addr string) (*clientConn, error) {
 			if ctx.Err() == nil { // a caller giving up is no failure of the address
 				ds.retryAt = time.Now().Add(ds.backoff)
 				ds.backoff = min(2*ds.backoff, c.opts.ReconnectMax)
+				c.markStaleLocked(addr)
 			}
 			c.mu.Unlock()
 			c.lg.Debug("remoting client: connect failed", "addr", addr, "err", err)
@@ -302,12 +303,16 @@ func (c *Client) connLost(cc *clientConn) {
 	if c.conns[cc.addr] == cc {
 		delete(c.conns, cc.addr)
 	}
-	if !c.closed {
-		for _, r := range c.routes {
-			for _, b := range r.route.Brokers {
-				if b.Addrs[mq.MasterID] == cc.addr {
-					r.stale = true
-				}
+	c.markStaleLocked(cc.addr)
+}
+
+// markStaleLocked makes the routes naming addr be fetched again before their next use: a
+// request to it failed on the network.
+func (c *Client) markStaleLocked(addr string) {
+	for _, r := range c.routes {
+		for _, b := range r.route.Brokers {
+			if b.Addrs[mq.MasterID] == addr {
+				r.stale = true
 			}
 		}
 	}

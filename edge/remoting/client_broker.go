@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/edgemq/edgemq/edge/mq"
@@ -29,8 +30,13 @@ func (c *Client) Pull(ctx context.Context, req mq.PullRequest) (mq.PullResult, e
 	if maxMsgs == 0 {
 		maxMsgs = 32
 	}
-	if maxMsgs < 0 || maxMsgs > maxPullBatch {
+	switch {
+	case maxMsgs < 0 || maxMsgs > maxPullBatch:
 		return res, fmt.Errorf("%w: pull of %d messages, 1..%d", mq.ErrInvalidArgument, req.MaxMsgs, maxPullBatch)
+	case req.Offset < 0:
+		return res, fmt.Errorf("%w: pull from offset %d", mq.ErrInvalidArgument, req.Offset)
+	case req.MaxWait < 0:
+		return res, fmt.Errorf("%w: pull MaxWait %v", mq.ErrInvalidArgument, req.MaxWait)
 	}
 	var filter *mq.TagFilter
 	if req.Filter != "" {
@@ -43,6 +49,9 @@ func (c *Client) Pull(ctx context.Context, req mq.PullRequest) (mq.PullResult, e
 	addr, err := c.brokerAddr(ctx, req.Queue)
 	if err != nil {
 		return res, err
+	}
+	if req.Queue.BrokerName == "" {
+		req.Queue.BrokerName = c.brokerName(addr)
 	}
 	h := PullHeader{ConsumerGroup: req.Group, Topic: req.Queue.Topic, QueueID: req.Queue.QueueID, QueueOffset: req.Offset,
 		MaxMsgNums: int32(maxMsgs), ExpressionType: ExpressionTag, BrokerName: req.Queue.BrokerName}
@@ -209,7 +218,8 @@ func (c *Client) SearchOffset(ctx context.Context, q mq.MessageQueue, at time.Ti
 
 // ConsumerIDs returns the client ids of group's members, asking a broker of topic
 // chosen at random (GET_CONSUMER_LIST_BY_GROUP; any broker known when topic is ""). A
-// group without members, which RocketMQ's brokers answer with SYSTEM_ERROR, has none.
+// group without members, which RocketMQ's brokers answer with SYSTEM_ERROR ("no consumer
+// for this group"), has none.
 func (c *Client) ConsumerIDs(ctx context.Context, topic, group string) ([]string, error) {
 	addr, err := c.anyBroker(ctx, topic)
 	if err != nil {
@@ -223,7 +233,10 @@ func (c *Client) ConsumerIDs(ctx context.Context, topic, group string) ([]string
 	switch resp.Code {
 	case Success:
 	case SystemError:
-		return nil, nil
+		if strings.Contains(resp.Remark, "no consumer") {
+			return nil, nil
+		}
+		return nil, c.answerError(addr, req.Code, resp, topic)
 	default:
 		return nil, c.answerError(addr, req.Code, resp, topic)
 	}

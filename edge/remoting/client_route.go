@@ -147,6 +147,18 @@ func (c *Client) knownBroker(name string) (string, bool) {
 	return a, ok && a != ""
 }
 
+// brokerName returns the name of the broker whose master is at addr, "" if none.
+func (c *Client) brokerName(addr string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for name, a := range c.brokers {
+		if a == addr {
+			return name
+		}
+	}
+	return ""
+}
+
 // brokerAddrs returns the master addresses of every broker known, sorted.
 func (c *Client) brokerAddrs() []string {
 	c.mu.Lock()

@@ -421,6 +421,10 @@ func TestClientAnswerErrors(t *testing.T) {
 			_, err := c.Pull(ctx, mq.PullRequest{Group: "g", Queue: mq.MessageQueue{Topic: "T", BrokerName: "edgemq", QueueID: 7}, Filter: "*"})
 			return err
 		}(), mq.ErrInvalidArgument},
+		{"negative offset", func() error {
+			_, err := c.Pull(ctx, mq.PullRequest{Group: "g", Queue: q, Offset: -1, Filter: "*"})
+			return err
+		}(), mq.ErrInvalidArgument},
 		{"bad group", func() error { return c.CommitOffset(ctx, "bad group!", q, 1) }(), mq.ErrInvalidArgument},
 		{"offset not found", func() error { _, err := c.QueryOffset(ctx, "g", q); return err }(), mq.ErrOffsetNotFound},
 		{"no subscription", func() error { _, err := c.Pull(ctx, mq.PullRequest{Group: "g", Queue: q}); return err }(), mq.ErrSubscriptionNotExist},
