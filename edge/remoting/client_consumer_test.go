@@ -325,3 +325,52 @@ func TestProducerOverTCP(t *testing.T) {
 		t.Fatalf("route of the created topic = %+v, %v", r, err)
 	}
 }
+
+// TestPullConsumerOverTCP: the lite pull consumer over the client polls what was sent and
+// commits it at the broker.
+func TestPullConsumerOverTCP(t *testing.T) {
+	tb := startBroker(t, "", "")
+	tb.createTopic("L", 2)
+	c := dial(t, tb.addr, nil)
+	ctx := ctxT(t, 30*time.Second)
+	for i := range 10 {
+		if _, err := tb.b.Send(ctx, &mq.Message{Topic: "L", Body: fmt.Appendf(nil, "l%d", i)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lc, err := consumer.NewPullConsumer(c, consumerOptions(t, "lg"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lc.Subscribe("L", "*"); err != nil {
+		t.Fatal(err)
+	}
+	if err := lc.Start(); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	defer lc.Shutdown(ctx)
+	got := map[string]bool{}
+	for len(got) < 10 {
+		msgs, err := lc.Poll(ctx)
+		if err != nil {
+			t.Fatalf("Poll after %d messages: %v", len(got), err)
+		}
+		for _, m := range msgs {
+			got[string(m.Body)] = true
+		}
+	}
+	if err := lc.CommitSync(ctx); err != nil {
+		t.Fatalf("CommitSync: %v", err)
+	}
+	var sum int64
+	for i := range int32(2) {
+		off, err := tb.b.QueryOffset(ctx, "lg", mq.MessageQueue{Topic: "L", BrokerName: "edgemq", QueueID: i})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum += off
+	}
+	if sum != 10 {
+		t.Fatalf("committed offsets sum to %d, want 10", sum)
+	}
+}
