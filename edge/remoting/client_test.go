@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgemq/edgemq/edge"
 	"github.com/edgemq/edgemq/edge/mq"
 	"github.com/edgemq/edgemq/edge/remoting"
 )
@@ -467,4 +468,40 @@ func TestClientConcurrentRequests(t *testing.T) {
 			t.Errorf("queue %d has %d messages, %v; want 16", i, n, err)
 		}
 	}
+}
+
+// TestClientMaintenance: routes are cached and fetched again every RouteRefresh, and
+// heartbeats are repeated every HeartbeatInterval.
+func TestClientMaintenance(t *testing.T) {
+	tb := startBroker(t, "", "")
+	tb.createTopic("T", 2)
+	c := dial(t, tb.addr, &remoting.Options{RouteRefresh: 300 * time.Millisecond, HeartbeatInterval: 200 * time.Millisecond})
+	ctx := ctxT(t, 10*time.Second)
+	if r, err := c.Route(ctx, "T"); err != nil || len(r.ReadQueues()) != 2 {
+		t.Fatalf("Route = %+v, %v", r, err)
+	}
+	if err := tb.b.UpdateTopic(edge.TopicConfig{Name: "T", ReadQueues: 4, WriteQueues: 4}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := c.Route(ctx, "T"); err != nil || len(r.ReadQueues()) != 2 {
+		t.Fatalf("Route at once after the change = %+v, %v; want the cached route", r, err)
+	}
+	waitFor(t, 5*time.Second, "refreshed route", func() bool {
+		r, err := c.Route(ctx, "T")
+		return err == nil && len(r.ReadQueues()) == 4
+	})
+
+	hb := mq.Heartbeat{ClientID: "c1", Consumers: []mq.ConsumerData{{Group: "g", Subscriptions: []mq.Subscription{{Topic: "T", Expression: "*"}}}}}
+	if err := c.Heartbeat(ctx, hb); err != nil {
+		t.Fatal(err)
+	}
+	ms, err := tb.b.Members("g")
+	if err != nil || len(ms) != 1 {
+		t.Fatalf("Members = %v, %v", ms, err)
+	}
+	first := ms[0].LastHeartbeat
+	waitFor(t, 5*time.Second, "a repeated heartbeat", func() bool {
+		ms, err := tb.b.Members("g")
+		return err == nil && len(ms) == 1 && ms[0].LastHeartbeat.After(first)
+	})
 }
