@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
@@ -25,14 +26,14 @@ const (
 	childRoleEnv  = "INTEROP_CHILD"       // role; "push" is the only one
 	childTopicEnv = "INTEROP_CHILD_TOPIC" // topic to subscribe to
 	childGroupEnv = "INTEROP_CHILD_GROUP" // consumer group
-	childModelEnv = "INTEROP_CHILD_MODEL" // "clustering" or "broadcasting"
+	childModelEnv = "INTEROP_CHILD_MODEL" // "clustering", "broadcasting" or "orderly" (clustering)
 
 	childPrefix   = "INTEROP "      // marks the child's own stdout lines
 	childLifetime = 3 * time.Minute // a child left behind stops by itself
 )
 
 // runChild is a consumer group member in its own process. Its stdout lines:
-// "INTEROP READY", "INTEROP MSG <msgId> <queueId> <queueOffset> <reconsumeTimes> <topic>",
+// "INTEROP READY", "INTEROP MSG <msgId> <queueId> <queueOffset> <reconsumeTimes> <topic> <hex body>",
 // "INTEROP FAIL <error>" and "INTEROP BYE".
 func runChild(role string) int {
 	var out sync.Mutex
@@ -45,18 +46,25 @@ func runChild(role string) int {
 		say("FAIL role %q, %s %q", role, namesrvEnv, namesrv)
 		return 2
 	}
-	model := consumer.Clustering
-	if os.Getenv(childModelEnv) == "broadcasting" {
-		model = consumer.BroadCasting
+	opts := []consumer.Option{consumer.WithConsumerModel(consumer.Clustering)}
+	switch os.Getenv(childModelEnv) {
+	case "broadcasting":
+		opts = []consumer.Option{consumer.WithConsumerModel(consumer.BroadCasting)}
+	case "orderly":
+		opts = append(opts, consumer.WithConsumerOrder(true))
 	}
 	c, err := startPushConsumer(os.Getenv(childGroupEnv), os.Getenv(childTopicEnv),
 		consumer.MessageSelector{Type: consumer.TAG, Expression: "*"},
 		func(_ context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
 			for _, m := range msgs {
-				say("MSG %s %d %d %d %s", m.MsgId, m.Queue.QueueId, m.QueueOffset, m.ReconsumeTimes, m.Topic)
+				body := hex.EncodeToString(m.Body)
+				if body == "" {
+					body = "-"
+				}
+				say("MSG %s %d %d %d %s %s", m.MsgId, m.Queue.QueueId, m.QueueOffset, m.ReconsumeTimes, m.Topic, body)
 			}
 			return consumer.ConsumeSuccess, nil
-		}, consumer.WithConsumerModel(model))
+		}, opts...)
 	if err != nil {
 		say("FAIL %v", strings.ReplaceAll(err.Error(), "\n", " "))
 		return 1
@@ -160,12 +168,13 @@ func (m *member) read(stdout io.Reader, col *collector) {
 			m.mu.Lock()
 			m.failed = line
 			m.mu.Unlock()
-		case f[0] == "MSG" && len(f) == 6:
+		case f[0] == "MSG" && len(f) == 7:
 			q, _ := strconv.Atoi(f[2])
 			off, _ := strconv.ParseInt(f[3], 10, 64)
 			rt, _ := strconv.Atoi(f[4])
+			body, _ := hex.DecodeString(strings.TrimPrefix(f[6], "-"))
 			msg := &primitive.MessageExt{MsgId: f[1], QueueOffset: off, ReconsumeTimes: int32(rt),
-				Message: primitive.Message{Topic: f[5], Queue: &primitive.MessageQueue{Topic: f[5], QueueId: q}}}
+				Message: primitive.Message{Topic: f[5], Body: body, Queue: &primitive.MessageQueue{Topic: f[5], QueueId: q}}}
 			col.add(m.name, msg)
 		}
 	}
