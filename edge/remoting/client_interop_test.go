@@ -248,6 +248,18 @@ func TestInterop(t *testing.T) {
 	if err != nil || pr.Status != mq.PullFound || int64(len(pr.Messages)) != min(maxOff, 32) {
 		t.Errorf("Pull = %v %d messages, %v; max offset %d", pr.Status, len(pr.Messages), err, maxOff)
 	}
+	if err == nil && len(pr.Messages) > 0 {
+		m := pr.Messages[0]
+		if err := cc.SendBack(ctx, mq.SendBackRequest{Group: group + "x", BrokerName: m.BrokerName, CommitLogOffset: m.CommitLogOffset,
+			DelayLevel: 1, OriginMsgID: m.MsgID()}); err != nil {
+			t.Errorf("SendBack: %v", err)
+		}
+		rq := mq.MessageQueue{Topic: mq.RetryTopic(group + "x"), BrokerName: m.BrokerName}
+		waitFor(t, 30*time.Second, "the message sent back in the retry topic", func() bool {
+			pr, err := cc.Pull(ctx, mq.PullRequest{Group: group + "x", Queue: rq, Filter: "*", Suspend: true, MaxWait: 2 * time.Second})
+			return err == nil && pr.Status == mq.PullFound && string(pr.Messages[0].Body) == string(m.Body) && pr.Messages[0].ReconsumeTimes == 1
+		})
+	}
 	if err := cc.CommitOffset(ctx, group+"x", q, 1); err != nil {
 		t.Errorf("CommitOffset: %v", err)
 	}
