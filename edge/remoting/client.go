@@ -286,11 +286,8 @@ func (c *Client) conn(ctx context.Context, addr string) (*clientConn, error) {
 		c.wg.Add(1)
 		go cc.readLoop()
 		c.mu.Unlock()
-		if isBroker {
-			cc.broker.Store(true)
-			if again {
-				c.goHeartbeatAddr(addr) // a broker that restarted has forgotten us
-			}
+		if isBroker && again {
+			c.goHeartbeatAddr(addr) // a broker that restarted has forgotten us
 		}
 		return cc, nil
 	}

@@ -15,7 +15,7 @@ import (
 // many requests in flight: each request gets an Opaque, and its reply, read by the
 // connection's reader goroutine, is handed to whoever waits for that Opaque.
 //
-// Its goroutine: the reader (readLoop), started by dialConn, which returns when the socket
+// Its goroutine: the reader (readLoop), started by Client.conn, which returns when the socket
 // fails or is closed (close); it then fails every request still waiting.
 type clientConn struct {
 	cl   *Client
@@ -27,9 +27,7 @@ type clientConn struct {
 	mu      sync.Mutex             // guards pending and err
 	pending map[int32]*pendingCall // requests waiting for their reply, by Opaque
 	err     error                  // sticky: the connection is dead, why
-	done    chan struct{}          // closed when the reader returns
 	closed  atomic.Bool            // close was called
-	broker  atomic.Bool            // the address is a broker's: heartbeats go here
 }
 
 // pendingCall is a request waiting for its reply. finish is called exactly once, by
@@ -47,7 +45,7 @@ func dialConn(ctx context.Context, cl *Client, addr string) (*clientConn, error)
 	if err != nil {
 		return nil, err
 	}
-	return &clientConn{cl: cl, addr: addr, nc: nc, pending: map[int32]*pendingCall{}, done: make(chan struct{})}, nil
+	return &clientConn{cl: cl, addr: addr, nc: nc, pending: map[int32]*pendingCall{}}, nil
 }
 
 // alive reports whether the connection can carry requests.
@@ -67,7 +65,6 @@ func (c *clientConn) close() {
 // from the broker to handleServerRequest.
 func (c *clientConn) readLoop() {
 	defer c.cl.wg.Done()
-	defer close(c.done)
 	r := NewReader(c.nc, c.cl.opts.MaxFrameSize)
 	var err error
 	for {

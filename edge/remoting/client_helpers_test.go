@@ -143,7 +143,7 @@ func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 	}
 }
 
-// silentListener accepts connections and reads them, never answering: a peer that does
+// silentListener accepts connections and holds them open, never answering: a peer that does
 // not speak. t.Cleanup closes it and its connections.
 func silentListener(t testing.TB) string {
 	t.Helper()

@@ -98,9 +98,6 @@ func (c *Client) learnBrokersLocked(bs []mq.BrokerData) []string {
 			fresh = append(fresh, addr)
 		}
 		c.brokers[b.Name] = addr
-		if cc := c.conns[addr]; cc != nil {
-			cc.broker.Store(true)
-		}
 	}
 	return fresh
 }
