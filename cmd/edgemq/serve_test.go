@@ -339,18 +339,27 @@ func TestServeShutdownTimeout(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
 	c, addr := startServe(t, nil, "-data", dir, "-server.shutdown_timeout", "1s", "-server.write_timeout", "1h")
 	cl := dial(t, addr)
-	// Write until a write blocks: the server stopped reading, its replies unread.
+	// Write until the server reads nothing for 3s: its writer is stuck on replies this
+	// client does not read, its request handlers on the writer, its reader on them.
 	frame, err := remoting.NewRequest(remoting.GetRouteInfoByTopic, map[string]string{"topic": "TBW102"}, nil).AppendFrame(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	batch := bytes.Repeat(frame, 256)
-	for i := 0; ; i++ {
-		cl.nc.SetWriteDeadline(time.Now().Add(2 * time.Second))
-		if _, err := cl.nc.Write(batch); errors.Is(err, os.ErrDeadlineExceeded) {
-			break
-		} else if err != nil {
+	pending := batch
+	for stalled, i := 0, 0; stalled < 3; i++ {
+		cl.nc.SetWriteDeadline(time.Now().Add(time.Second))
+		n, err := cl.nc.Write(pending)
+		switch {
+		case errors.Is(err, os.ErrDeadlineExceeded) && n == 0:
+			stalled++
+		case err != nil && !errors.Is(err, os.ErrDeadlineExceeded):
 			t.Fatal(err)
+		default:
+			stalled = 0
+		}
+		if pending = pending[n:]; len(pending) == 0 {
+			pending = batch
 		}
 		if i > 1e5 {
 			t.Fatal("the server reads on, with none of its replies read")
