@@ -194,7 +194,7 @@ PY
 	if [ $rc -ne 0 ]; then
 		failed=1
 		record java "$target" "(suite exit status)" FAIL
-		show_log "$log" 80
+		show_log "$log" 30
 	fi
 }
 
