@@ -141,6 +141,12 @@ class ClusteringTest {
             assertTrue(proc.waitFor(10, TimeUnit.SECONDS), name + " exits");
         }
 
+        /** Kills the process (SIGKILL): no unregistration, no offset commit; its sockets just close. */
+        void kill() throws InterruptedException {
+            proc.destroyForcibly();
+            assertTrue(proc.waitFor(10, TimeUnit.SECONDS), name + " dies");
+        }
+
         @Override
         public void close() {
             if (proc.isAlive()) {
@@ -227,6 +233,41 @@ class ClusteringTest {
             for (int i = 0; i < 40; i++) {
                 assertEquals(ra.getOrDefault(i, 0), after.getOrDefault(i, 0),
                         "message " + i + " not consumed again after B committed and left");
+            }
+            a.stop();
+        }
+    }
+
+    @Test
+    void clusteringSurvivesAMemberKilled() throws Exception {
+        String topic = Interop.unique("t_clukill");
+        String group = Interop.unique("g_clukill");
+        Interop.createTopic(topic, 4);
+        try (Member a = new Member(group, topic, "CLUSTERING", "killA");
+                Member b = new Member(group, topic, "CLUSTERING", "killB")) {
+            a.await("READY", Duration.ofSeconds(30), ls -> ls.contains("READY"));
+            b.await("READY", Duration.ofSeconds(30), ls -> ls.contains("READY"));
+            Interop.awaitTrue("the two members to split the queues", Duration.ofSeconds(40),
+                    () -> ids(a.alloc()).size() == 2 && ids(b.alloc()).size() == 2);
+            send(topic, 0, 20);
+            Interop.awaitTrue("20 messages consumed by the group", Duration.ofSeconds(30), () -> {
+                Set<Integer> s = new HashSet<>(a.received().keySet());
+                s.addAll(b.received().keySet());
+                return s.size() == 20;
+            });
+
+            // A killed member's connection closes: the broker drops it from the group and the
+            // survivor takes its queues (at once if the broker notifies, else at the next 20 s
+            // rebalance), resuming from the offsets the dead member last committed.
+            b.kill();
+            a.await("all 4 queues after B died", Duration.ofSeconds(45), ls -> ids(a.alloc()).size() == 4);
+            send(topic, 20, 40);
+            a.await("messages 20..39", Duration.ofSeconds(30),
+                    ls -> a.received().keySet().containsAll(range(20, 40)));
+            Collector.sleep(Duration.ofSeconds(1));
+            Map<Integer, Integer> after = a.received();
+            for (int i = 20; i < 40; i++) {
+                assertEquals(1, after.get(i), "message " + i + " consumed once by the survivor");
             }
             a.stop();
         }
