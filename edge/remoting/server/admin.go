@@ -118,6 +118,16 @@ func (s *Server) runtimeInfo(c *conn, req *remoting.Command) *remoting.Command {
 	}
 	t["msgPutTotalTodayNow"] = strconv.FormatInt(in, 10)
 	t["msgGetTotalTodayNow"] = strconv.FormatInt(out, 10)
+	// What mqadmin clusterList reads and the broker does not measure: the counters since
+	// the start stand for "today", the rates and queues are zero.
+	for _, k := range []string{"msgPutTotalTodayMorning", "msgGetTotalTodayMorning", "msgPutTotalYesterdayMorning",
+		"msgGetTotalYesterdayMorning", "sendThreadPoolQueueSize", "pullThreadPoolQueueSize", "ackThreadPoolQueueSize",
+		"sendThreadPoolQueueHeadWaitTimeMills", "pullThreadPoolQueueHeadWaitTimeMills", "ackThreadPoolQueueHeadWaitTimeMills",
+		"pageCacheLockTimeMills", "timerReadBehind", "timerOffsetBehind", "timerCongestNum", "timerEnqueueTps", "timerDequeueTps"} {
+		t[k] = "0"
+	}
+	t["putTps"], t["getTransferredTps"] = "0.0 0.0 0.0", "0.0 0.0 0.0"
+	t["brokerActive"] = "true"
 	if st, err := s.b.StoreStats(); err == nil {
 		t["commitLogMinOffset"] = strconv.FormatInt(st.MinPos, 10)
 		t["commitLogMaxOffset"] = strconv.FormatInt(st.MaxPos, 10)
@@ -259,11 +269,16 @@ type clientInfo struct {
 	version int16
 }
 
+// connsOf returns the connections client id heartbeats on.
+func (s *Server) connsOf(id string) []*conn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Collect(maps.Keys(s.clients[id]))
+}
+
 // clientConns returns the connections client id heartbeats on, sorted by address.
 func (s *Server) clientConns(id string) []clientInfo {
-	s.mu.Lock()
-	cs := slices.Collect(maps.Keys(s.clients[id]))
-	s.mu.Unlock()
+	cs := s.connsOf(id)
 	out := make([]clientInfo, 0, len(cs))
 	for _, c := range cs {
 		c.mu.Lock()
@@ -285,12 +300,14 @@ func (s *Server) viewMessage(c *conn, req *remoting.Command) *remoting.Command {
 	if err != nil {
 		return errReply(req, err)
 	}
-	return bodyReply(req, s.appendRecords(nil, []mq.MessageExt{m}))
+	return bodyReply(req, s.appendRecords(c, nil, []mq.MessageExt{m}))
 }
 
 // resetOffset answers INVOKE_BROKER_TO_RESET_OFFSET: the group's offsets of the topic move
 // to the first message stored at or after the timestamp, and the new offsets are returned.
-// Running consumers keep their positions until they restart.
+// As RocketMQ's brokers, the server sends the group's connected members
+// RESET_CONSUMER_CLIENT_OFFSET with the new offsets, so that running consumers move too
+// (else they would commit their old positions again).
 func (s *Server) resetOffset(c *conn, req *remoting.Command) *remoting.Command {
 	h, err := remoting.ParseResetOffsetHeader(req.Ext)
 	if err != nil {
@@ -316,7 +333,18 @@ func (s *Server) resetOffset(c *conn, req *remoting.Command) *remoting.Command {
 		fmt.Fprintf(&b, `:%d`, offs[q])
 	}
 	b.WriteString(`}}`)
-	return bodyReply(req, []byte(b.String()))
+	body := []byte(b.String())
+	members, _ := s.b.Members(h.Group)
+	for _, m := range members {
+		for _, mc := range s.connsOf(m.ClientID) {
+			rh := remoting.ResetOffsetHeader{Topic: topic, Group: h.Group, Timestamp: h.Timestamp, IsForce: h.IsForce, QueueID: -1, Offset: -1}
+			n := remoting.NewRequest(remoting.ResetConsumerClientOffset, rh.Ext(), body)
+			n.Flag = remoting.FlagOneway
+			n.Opaque = notifyOpaque.Add(1)
+			mc.notify(n)
+		}
+	}
+	return bodyReply(req, body)
 }
 
 // updateGroup answers UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: the group in the body's config
@@ -358,7 +386,7 @@ func (s *Server) queryMessage(c *conn, req *remoting.Command) *remoting.Command 
 	if len(msgs) == 0 {
 		return req.Reply(remoting.QueryNotFound, "can not find message, maybe time range not correct")
 	}
-	body := s.appendRecords(nil, msgs)
+	body := s.appendRecords(c, nil, msgs)
 	rh := remoting.QueryMessageResponseHeader{IndexLastUpdateTimestamp: time.Now().UnixMilli()}
 	if st, err := s.b.StoreStats(); err == nil {
 		rh.IndexLastUpdatePhyoffset = st.MaxPos
@@ -366,4 +394,72 @@ func (s *Server) queryMessage(c *conn, req *remoting.Command) *remoting.Command 
 	resp := bodyReply(req, body)
 	resp.Ext = rh.Ext()
 	return resp
+}
+
+// topicConfigJSON is RocketMQ's TopicConfig as its admin tools read it.
+type topicConfigJSON struct {
+	TopicName       string            `json:"topicName"`
+	ReadQueueNums   int32             `json:"readQueueNums"`
+	WriteQueueNums  int32             `json:"writeQueueNums"`
+	Perm            int32             `json:"perm"`
+	TopicFilterType string            `json:"topicFilterType"`
+	TopicSysFlag    int32             `json:"topicSysFlag"`
+	Order           bool              `json:"order"`
+	Attributes      map[string]string `json:"attributes"`
+}
+
+func topicConfig(cfg edge.TopicConfig) topicConfigJSON {
+	return topicConfigJSON{TopicName: cfg.Name, ReadQueueNums: cfg.ReadQueues, WriteQueueNums: cfg.WriteQueues, Perm: cfg.Perm,
+		TopicFilterType: "SINGLE_TAG", Order: cfg.Order, Attributes: map[string]string{}}
+}
+
+// topicConfigReply answers GET_TOPIC_CONFIG (mqadmin topicStatus and others read a topic's
+// config from each broker of its route first).
+func (s *Server) topicConfigReply(c *conn, req *remoting.Command) *remoting.Command {
+	h, err := remoting.ParseTopicHeader(req.Ext)
+	if err != nil {
+		return errReply(req, err)
+	}
+	cfg, err := s.b.Topic(h.Topic)
+	if err != nil {
+		return errReply(req, err)
+	}
+	body, _ := json.Marshal(topicConfig(cfg))
+	return bodyReply(req, body)
+}
+
+// consumersOf returns the groups that consume topic: those whose members subscribe to it,
+// or that have an offset stored on one of its queues.
+func (s *Server) consumersOf(topic string) []string {
+	var out []string
+	for _, g := range s.b.Groups() {
+		members, _ := s.b.Members(g)
+		subscribed := slices.ContainsFunc(members, func(m edge.Member) bool {
+			return slices.ContainsFunc(m.Subscriptions, func(sub mq.Subscription) bool { return sub.Topic == topic })
+		})
+		if !subscribed {
+			lags, err := s.b.Lag(g, topic)
+			subscribed = err == nil && slices.ContainsFunc(lags, func(l edge.QueueLag) bool { return l.ConsumerOffset >= 0 })
+		}
+		if subscribed {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// consumedBy answers QUERY_TOPIC_CONSUME_BY_WHO: the groups that consume the topic.
+func (s *Server) consumedBy(c *conn, req *remoting.Command) *remoting.Command {
+	h, err := remoting.ParseTopicHeader(req.Ext)
+	if err != nil {
+		return errReply(req, err)
+	}
+	groups := s.consumersOf(h.Topic)
+	if groups == nil {
+		groups = []string{}
+	}
+	body, _ := json.Marshal(struct {
+		GroupList []string `json:"groupList"`
+	}{groups})
+	return bodyReply(req, body)
 }

@@ -420,6 +420,11 @@ func TestAdmin(t *testing.T) {
 		t.Errorf("topic stats\n got %s\nwant %s", r.Body, want)
 	}
 	c.mustCall(remoting.TopicNotExist, remoting.GetTopicStatsInfo, map[string]string{"topic": "Nope"}, nil)
+	r = c.mustCall(remoting.Success, remoting.GetTopicConfig, map[string]string{"topic": "A"}, nil)
+	if want := `{"topicName":"A","readQueueNums":2,"writeQueueNums":2,"perm":6,"topicFilterType":"SINGLE_TAG","topicSysFlag":0,"order":false,"attributes":{}}`; string(r.Body) != want {
+		t.Errorf("topic config\n got %s\nwant %s", r.Body, want)
+	}
+	c.mustCall(remoting.TopicNotExist, remoting.GetTopicConfig, map[string]string{"topic": "Nope"}, nil)
 
 	r = c.mustCall(remoting.Success, remoting.GetBrokerRuntimeInfo, nil, nil)
 	var kv struct {
@@ -459,9 +464,13 @@ func TestAdmin(t *testing.T) {
 	c.mustCall(remoting.SubscriptionGroupNotExist, remoting.GetConsumeStats, map[string]string{"consumerGroup": "nobody"}, nil)
 
 	// Messages by id; offsets reset by time.
-	_, pos, err := mq.ParseOffsetMsgID(msgID)
-	if err != nil {
-		t.Fatal(err)
+	host, pos, err := mq.ParseOffsetMsgID(msgID)
+	if err != nil || host.String() != s.Addr().String() {
+		t.Fatalf("message id %s: host %v, %v; want the server's address %v", msgID, host, err, s.Addr())
+	}
+	r = c.mustCall(remoting.Success, remoting.QueryTopicConsumeByWho, map[string]string{"topic": "A"}, nil)
+	if string(r.Body) != `{"groupList":["g"]}` {
+		t.Errorf("consumers of A: %s", r.Body)
 	}
 	r = c.mustCall(remoting.Success, remoting.ViewMessageByID, map[string]string{"offset": itoa(pos)}, nil)
 	if recs := decodeRecords(t, r.Body); len(recs) != 1 || recs[0].body != "hello" || recs[0].props["KEYS"] != "k" {
@@ -481,6 +490,17 @@ func TestAdmin(t *testing.T) {
 	}
 	if off, err := b.QueryOffset(context.Background(), "g", mq.MessageQueue{Topic: "A", QueueID: 1}); err != nil || off != 0 {
 		t.Errorf("offset after reset: %d %v, want 0", off, err)
+	}
+	// The group's running member is told (RESET_CONSUMER_CLIENT_OFFSET) on its connection.
+	for {
+		n := waitNote(t, c)
+		if n.Code == remoting.NotifyConsumerIDsChanged {
+			continue
+		}
+		if n.Code != remoting.ResetConsumerClientOffset || n.Ext["group"] != "g" || n.Ext["topic"] != "A" || string(n.Body) != string(r.Body) {
+			t.Errorf("notification %d %v %s, want 220 for g and A with the new offsets", n.Code, n.Ext, n.Body)
+		}
+		break
 	}
 
 	c.mustCall(remoting.Success, remoting.UpdateAndCreateSubscriptionGroup, nil, []byte(`{"groupName":"g2","consumeEnable":true,"retryMaxTimes":16}`))

@@ -43,6 +43,8 @@ func init() {
 		remoting.DeleteTopicInBroker:              (*Server).deleteTopic,
 		remoting.DeleteTopicInNamesrv:             (*Server).deleteTopic,
 		remoting.GetTopicStatsInfo:                (*Server).topicStats,
+		remoting.GetTopicConfig:                   (*Server).topicConfigReply,
+		remoting.QueryTopicConsumeByWho:           (*Server).consumedBy,
 		remoting.GetBrokerRuntimeInfo:             (*Server).runtimeInfo,
 		remoting.GetConsumeStats:                  (*Server).consumeStats,
 		remoting.GetConsumerConnectionList:        (*Server).consumerConnections,

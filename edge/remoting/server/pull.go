@@ -74,7 +74,7 @@ func (s *Server) pull(c *conn, req *remoting.Command) *remoting.Command {
 	resp := req.Reply(code, "")
 	resp.Ext = pullExt(res.NextBeginOffset, res.MinOffset, res.MaxOffset)
 	if code == remoting.Success {
-		resp.Body = s.appendRecords(nil, res.Messages)
+		resp.Body = s.appendRecords(c, nil, res.Messages)
 	}
 	return resp
 }
@@ -95,12 +95,15 @@ func pullExt(next, minOff, maxOff int64) map[string]string {
 	return remoting.PullResponseHeader{NextBeginOffset: next, MinOffset: minOff, MaxOffset: maxOff}.Ext()
 }
 
-// appendRecords appends msgs as V1 records. A message that has no V1 record (a topic over
-// 255 bytes, properties over 32 KiB: the broker does not store such) is left out and
-// logged, so that the client reads on past it.
-func (s *Server) appendRecords(dst []byte, msgs []mq.MessageExt) []byte {
+// appendRecords appends msgs as V1 records for c, their store host the address c knows
+// this broker by (so that the offset message ids clients derive lead back here). A message
+// that has no V1 record (a topic over 255 bytes, properties over 32 KiB: the broker does
+// not store such) is left out and logged, so that the client reads on past it.
+func (s *Server) appendRecords(c *conn, dst []byte, msgs []mq.MessageExt) []byte {
+	host := s.storeHost(c)
 	for i := range msgs {
 		var err error
+		msgs[i].StoreHost = host
 		if dst, err = remoting.AppendMessageExt(dst, &msgs[i]); err != nil {
 			s.lg.Error("message left out of a reply", "topic", msgs[i].Topic, "queue", msgs[i].QueueID,
 				"offset", msgs[i].QueueOffset, "err", err)

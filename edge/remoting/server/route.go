@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"strconv"
 
 	"github.com/edgemq/edgemq/edge/mq"
@@ -27,6 +28,15 @@ func (s *Server) brokerAddr(c *conn) string {
 		return net.JoinHostPort(ap.Addr().Unmap().String(), strconv.Itoa(port))
 	}
 	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) // not TCP: a test's pipe
+}
+
+// storeHost returns the address offset message ids given to c name: the address routes give
+// it for this broker (brokerAddr), where VIEW_MESSAGE_BY_ID finds the message.
+func (s *Server) storeHost(c *conn) netip.AddrPort {
+	if ap, err := netip.ParseAddrPort(s.brokerAddr(c)); err == nil {
+		return ap
+	}
+	return s.b.Options().StoreHost
 }
 
 // route answers GET_ROUTEINFO_BY_TOPIC as a name server: this broker, at brokerAddr, with

@@ -64,9 +64,10 @@ func (s *Server) send(c *conn, req *remoting.Command) *remoting.Command {
 		}
 		results = []mq.SendResult{res}
 	}
+	host := s.storeHost(c)
 	ids := make([]string, len(results))
 	for i, r := range results {
-		ids[i] = r.OffsetMsgID()
+		ids[i] = mq.OffsetMsgID(host, r.CommitLogOffset)
 	}
 	rh := remoting.SendResponseHeader{MsgID: strings.Join(ids, ","), QueueID: results[0].Queue.QueueID,
 		QueueOffset: results[0].QueueOffset, Region: msgRegion, TraceOn: true}
