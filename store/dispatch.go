@@ -267,6 +267,7 @@ func (s *Store) syncLocked() error { return s.syncTo(s.checkpointLocked()) }
 // and writes ck.
 func (s *Store) syncTo(ck checkpoint) error {
 	err := s.syncQueues(ck)
+	s.noteSync(err)
 	if err != nil {
 		s.lg.Error("sync consume queues", "err", err)
 		return err

@@ -84,9 +84,11 @@ type Store struct {
 	handoff     []handoffEntry
 	carry       []handoffEntry // handed-over entries taken by the holder of dmu
 	carryHead   int
-	handedOverN int64     // records dispatched from handed-over entries (tests look)
-	inlineN     int64     // records dispatched by their appender under s.mu (tests look)
-	readers     sync.Pool // *commitlog.Reader
+	handedOverN int64                 // records dispatched from handed-over entries (tests look)
+	inlineN     int64                 // records dispatched by their appender under s.mu (tests look)
+	readers     sync.Pool             // *commitlog.Reader
+	writeErr    atomic.Pointer[error] // the last append's disk error, nil once one succeeds (Err)
+	syncErr     atomic.Pointer[error] // the last queue sync's error, nil once one succeeds (Err)
 	closed      atomic.Bool
 	done        chan struct{}
 	wg          sync.WaitGroup
@@ -324,6 +326,7 @@ func (s *Store) writeLocked(now int64, msgs []*Message, done func(error)) (int64
 		q, err := s.queueFor(m.Topic, m.QueueID, true)
 		if err != nil {
 			s.rollback()
+			s.noteWrite(err)
 			return 0, err
 		}
 		s.undo = append(s.undo, undo{q, q.next})
@@ -342,6 +345,7 @@ func (s *Store) writeLocked(now int64, msgs []*Message, done func(error)) (int64
 	s.pos = append(s.pos[:0], make([]int64, len(msgs))...)
 	end, err := s.log.AppendDeferred(now, s.payloads, s.pos)
 	clear(s.payloads)
+	s.noteWrite(err)
 	if err != nil {
 		s.rollback()
 		return 0, err

@@ -710,6 +710,10 @@ func (l *Log) Flush() error {
 	return l.WaitDurable(l.written.Load())
 }
 
+// Err returns the error of the fsync that failed (wrapping ErrFlush), or nil while every
+// flush succeeded. It is sticky: after a failed fsync the log refuses writes until reopened.
+func (l *Log) Err() error { return l.flushErr() }
+
 func (l *Log) flushErr() error {
 	l.fmu.Lock()
 	defer l.fmu.Unlock()
