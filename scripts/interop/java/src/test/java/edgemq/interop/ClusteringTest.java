@@ -42,10 +42,16 @@ class ClusteringTest {
         private final Thread reader;
 
         Member(String group, String topic, String model, String name) throws IOException {
+            this(group, topic, model, name, List.of());
+        }
+
+        /** A member whose JVM also gets JVMOPTS. */
+        Member(String group, String topic, String model, String name, List<String> jvmOpts) throws IOException {
             this.name = name;
             String java = System.getProperty("java.home") + File.separator + "bin" + File.separator + "java";
             List<String> cmd = new ArrayList<>(List.of(java, "-Xms64m", "-Xmx128m",
                     "-cp", System.getProperty("java.class.path")));
+            cmd.addAll(jvmOpts);
             for (String p : List.of("user.home", "rmq.logback.configurationFile", "interop.logdir")) {
                 if (System.getProperty(p) != null) {
                     cmd.add("-D" + p + "=" + System.getProperty(p));
@@ -268,6 +274,30 @@ class ClusteringTest {
             Map<Integer, Integer> after = a.received();
             for (int i = 20; i < 40; i++) {
                 assertEquals(1, after.get(i), "message " + i + " consumed once by the survivor");
+            }
+            a.stop();
+        }
+    }
+
+    /**
+     * A Java client configured for RocketMQ's binary header encoding (rocketmq.serialize.type
+     * = ROCKETMQ, instead of JSON) heartbeats, rebalances, pulls and commits with it.
+     */
+    @Test
+    void binaryHeaderEncodingClient() throws Exception {
+        String topic = Interop.unique("t_rmqser");
+        String group = Interop.unique("g_rmqser");
+        Interop.createTopic(topic, 2);
+        try (Member a = new Member(group, topic, "CLUSTERING", "binaryHeaders",
+                List.of("-Drocketmq.serialize.type=ROCKETMQ"))) {
+            a.await("READY", Duration.ofSeconds(30), ls -> ls.contains("READY"));
+            a.await("both queues", Duration.ofSeconds(30), ls -> ids(a.alloc()).size() == 2);
+            send(topic, 0, 10);
+            a.await("10 messages", Duration.ofSeconds(30), ls -> a.received().keySet().containsAll(range(0, 10)));
+            Collector.sleep(Duration.ofSeconds(1));
+            Map<Integer, Integer> r = a.received();
+            for (int i = 0; i < 10; i++) {
+                assertEquals(1, r.get(i), "message " + i + " once");
             }
             a.stop();
         }
