@@ -85,4 +85,51 @@ class OrderTest {
             }
         }
     }
+
+    /**
+     * An orderly consumer that keeps failing a message retries it in place (the queue is held),
+     * then after max reconsume times sends it to %DLQ%group and goes on with the next one.
+     */
+    @Test
+    void orderlyFailureRetriesInPlaceThenDlq() throws Exception {
+        String topic = Interop.unique("t_order_dlq");
+        String group = Interop.unique("g_order_dlq");
+        Interop.createTopic(topic, 1);
+        DefaultMQProducer p = Interop.producer(Interop.unique("pg_order_dlq"));
+        try {
+            for (String name : new String[] {"poison", "next"}) {
+                Message m = new Message(topic, "ord", name, name.getBytes());
+                m.putUserProperty("i", name);
+                assertEquals(SendStatus.SEND_OK, p.send(m).getSendStatus());
+            }
+        } finally {
+            p.shutdown();
+        }
+        Collector c = new Collector();
+        DefaultMQPushConsumer consumer = Interop.pushConsumer(group);
+        consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+        consumer.setMaxReconsumeTimes(1);
+        consumer.setSuspendCurrentQueueTimeMillis(200);
+        consumer.subscribe(topic, "*");
+        List<String> seen = java.util.Collections.synchronizedList(new ArrayList<>());
+        consumer.registerMessageListener((MessageListenerOrderly) (msgs, ctx) -> {
+            // The client retries the same MessageExt object: note its state now.
+            seen.add(msgs.get(0).getKeys() + "#" + msgs.get(0).getReconsumeTimes());
+            c.addAll(msgs, "c");
+            return "poison".equals(msgs.get(0).getKeys())
+                    ? ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT : ConsumeOrderlyStatus.SUCCESS;
+        });
+        consumer.start();
+        try {
+            c.await(3, Duration.ofSeconds(30));
+            c.settle(Duration.ofSeconds(2));
+        } finally {
+            consumer.shutdown();
+        }
+        assertEquals(List.of("poison#0", "poison#1", "next#0"), seen, "in-place retries, then the next message");
+        List<MessageExt> dlq = RetryTest.readTopic("%DLQ%" + group, 1, Duration.ofSeconds(20));
+        assertEquals(1, dlq.size(), "the poison message in %DLQ%" + group);
+        assertEquals("poison", new String(dlq.get(0).getBody()));
+        assertEquals("poison", dlq.get(0).getKeys());
+    }
 }

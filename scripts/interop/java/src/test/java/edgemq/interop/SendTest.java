@@ -246,4 +246,31 @@ class SendTest {
             assertSame(m, byI.get(m.getUserProperty("i")));
         }
     }
+
+    /**
+     * A producer sending to a topic nobody created: the client falls back on the TBW102 route and
+     * the broker creates the topic (autoCreateTopicEnable) with the producer's 4 queues.
+     */
+    @Test
+    void sendAutoCreatesTopic() throws Exception {
+        String topic = Interop.unique("t_auto");
+        DefaultMQProducer p = Interop.producer(Interop.unique("pg_auto"));
+        int n = 8;
+        List<Message> sent = new ArrayList<>();
+        try {
+            for (int i = 0; i < n; i++) {
+                Message m = message(topic, i);
+                assertEquals(SendStatus.SEND_OK, p.send(m).getSendStatus());
+                sent.add(m);
+            }
+        } finally {
+            p.shutdown();
+        }
+        Interop.awaitTrue("a route for the new topic", Duration.ofSeconds(20),
+                () -> Interop.admin().examineTopicRouteInfo(topic).getQueueDatas().get(0).getWriteQueueNums() == 4);
+        Map<String, MessageExt> got = byIndex(consume(topic, "*", n), n);
+        for (int i = 0; i < n; i++) {
+            assertSame(sent.get(i), got.get(Integer.toString(i)));
+        }
+    }
 }
