@@ -31,7 +31,7 @@ System topics (retry %RETRY%group, dead-letter %DLQ%group, the schedule topic of
 messages) are hidden unless -all.`
 
 func topicCommand(fs *flag.FlagSet) runFunc {
-	load := commonFlags(fs)
+	tf := addTargetFlags(fs)
 	name := fs.String("name", "", "topic `name` (create, update, delete)")
 	read := fs.Int("read", 0, "read queue `count`: queues consumers read (create: 0 is broker.default_queues)")
 	write := fs.Int("write", 0, "write queue `count`: queues producers write (create: 0 is broker.default_queues)")
@@ -39,7 +39,7 @@ func topicCommand(fs *flag.FlagSet) runFunc {
 	order := fs.Bool("order", false, "ordered topic: producers pick queues by sharding key (-order=false to unset)")
 	all := fs.Bool("all", false, "list system topics too")
 	jsonOut := jsonFlag(fs)
-	return func(_ context.Context, args []string, out, _ io.Writer) error {
+	return func(ctx context.Context, args []string, out, _ io.Writer) error {
 		given := map[string]bool{}
 		fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 		verb := args[0]
@@ -56,10 +56,6 @@ func topicCommand(fs *flag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
-		c, err := load()
-		if err != nil {
-			return err
-		}
 		a := readWrite
 		switch verb {
 		case "list":
@@ -67,18 +63,18 @@ func topicCommand(fs *flag.FlagSet) runFunc {
 		case "create":
 			a = create
 		}
-		b, err := c.openBroker(a)
+		b, err := tf.open(ctx, a, nil)
 		if err != nil {
 			return err
 		}
 		defer b.Close()
 		switch verb {
 		case "list":
-			return listTopics(b, out, *all, *jsonOut)
+			return listTopics(ctx, b, out, *all, *jsonOut)
 		case "create":
-			return b.CreateTopic(edge.TopicConfig{Name: *name, ReadQueues: int32(*read), WriteQueues: int32(*write), Perm: p, Order: *order})
+			return b.CreateTopic(ctx, edge.TopicConfig{Name: *name, ReadQueues: int32(*read), WriteQueues: int32(*write), Perm: p, Order: *order})
 		case "update":
-			cfg, err := b.Topic(*name)
+			cfg, err := b.Topic(ctx, *name)
 			if err != nil {
 				return topicError(err, *name)
 			}
@@ -94,12 +90,12 @@ func topicCommand(fs *flag.FlagSet) runFunc {
 			if given["order"] {
 				cfg.Order = *order
 			}
-			return b.UpdateTopic(cfg)
+			return b.UpdateTopic(ctx, cfg)
 		case "delete":
-			if _, err := b.Topic(*name); err != nil {
+			if _, err := b.Topic(ctx, *name); err != nil {
 				return topicError(err, *name)
 			}
-			return b.DeleteTopic(*name)
+			return b.DeleteTopic(ctx, *name)
 		}
 		return usageError("unknown verb %q", verb)
 	}
@@ -157,14 +153,18 @@ type topicJSON struct {
 	Messages int64 `json:"messages"`
 }
 
-func listTopics(b *edge.Broker, out io.Writer, all, asJSON bool) error {
+func listTopics(ctx context.Context, b target, out io.Writer, all, asJSON bool) error {
 	list := []topicJSON{}
-	for _, t := range b.Topics() {
+	topics, err := b.Topics(ctx)
+	if err != nil {
+		return err
+	}
+	for _, t := range topics {
 		sys := mq.IsSystemTopic(t.Name)
 		if sys && !all {
 			continue
 		}
-		qs, err := b.Queues(t.Name)
+		qs, err := b.Queues(ctx, t.Name)
 		if err != nil {
 			return err
 		}
@@ -205,25 +205,21 @@ offset show never writes to the data dir. A group's consumers should be stopped 
 offsets are reset, or they will commit their old positions again.`
 
 func offsetCommand(fs *flag.FlagSet) runFunc {
-	load := commonFlags(fs)
+	tf := addTargetFlags(fs)
 	group := fs.String("group", "", "consumer `group` (reset: required; show: default every group)")
 	topic := fs.String("topic", "", "`topic` (reset: required; show: default every topic with offsets)")
 	to := fs.String("to", "", "reset target: first, last, or a time (RFC 3339, e.g. 2026-11-30T08:00:00Z)")
 	all := fs.Bool("all", false, "show: list the offsets on system topics too (retry and dead-letter topics)")
 	jsonOut := jsonFlag(fs)
-	return func(_ context.Context, args []string, out, _ io.Writer) error {
-		c, err := load()
-		if err != nil {
-			return err
-		}
+	return func(ctx context.Context, args []string, out, _ io.Writer) error {
 		switch args[0] {
 		case "show":
-			b, err := c.openBroker(readOnly)
+			b, err := tf.open(ctx, readOnly, nil)
 			if err != nil {
 				return err
 			}
 			defer b.Close()
-			lags, err := collectLags(b, *group, *topic, *all)
+			lags, err := collectLags(ctx, b, *group, *topic, *all)
 			if err != nil {
 				return err
 			}
@@ -244,18 +240,18 @@ func offsetCommand(fs *flag.FlagSet) runFunc {
 				}
 				where, at = edge.ResetToTimestamp, t
 			}
-			b, err := c.openBroker(readWrite)
+			b, err := tf.open(ctx, readWrite, nil)
 			if err != nil {
 				return err
 			}
 			defer b.Close()
-			if _, err := b.Topic(*topic); err != nil {
+			if _, err := b.Topic(ctx, *topic); err != nil {
 				return topicError(err, *topic)
 			}
-			if _, err := b.ResetOffsets(*group, *topic, where, at); err != nil {
+			if err := b.ResetOffsets(ctx, *group, *topic, where, at); err != nil {
 				return err
 			}
-			lags, err := collectLags(b, *group, *topic, false)
+			lags, err := collectLags(ctx, b, *group, *topic, false)
 			if err != nil {
 				return err
 			}
@@ -280,26 +276,33 @@ type lagJSON struct {
 // collectLags returns the offsets and lag of group on topic. An empty group means every
 // group; an empty topic every topic on which the group has an offset (system topics only
 // with all).
-func collectLags(b *edge.Broker, group, topic string, all bool) ([]lagJSON, error) {
+func collectLags(ctx context.Context, b target, group, topic string, all bool) ([]lagJSON, error) {
 	groups := []string{group}
 	if group == "" {
-		groups = b.Groups()
+		var err error
+		if groups, err = b.Groups(ctx); err != nil {
+			return nil, err
+		}
 	}
 	topics := []string{topic}
 	if topic == "" {
 		topics = nil
-		for _, t := range b.Topics() {
+		ts, err := b.Topics(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range ts {
 			if all || !mq.IsSystemTopic(t.Name) {
 				topics = append(topics, t.Name)
 			}
 		}
-	} else if _, err := b.Topic(topic); err != nil {
+	} else if _, err := b.Topic(ctx, topic); err != nil {
 		return nil, topicError(err, topic)
 	}
 	lags := []lagJSON{}
 	for _, g := range groups {
 		for _, t := range topics {
-			ls, err := groupLag(b, g, t)
+			ls, err := groupLag(ctx, b, g, t)
 			if err != nil {
 				return nil, err
 			}
@@ -319,18 +322,19 @@ func collectLags(b *edge.Broker, group, topic string, all bool) ([]lagJSON, erro
 	return lags, nil
 }
 
-func groupLag(b *edge.Broker, group, topic string) ([]lagJSON, error) {
-	ls, err := b.Lag(group, topic)
+func groupLag(ctx context.Context, b target, group, topic string) ([]lagJSON, error) {
+	ls, err := b.GroupOffsets(ctx, group, topic)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]lagJSON, 0, len(ls))
 	for _, l := range ls {
-		minOff, err := b.MinOffset(context.Background(), mq.MessageQueue{Topic: topic, QueueID: l.QueueID})
-		if err != nil {
-			return nil, err
+		// Not yet consumed: from the group's offset, or the first stored.
+		from := l.MinOffset
+		if l.ConsumerOffset >= 0 {
+			from = max(from, l.ConsumerOffset)
 		}
-		j := lagJSON{Group: group, Topic: topic, QueueID: l.QueueID, MinOffset: minOff, MaxOffset: l.MaxOffset, Lag: l.Lag}
+		j := lagJSON{Group: group, Topic: topic, QueueID: l.QueueID, MinOffset: l.MinOffset, MaxOffset: l.MaxOffset, Lag: max(0, l.MaxOffset-from)}
 		if l.ConsumerOffset >= 0 {
 			co := l.ConsumerOffset
 			j.ConsumerOffset = &co
@@ -386,44 +390,54 @@ type commitlogJSON struct {
 }
 
 func statsCommand(fs *flag.FlagSet) runFunc {
-	load := commonFlags(fs)
+	tf := addTargetFlags(fs)
 	topic := fs.String("topic", "", "only this `topic`")
 	group := fs.String("group", "", "show this `group`'s lag on -topic instead")
 	all := fs.Bool("all", false, "show system topics too")
 	jsonOut := jsonFlag(fs)
-	return func(_ context.Context, args []string, out, _ io.Writer) error {
+	return func(ctx context.Context, args []string, out, _ io.Writer) error {
 		if len(args) > 0 {
 			return usageError("stats takes no arguments besides its flags, got %q", args)
 		}
 		if *group != "" && *topic == "" {
 			return usageError("-group needs -topic")
 		}
-		c, err := load()
-		if err != nil {
-			return err
-		}
-		b, err := c.openBroker(readOnly)
+		b, err := tf.open(ctx, readOnly, nil)
 		if err != nil {
 			return err
 		}
 		defer b.Close()
 		if *group != "" {
-			lags, err := collectLags(b, *group, *topic, false)
+			lags, err := collectLags(ctx, b, *group, *topic, false)
 			if err != nil {
 				return err
 			}
 			return printLags(out, lags, *jsonOut)
 		}
+		topics := []string{*topic}
 		if *topic != "" {
-			if _, err := b.Topic(*topic); err != nil {
+			if _, err := b.Topic(ctx, *topic); err != nil {
 				return topicError(err, *topic)
 			}
+		} else {
+			ts, err := b.Topics(ctx)
+			if err != nil {
+				return err
+			}
+			topics = topics[:0]
+			for _, t := range ts {
+				topics = append(topics, t.Name)
+			}
 		}
-		qs, err := b.Queues(*topic)
-		if err != nil {
-			return err
+		var qs []edge.QueueInfo
+		for _, t := range topics {
+			tqs, err := b.Queues(ctx, t)
+			if err != nil {
+				return err
+			}
+			qs = append(qs, tqs...)
 		}
-		ss, err := b.StoreStats()
+		ss, err := b.StoreStats(ctx)
 		if err != nil {
 			return err
 		}

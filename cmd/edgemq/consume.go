@@ -13,7 +13,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/edgemq/edgemq/edge"
 	"github.com/edgemq/edgemq/edge/mq"
 )
 
@@ -29,7 +28,7 @@ Examples:
   edgemq consume -topic Orders -group billing -f -filter "new || paid" -json`
 
 func consumeCommand(fs *flag.FlagSet) runFunc {
-	load := commonFlags(fs)
+	tf := addTargetFlags(fs)
 	topic := fs.String("topic", "", "`topic` to consume (required)")
 	group := fs.String("group", "edgemq-cli", "consumer `group`: its offsets are read and committed")
 	filter := fs.String("filter", "*", "tag `expression`: *, A, A || B")
@@ -59,26 +58,24 @@ func consumeCommand(fs *flag.FlagSet) runFunc {
 		default:
 			return usageError("-from %q: want stored, first or last", *from)
 		}
-		c, err := load()
-		if err != nil {
-			return err
-		}
-		b, err := c.openBroker(readWrite)
+		b, err := tf.open(ctx, readWrite, nil)
 		if err != nil {
 			return err
 		}
 		defer b.Close()
-		cfg, err := b.Topic(*topic)
+		if _, err := b.Topic(ctx, *topic); err != nil {
+			return topicError(err, *topic)
+		}
+		route, err := b.Route(ctx, *topic)
 		if err != nil {
 			return topicError(err, *topic)
 		}
 		p := &printer{w: bufio.NewWriter(out), asJSON: *jsonOut, limit: *limit}
 		cs := &consumeSession{b: b, group: *group, filter: *filter, p: p}
 		cs.lastActive.Store(time.Now().UnixNano())
-		queues := make([]mq.MessageQueue, cfg.ReadQueues)
-		offsets := make([]int64, cfg.ReadQueues)
+		queues := route.ReadQueues()
+		offsets := make([]int64, len(queues))
 		for i := range queues {
-			queues[i] = mq.MessageQueue{Topic: *topic, QueueID: int32(i)}
 			if offsets[i], err = startOffset(ctx, b, *group, queues[i], *from); err != nil {
 				return err
 			}
@@ -125,7 +122,7 @@ func consumeCommand(fs *flag.FlagSet) runFunc {
 }
 
 // startOffset returns where the group reads queue q: its stored offset, or from tells.
-func startOffset(ctx context.Context, b *edge.Broker, group string, q mq.MessageQueue, from string) (int64, error) {
+func startOffset(ctx context.Context, b target, group string, q mq.MessageQueue, from string) (int64, error) {
 	switch from {
 	case "first":
 		return b.MinOffset(ctx, q)
@@ -142,7 +139,7 @@ func startOffset(ctx context.Context, b *edge.Broker, group string, q mq.Message
 // consumeSession is one run of consume: a goroutine per queue pulls (pullQueue) and prints
 // through p.
 type consumeSession struct {
-	b          *edge.Broker
+	b          target
 	group      string
 	filter     string
 	p          *printer
@@ -173,8 +170,12 @@ func (cs *consumeSession) pullQueue(ctx context.Context, q mq.MessageQueue, offs
 		} else {
 			offset = res.NextBeginOffset
 		}
-		// Committed in the broker's memory; it persists them at Close.
-		if err := cs.b.CommitOffset(context.Background(), cs.group, q, offset); err != nil {
+		// Committed in the broker's memory; it persists them at Close (or, a server, on its
+		// own schedule). Not bounded by ctx: what was printed is committed.
+		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err = cs.b.CommitOffset(cctx, cs.group, q, offset)
+		cancel()
+		if err != nil {
 			return err
 		}
 	}

@@ -311,7 +311,7 @@ wait:
 		rep.Latency[p.name] = float64(pct(p.p)) / float64(time.Microsecond)
 	}
 	for _, g := range []string{dc.group, orderlyGroup} {
-		lags, err := groupLag(b, g, dc.topic)
+		lags, err := groupLag(context.Background(), localTarget{b}, g, dc.topic)
 		if err != nil {
 			return err
 		}

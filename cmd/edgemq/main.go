@@ -1,6 +1,7 @@
 // Command edgemq is the EdgeMQ binary: the daemon (edgemq serve, which serves RocketMQ
-// clients over TCP), the embedded broker's demo, and admin and client verbs that work on a
-// data dir in-process (offline: the dir must not be held by another process).
+// clients over TCP), the embedded broker's demo, a load generator (bench), and admin and
+// client verbs that work on a data dir in-process (offline: the dir must not be held by
+// another process) or, with -server, on a running server over TCP.
 //
 // Run `edgemq help` for the commands and `edgemq help <command>` for each one's flags.
 //
@@ -72,6 +73,8 @@ func init() {
 		{name: "consume", summary: "pull messages of a topic for a group and print them", doc: consumeDoc, setup: consumeCommand},
 		{name: "offset", summary: "show or reset consumer groups' offsets", doc: offsetDoc, verbs: offsetVerbs, setup: offsetCommand},
 		{name: "stats", summary: "show queues, their offsets, the commitlog, and a group's lag", doc: statsDoc, setup: statsCommand},
+		{name: "bench", summary: "load a broker with producers and consumers; report throughput and latency percentiles",
+			doc: benchDoc, setup: benchCommand},
 		{name: "version", summary: "print the version, Go version and platform", setup: versionCommand},
 		{name: "help", args: "[command]", summary: "print help: the commands, or one command's verbs and flags"},
 	}
@@ -376,7 +379,9 @@ func usage(w io.Writer) {
 	fmt.Fprint(w, `
 Every command but version and help works on a data dir in-process (-data, default ./data,
 or data_dir in the -config file). A data dir is held by one process at a time: a second one
-fails at once, naming the holder's pid (stop edgemq serve to use the others on its dir).
+fails at once, naming the holder's pid. topic, send, consume, offset, stats and bench also
+work against a running server (edgemq serve, or Apache RocketMQ) with -server ip:port, the
+name server's address, or $EDGEMQ_SERVER; their output is the same either way.
 Only serve, demo, send -create and topic create make a new data dir; the other commands say
 so when there is none, and stats, topic list, offset show and verify never write to it.
 

@@ -25,6 +25,8 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(runMain(os.Args[1:], os.Stdout, os.Stderr))
 	}
+	// The tests name their data dir or server themselves.
+	os.Unsetenv(serverEnv)
 	os.Exit(m.Run())
 }
 

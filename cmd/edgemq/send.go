@@ -38,7 +38,7 @@ Examples:
   edgemq send -topic Orders -message_keys "order-42 customer-7" -- -body-starting-with-a-dash`
 
 func sendCommand(fs *flag.FlagSet) runFunc {
-	load := commonFlags(fs)
+	tf := addTargetFlags(fs)
 	topic := fs.String("topic", "", "`topic` to send to (required)")
 	createTopic := fs.Bool("create", false, "create the topic if it does not exist (and the data dir)")
 	tags := fs.String("tags", "", "the messages' `tag`, which consumers filter on")
@@ -46,7 +46,8 @@ func sendCommand(fs *flag.FlagSet) runFunc {
 	shard := fs.String("sharding_key", "", "sharding `key`: messages with one sharding key go to one queue, in order")
 	queue := fs.Int("queue", -1, "queue `id` to send to (default: round robin, or by -sharding_key)")
 	delay := fs.Int("delay", 0, "delay `level` (1..18 with the default broker.delay_levels: 1s 5s 10s 30s 1m ... 2h)")
-	inflight := fs.Int("inflight", 1024, "sends in flight at once, sharing fsyncs (`n`; 1: wait for each)")
+	inflight := fs.Int("inflight", 1024, "sends in flight at once, sharing fsyncs (`n`; 1: wait for each). With -server,\n"+
+		"sends to one queue (-queue, -sharding_key) go one at a time, in order")
 	jsonOut := jsonFlag(fs)
 	return func(ctx context.Context, args []string, out, _ io.Writer) (err error) {
 		if *topic == "" {
@@ -61,26 +62,21 @@ func sendCommand(fs *flag.FlagSet) runFunc {
 		if *delay < 0 {
 			return usageError("-delay must be 0 or more")
 		}
-		c, err := load()
-		if err != nil {
-			return err
-		}
-		// The CLI never creates a topic by sending to it: a typo would make a new one.
-		c.broker.NoAutoCreateTopics = true
 		a := readWrite
 		if *createTopic {
 			a = create
 		}
-		b, err := c.openBroker(a)
+		// The CLI never creates a topic by sending to it: a typo would make a new one.
+		b, err := tf.open(ctx, a, func(c *config) { c.broker.NoAutoCreateTopics = true })
 		if err != nil {
 			return err
 		}
 		defer b.Close()
-		if _, err := b.Topic(*topic); errors.Is(err, mq.ErrTopicNotExist) {
+		if _, err := b.Topic(ctx, *topic); errors.Is(err, mq.ErrTopicNotExist) {
 			if !*createTopic {
 				return fmt.Errorf("topic %q does not exist: create it with 'edgemq topic create -name %s', or send with -create", *topic, *topic)
 			}
-			if err := b.CreateTopic(edge.TopicConfig{Name: *topic}); err != nil {
+			if err := b.CreateTopic(ctx, edge.TopicConfig{Name: *topic}); err != nil {
 				return err
 			}
 		} else if err != nil {
@@ -93,7 +89,13 @@ func sendCommand(fs *flag.FlagSet) runFunc {
 		case *shard != "":
 			sel = mq.ShardingKey(*shard)
 		}
-		w := newSendWindow(*inflight, out, *jsonOut)
+		n := *inflight
+		if _, remote := b.(remoteTarget); remote && sel != nil {
+			// A server may store the sends in flight on one connection in any order: the
+			// messages of one queue go one at a time, so that they keep their order.
+			n = 1
+		}
+		w := newSendWindow(n, out, *jsonOut)
 		defer func() { err = cmp.Or(err, w.wait()) }()
 		send := func(body string) error {
 			m := &mq.Message{Topic: *topic, Tags: *tags, Keys: *keys, Body: []byte(body)}
@@ -164,7 +166,7 @@ func newSendWindow(n int, out io.Writer, asJSON bool) *sendWindow {
 
 // send sends m once a slot is free; it returns the error of a refused send, or of an earlier
 // send whose acknowledgement failed.
-func (w *sendWindow) send(ctx context.Context, b *edge.Broker, m *mq.Message, sel mq.QueueSelector) error {
+func (w *sendWindow) send(ctx context.Context, b target, m *mq.Message, sel mq.QueueSelector) error {
 	w.slots <- struct{}{}
 	w.mu.Lock()
 	err := w.err
