@@ -405,15 +405,10 @@ type queueEntry struct {
 func parseQueueTable(body []byte, field string) ([]queueEntry, error) {
 	// The field's name cannot occur elsewhere followed by a colon: the keys and values of
 	// the tables are queues (topic and broker names without quotes) and numbers.
-	key := []byte(strconv.Quote(field) + ":")
-	i := bytes.Index(body, key)
-	if i < 0 {
-		if !isJSONObject(body) {
-			return nil, fmt.Errorf("%w: not a JSON object", ErrMalformed)
-		}
-		return nil, nil
+	if !isJSONObject(body) {
+		return nil, fmt.Errorf("%w: not a JSON object", ErrMalformed)
 	}
-	rest := body[i+len(key):]
+	var rest []byte
 	skip := func() {
 		rest = bytes.TrimLeft(rest, " \t\r\n")
 	}
@@ -424,6 +419,16 @@ func parseQueueTable(body []byte, field string) ([]queueEntry, error) {
 			return true
 		}
 		return false
+	}
+	key := []byte(strconv.Quote(field))
+	for found, from := false, 0; !found; {
+		i := bytes.Index(body[from:], key)
+		if i < 0 {
+			return nil, nil
+		}
+		from += i + len(key)
+		rest = body[from:]
+		found = expect(':')
 	}
 	// value decodes the JSON value at the start of rest.
 	value := func() (json.RawMessage, error) {
