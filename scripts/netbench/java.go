@@ -1,0 +1,155 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// javaTool runs one of Apache RocketMQ's own benchmark tools from rocketmq-example
+// (org.apache.rocketmq.example.benchmark.Producer or Consumer) against b for d, then kills
+// it. Both print a rate every 10 s over a sliding window of the last 10 one-second
+// snapshots ("Send TPS: N" / "TPS: N"); javaTool records each such line with the time it
+// came and the broker's CPU time then.
+type tpsLine struct {
+	at   time.Time
+	tps  float64
+	cpu  time.Duration
+	text string
+}
+
+var (
+	sendTPS    = regexp.MustCompile(`Send TPS: (\d+)`)
+	consumeTPS = regexp.MustCompile(`\bTPS: (\d+)`)
+	sendFailed = regexp.MustCompile(`Send Failed: (\d+) Response Failed: (\d+)`)
+)
+
+func javaTool(ctx context.Context, b *broker, javaCP, class string, d time.Duration, re *regexp.Regexp, args ...string) ([]tpsLine, error) {
+	home := filepath.Join(b.dir, "javahome")
+	if err := os.MkdirAll(home, 0o755); err != nil {
+		return nil, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	all := append([]string{"-Xms512m", "-Xmx512m", "-Duser.home=" + home, "-cp", javaCP,
+		"org.apache.rocketmq.example.benchmark." + class, "-n", b.ns}, args...)
+	cmd := exec.CommandContext(cctx, "java", all...)
+	logf, err := os.Create(filepath.Join(b.dir, "java-"+class+".log"))
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close()
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stderr = logf
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("java %s: %w", class, err)
+	}
+	var (
+		mu sync.Mutex
+		wg sync.WaitGroup
+		// The first line is the start: no rate, the broker's CPU time then.
+		lines = []tpsLine{{at: time.Now(), tps: -1, cpu: meterCPU(b.pids()...).start}}
+	)
+	wg.Go(func() {
+		sc := bufio.NewScanner(io.TeeReader(out, logf))
+		for sc.Scan() {
+			mm := re.FindStringSubmatch(sc.Text())
+			if mm == nil {
+				continue
+			}
+			tps, _ := strconv.ParseFloat(mm[1], 64)
+			var cpu time.Duration
+			for _, p := range b.pids() {
+				if c, err := cpuTime(p); err == nil {
+					cpu += c
+				}
+			}
+			mu.Lock()
+			lines = append(lines, tpsLine{at: time.Now(), tps: tps, cpu: cpu, text: sc.Text()})
+			mu.Unlock()
+		}
+	})
+	err = cmd.Wait()
+	wg.Wait()
+	if len(lines) == 1 {
+		return nil, fmt.Errorf("java %s printed no rate in %v (%v); see %s", class, d, err, logf.Name())
+	}
+	return lines, nil
+}
+
+// javaRate picks the line with the highest rate and returns its rate and the broker's CPU per
+// message over the span since the line before (for the first printed line: since the tool
+// started, a span a little longer than its window), and whether the last line fell below half
+// the best.
+func javaRate(lines []tpsLine) (rate, cpuUS float64, drained bool) {
+	best := 1
+	for i := 2; i < len(lines); i++ {
+		if lines[i].tps > lines[best].tps {
+			best = i
+		}
+	}
+	l, prev := lines[best], lines[best-1]
+	if l.tps > 0 {
+		msgs := l.tps * l.at.Sub(prev.at).Seconds()
+		cpuUS = float64((l.cpu - prev.cpu).Microseconds()) / msgs
+	}
+	last := lines[len(lines)-1]
+	return l.tps, cpuUS, last.tps < l.tps/2
+}
+
+// javaSend runs the benchmark Producer: threads sync-sending 100-byte messages (its own
+// loop, its default of 64 threads unless set) to topicJava.
+func javaSend(ctx context.Context, b *broker, javaCP string, threads int, size int, d time.Duration, m metrics) error {
+	lines, err := javaTool(ctx, b, javaCP, "Producer", d, sendTPS,
+		"-t", topicJava, "-s", strconv.Itoa(size), "-w", strconv.Itoa(threads))
+	if err != nil {
+		return err
+	}
+	m["java_send_rate"], m["java_send_cpu_us"], _ = javaRate(lines)
+	// The Producer's failure counts are totals since it started.
+	if mm := sendFailed.FindStringSubmatch(lines[len(lines)-1].text); mm != nil {
+		f1, _ := strconv.ParseFloat(mm[1], 64)
+		f2, _ := strconv.ParseFloat(mm[2], 64)
+		m["java_send_failed"] = f1 + f2
+	}
+	return nil
+}
+
+// javaConsume pre-fills topicJavaConsume with p.consumeN-style n messages and runs the
+// benchmark Consumer (push consumer, its default 20 consume threads, group without suffix)
+// on it for d.
+func javaConsume(ctx context.Context, b *broker, javaCP string, p params, n int, d time.Duration, m metrics) (note string, err error) {
+	pp := p
+	pp.consumeN = n
+	if err := prefill(ctx, b, topicJavaConsume, pp); err != nil {
+		return "", err
+	}
+	lines, err := javaTool(ctx, b, javaCP, "Consumer", d, consumeTPS,
+		"-t", topicJavaConsume, "-g", "nb_java_g", "-p", "false")
+	if err != nil {
+		return "", err
+	}
+	var drained bool
+	m["java_consume_rate"], m["java_consume_cpu_us"], drained = javaRate(lines)
+	var tps []string
+	for _, l := range lines[1:] {
+		tps = append(tps, strconv.FormatFloat(l.tps, 'f', 0, 64))
+	}
+	note = "java Consumer TPS lines: " + strings.Join(tps, ", ")
+	if drained {
+		note += " (backlog drained before the end: the best window may hold idle time)"
+	}
+	return note, nil
+}

@@ -1,0 +1,265 @@
+// Command netbench drives EdgeMQ (edgemq serve) and Apache RocketMQ 5.x (name server + broker)
+// over loopback with the same clients and prints a side-by-side table with ratios and the
+// targets of the network-benchmark issue.
+//
+// Each broker runs alone, in a fresh data dir, started for each run and stopped after it:
+// edgemq serve with -store.flush async, Apache RocketMQ with ASYNC_FLUSH, edgemq serve with
+// -store.flush sync, Apache RocketMQ with SYNC_FLUSH (scripts/interop/rocketmq.sh starts it).
+// On each, in turn:
+//
+//   - start to first ack: from spawning the broker (for RocketMQ: rocketmq.sh start, so the
+//     name-server JVM, the broker JVM and the broker's registration) until a
+//     rocketmq-client-go producer, sending every millisecond from just before the spawn, gets
+//     its first SEND_OK (the topic is auto-created by that send);
+//   - send: -clients rocketmq-client-go producers (one connection each), each with -inflight
+//     goroutines calling SendSync with a -size body in a loop, so clients×inflight sends in
+//     flight; msgs/s over -send-time after -send-warmup;
+//   - consume: -consume-n messages pre-filled (batch sends), then a rocketmq-client-go push
+//     consumer (from the first offset, client defaults: pull batch 32, consume batch 1)
+//     timed from Start until it has received them all;
+//   - latency: one producer paced at -lat-rate msgs/s with SendAsync, a push consumer; the body
+//     carries the send time; receive minus send (p50/p99/p99.9/max) of -lat-n messages after
+//     -lat-warmup;
+//   - Apache RocketMQ's own benchmark tools (rocketmq-example, -java): its Producer
+//     (-java-threads threads of sync sends of -size bytes) and its Consumer (push consumer,
+//     20 consume threads) over -java-consume-n pre-filled messages, each run for -java-time;
+//     their rate is their own printed 10-second window ("Send TPS", "TPS"), the best window
+//     after the first.
+//
+// For each workload it takes the broker's CPU time (utime+stime from /proc/PID/stat, for
+// RocketMQ broker and name server together) before and after and divides by the messages,
+// and the broker process's peak RSS (VmHWM, reset between workloads through clear_refs).
+// RocketMQ's name server is reported on its own.
+//
+// -repeat N runs every broker N times, in turn, and reports each figure's median with its
+// range. -load runs the load test instead (see load.go).
+//
+// Run from scripts/netbench: go run . [-h for flags]; netbench.sh starts and stops a broker by
+// hand.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/apache/rocketmq-client-go/v2/rlog"
+)
+
+// run is one run of one broker.
+type run struct {
+	Kind  string
+	M     metrics
+	Notes []string
+	Err   string
+}
+
+func main() {
+	var (
+		repeat     = flag.Int("repeat", 1, "run every broker this many times, in turn, and report medians with their range")
+		brokersF   = flag.String("brokers", "edgemq-async,rocketmq-async,edgemq-sync,rocketmq-sync", "brokers to run, comma separated")
+		dir        = flag.String("dir", os.TempDir(), "parent of the fresh data dirs")
+		src        = flag.String("src", "../..", "the EdgeMQ source tree, to build edgemq from")
+		edgemqBin  = flag.String("edgemq", "", "an edgemq binary to run (default: go build ./cmd/edgemq from -src)")
+		rmqScript  = flag.String("rocketmq-sh", "../interop/rocketmq.sh", "scripts/interop/rocketmq.sh")
+		rmqHeap    = flag.String("rmq-heap", "256m", "RocketMQ broker heap and direct-memory cap (RMQ_HEAP)")
+		edgemqPort = flag.Int("edgemq-port", 18876, "edgemq serve port (and port-2 for its VIP channel)")
+		rmqNS      = flag.Int("rmq-namesrv-port", 18976, "RocketMQ name-server port")
+		rmqBroker  = flag.Int("rmq-broker-port", 20911, "RocketMQ broker port (port-2 and port+1 must be free too)")
+		size       = flag.Int("size", 100, "body bytes")
+		clients    = flag.Int("clients", 4, "send: producer clients (connections)")
+		inflight   = flag.Int("inflight", 16, "send: SendSync goroutines per producer client")
+		sendWarm   = flag.Duration("send-warmup", 2*time.Second, "send: unmeasured lead-in")
+		sendTime   = flag.Duration("send-time", 10*time.Second, "send: measured phase")
+		consumeN   = flag.Int("consume-n", 500_000, "consume: messages pre-filled and consumed")
+		prefillBat = flag.Int("prefill-batch", 32, "consume: messages per batch send of the pre-fill")
+		latRate    = flag.Int("lat-rate", 10_000, "latency: msgs/s")
+		latN       = flag.Int("lat-n", 100_000, "latency: measured messages")
+		latWarm    = flag.Int("lat-warmup", 5_000, "latency: messages before the measured ones")
+		latWindow  = flag.Int("lat-window", 128, "latency: most SendAsync calls in flight (edgemq serve answers SYSTEM_BUSY past server.max_inflight, 256, on one connection)")
+		javaOn     = flag.Bool("java", true, "also run Apache RocketMQ's benchmark Producer and Consumer (rocketmq-example, resolved with mvn)")
+		javaThr    = flag.Int("java-threads", 64, "java Producer: send threads (its -w)")
+		javaTime   = flag.Duration("java-time", 35*time.Second, "java Producer and Consumer: how long each runs (they print a 10 s window every 10 s)")
+		javaN      = flag.Int("java-consume-n", 1_000_000, "java Consumer: messages pre-filled")
+		workloads  = flag.String("workloads", "go_send,go_consume,lat,java_send,java_consume", "workloads to run, comma separated")
+		keep       = flag.Bool("keep", false, "keep the data dirs and logs")
+		jsonOut    = flag.String("json", "", "also write every run's figures to this file")
+		load       = flag.Bool("load", false, "run the load test against edgemq serve instead (see -load-*)")
+		loadDur    = flag.Duration("load-duration", 10*time.Minute, "load: how long the producers send")
+		loadConns  = flag.Int("load-conns", 1000, "load: client connections in all (producers + consumers + idle ones)")
+		loadProd   = flag.Int("load-producers", 200, "load: producer clients")
+		loadCons   = flag.Int("load-consumers", 200, "load: consumer clients (one group)")
+		loadRate   = flag.Int("load-rate", 50, "load: msgs/s of each producer")
+		loadFlush  = flag.String("load-flush", "sync", "load: edgemq serve -store.flush")
+	)
+	flag.Parse()
+	rlog.SetLogLevel("fatal")
+	ctx := context.Background()
+
+	tmp, err := os.MkdirTemp(*dir, "netbench-bin-")
+	if err != nil {
+		fatalf("%v", err)
+	}
+	defer os.RemoveAll(tmp)
+	if *edgemqBin == "" {
+		*edgemqBin = filepath.Join(tmp, "edgemq")
+		cmd := exec.Command("go", "build", "-o", *edgemqBin, "./cmd/edgemq")
+		cmd.Dir = *src
+		if out, err := cmd.CombinedOutput(); err != nil {
+			fatalf("build edgemq in %s: %v: %s", *src, err, out)
+		}
+	}
+	c := config{dir: *dir, edgemqBin: *edgemqBin, rmqHeap: *rmqHeap, edgemqPort: *edgemqPort,
+		rmqNSPort: *rmqNS, rmqBrPort: *rmqBroker, maxConns: 4096, keep: *keep}
+	if c.rmqScript, err = filepath.Abs(*rmqScript); err != nil {
+		fatalf("%v", err)
+	}
+
+	if *load {
+		os.Exit(runLoad(ctx, c, loadParams{duration: *loadDur, conns: *loadConns, producers: *loadProd,
+			consumers: *loadCons, rate: *loadRate, flush: *loadFlush, size: *size}))
+	}
+
+	var todo []kind
+	for name := range strings.SplitSeq(*brokersF, ",") {
+		i := slices.IndexFunc(kinds, func(k kind) bool { return k.Name == strings.TrimSpace(name) })
+		if i < 0 {
+			fatalf("unknown broker %q", name)
+		}
+		todo = append(todo, kinds[i])
+	}
+	if slices.ContainsFunc(todo, func(k kind) bool { return k.RocketMQ }) {
+		if c.rmqCP, err = mvnClasspath(filepath.Join(filepath.Dir(c.rmqScript), "rocketmq", "pom.xml"), tmp); err != nil {
+			fatalf("resolve Apache RocketMQ: %v", err)
+		}
+	}
+	javaCP := ""
+	if *javaOn {
+		if javaCP, err = mvnClasspath("java/pom.xml", tmp); err != nil {
+			fmt.Fprintf(os.Stderr, "netbench: no Java benchmark tools: %v\n", err)
+		}
+	}
+	p := params{size: *size, clients: *clients, inflight: *inflight, sendWarm: *sendWarm, sendTime: *sendTime,
+		consumeN: *consumeN, prefillBat: *prefillBat, latRate: *latRate, latN: *latN, latWarm: *latWarm, latWindow: *latWindow}
+
+	fmt.Printf("# EdgeMQ vs Apache RocketMQ over loopback\n\n%s\n\n", machine())
+	start := time.Now()
+	var runs []run
+	for i := range *repeat {
+		for _, k := range todo {
+			fmt.Fprintf(os.Stderr, "== %s (run %d of %d)\n", k.Name, i+1, *repeat)
+			r := runOne(ctx, k, c, p, strings.Split(*workloads, ","), javaCP, *javaThr, *javaTime, *javaN)
+			fmt.Fprintf(os.Stderr, "   %s\n", r.M)
+			for _, n := range r.Notes {
+				fmt.Fprintf(os.Stderr, "   note: %s\n", n)
+			}
+			if r.Err != "" {
+				fmt.Fprintf(os.Stderr, "   ERROR: %s\n", r.Err)
+			}
+			runs = append(runs, r)
+		}
+	}
+	if *jsonOut != "" {
+		b, _ := json.MarshalIndent(runs, "", "  ")
+		if err := os.WriteFile(*jsonOut, b, 0o644); err != nil {
+			fmt.Fprintf(os.Stderr, "netbench: %v\n", err)
+		}
+	}
+	printTable(os.Stdout, runs, p, *javaThr, *rmqHeap, javaCP != "")
+	fmt.Printf("\nTotal wall time %s; %s\n", time.Since(start).Round(time.Second), machine())
+}
+
+// runOne starts broker k, runs every workload on it and stops it. A workload that fails is
+// noted and the next one runs.
+func runOne(ctx context.Context, k kind, c config, p params, only []string, javaCP string, javaThreads int, javaTime time.Duration, javaN int) run {
+	r := run{Kind: k.Name, M: metrics{}}
+	b, took, err := startBroker(ctx, k, c)
+	if err != nil {
+		r.Err = err.Error()
+		return r
+	}
+	r.M["first_ack_ms"] = float64(took.Microseconds()) / 1e3
+	r.M["listen_ms"] = float64(b.listenAfter.Microseconds()) / 1e3
+	defer func() {
+		if err := b.stop(c); err != nil {
+			r.Notes = append(r.Notes, "stop: "+err.Error())
+		}
+	}()
+	topics := []string{topicSend, topicConsume, topicLat}
+	if javaCP != "" {
+		topics = append(topics, topicJava, topicJavaConsume)
+	}
+	if err := createTopics(ctx, b, topics...); err != nil {
+		r.Err = err.Error()
+		return r
+	}
+	if st, err := status(b.pid); err == nil {
+		r.M["rss_idle_mib"] = float64(st["VmRSS"]) / 1024
+	}
+	p.note = func(s string) { r.Notes = append(r.Notes, s) }
+	phase := func(name string, f func() error) {
+		if !slices.Contains(only, name) {
+			return
+		}
+		resetPeak(b.pid)
+		if err := f(); err != nil {
+			r.Notes = append(r.Notes, name+": "+err.Error())
+			return
+		}
+		if st, err := status(b.pid); err == nil {
+			r.M["rss_"+name+"_mib"] = float64(st["VmHWM"]) / 1024
+			r.M["rss_peak_mib"] = max(r.M["rss_peak_mib"], float64(st["VmHWM"])/1024)
+		}
+	}
+	phase("go_send", func() error { return goSend(ctx, b, p, r.M) })
+	phase("go_consume", func() error { return goConsume(ctx, b, p, r.M) })
+	phase("lat", func() error { return goLatency(ctx, b, p, r.M) })
+	if javaCP != "" {
+		phase("java_send", func() error { return javaSend(ctx, b, javaCP, javaThreads, p.size, javaTime, r.M) })
+		phase("java_consume", func() error {
+			note, err := javaConsume(ctx, b, javaCP, p, javaN, javaTime, r.M)
+			if note != "" {
+				r.Notes = append(r.Notes, note)
+			}
+			return err
+		})
+	}
+	if b.nsPid != 0 {
+		if st, err := status(b.nsPid); err == nil {
+			r.M["ns_rss_peak_mib"] = float64(st["VmHWM"]) / 1024
+		}
+	}
+	return r
+}
+
+// mvnClasspath resolves the dependencies of a pom into a classpath string.
+func mvnClasspath(pom, tmp string) (string, error) {
+	out := filepath.Join(tmp, strings.ReplaceAll(filepath.Dir(pom), string(filepath.Separator), "_")+".cp")
+	cmd := exec.Command("mvn", "-q", "-B", "-f", pom, "dependency:build-classpath", "-Dmdep.outputFile="+out)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("mvn -f %s: %w: %s", pom, err, lastLines(string(b), 10))
+	}
+	b, err := os.ReadFile(out)
+	return strings.TrimSpace(string(b)), err
+}
+
+func machine() string {
+	load := "?"
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		load = strings.Join(strings.Fields(string(b))[:3], " ")
+	}
+	return fmt.Sprintf("%d CPUs, load average %s, %s %s/%s", runtime.NumCPU(), load, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+}
+
+func fatalf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "netbench: "+format+"\n", args...)
+	os.Exit(2)
+}
