@@ -39,6 +39,7 @@ type Broker struct {
 	topics  *topicTable
 	offsets *offsetTable
 	stats   statsTable
+	health  healthState
 	hold    *holdService
 	groups  *groupRegistry
 	locks   *lockTable
