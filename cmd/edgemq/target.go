@@ -70,6 +70,12 @@ type targetFlags struct {
 	server *string
 }
 
+// serverDoc ends the help of each command that works on a target.
+const serverDoc = `
+
+With -server ip:port (default $EDGEMQ_SERVER) it works on a running server, edgemq serve
+or Apache RocketMQ (its name server's address), instead of a data dir, and prints the same.`
+
 // serverEnv names the environment variable that is -server's default.
 const serverEnv = "EDGEMQ_SERVER"
 
