@@ -155,3 +155,29 @@ func (b *Broker) StoreStats() (StoreStats, error) {
 	l := b.st.Log()
 	return StoreStats{SegmentBytes: l.Size(), MinPos: l.MinPos(), MaxPos: l.Written(), DurablePos: l.Durable()}, nil
 }
+
+// TrafficStats sums the counters of every topic and every group since the broker opened.
+type TrafficStats struct {
+	MessagesIn, BytesIn   int64 // sent to any topic (TopicStats)
+	MessagesOut, BytesOut int64 // pulled by any group (GroupStats)
+}
+
+// TrafficStats returns the sums of the send and pull counters. They stay readable after
+// Close.
+func (b *Broker) TrafficStats() TrafficStats {
+	var s TrafficStats
+	if b == nil {
+		return s
+	}
+	b.stats.topics.Range(func(_, c any) bool {
+		n, bytes := c.(*counters).load()
+		s.MessagesIn, s.BytesIn = s.MessagesIn+n, s.BytesIn+bytes
+		return true
+	})
+	b.stats.groups.Range(func(_, c any) bool {
+		n, bytes := c.(*counters).load()
+		s.MessagesOut, s.BytesOut = s.MessagesOut+n, s.BytesOut+bytes
+		return true
+	})
+	return s
+}
