@@ -518,36 +518,70 @@ func (n *notifier) stop() {
 	n.wg.Wait()
 }
 
-// CreateGroup makes a consumer group known before its first member's heartbeat (RocketMQ's
-// UPDATE_AND_CREATE_SUBSCRIPTIONGROUP): its default config is stored, its retry topic
-// %RETRY%<group> is made, and ConsumerIDs and Members answer it with no members rather
-// than mq.ErrGroupNotExist. Its members' heartbeats say whether it is clustering or
-// broadcasting. A group known already is left as it is. Errors: ErrClosed;
-// mq.ErrInvalidArgument for a bad name (see mq.ValidateGroup); an error storing the config.
-func (b *Broker) CreateGroup(name string) error {
+// GroupConfig is a consumer group's stored config, as RocketMQ's admin tools set and show
+// it (SubscriptionGroupConfig). The broker keeps it for them: its own retry and dead-letter
+// handling goes by what consumers send (mq.SendBackRequest's maximum) and Options.
+type GroupConfig struct {
+	Name                 string
+	ConsumeEnable        bool  // the group may consume
+	BroadcastEnable      bool  // the group may consume in broadcasting mode
+	RetryQueues          int32 // queues of the retry topic
+	MaxReconsumeTimes    int32 // redeliveries before the dead-letter topic
+	ConsumeFromMinEnable bool  // a new group may start at a queue's minimum offset
+}
+
+// CreateGroup makes a consumer group known before its first member's heartbeat, or
+// replaces its stored config (RocketMQ's UPDATE_AND_CREATE_SUBSCRIPTIONGROUP): ConsumerIDs
+// and Members then answer it with no members rather than mq.ErrGroupNotExist, and its retry
+// topic %RETRY%<group> is made. Its members' heartbeats say whether it is clustering or
+// broadcasting. Zero RetryQueues and MaxReconsumeTimes take 1 and
+// Options.MaxReconsumeTimes. Errors: ErrClosed; mq.ErrInvalidArgument for a bad name (see
+// mq.ValidateGroup) or negative counts; an error storing the config.
+func (b *Broker) CreateGroup(cfg GroupConfig) error {
 	if err := b.check(); err != nil {
 		return err
 	}
-	if err := mq.ValidateGroup(name); err != nil {
+	if err := mq.ValidateGroup(cfg.Name); err != nil {
 		return err
 	}
-	if _, err := b.topics.ensure(mq.RetryTopic(name)); err != nil {
-		return fmt.Errorf("edge: create retry topic of group %q: %w", name, err)
+	if cfg.RetryQueues < 0 || cfg.MaxReconsumeTimes < 0 {
+		return fmt.Errorf("%w: group %q: %d retry queues, max reconsume times %d", mq.ErrInvalidArgument, cfg.Name, cfg.RetryQueues, cfg.MaxReconsumeTimes)
+	}
+	setDefault(&cfg.RetryQueues, 1)
+	setDefault(&cfg.MaxReconsumeTimes, b.opts.MaxReconsumeTimes)
+	if _, err := b.topics.ensure(mq.RetryTopic(cfg.Name)); err != nil {
+		return fmt.Errorf("edge: create retry topic of group %q: %w", cfg.Name, err)
+	}
+	err := b.meta.PutGroup(meta.Group{Name: cfg.Name, ConsumeEnable: cfg.ConsumeEnable, BroadcastEnable: cfg.BroadcastEnable,
+		RetryQueues: cfg.RetryQueues, MaxReconsumeTimes: cfg.MaxReconsumeTimes, ConsumeFromMinEnable: cfg.ConsumeFromMinEnable})
+	if err != nil {
+		return fmt.Errorf("edge: store group %q: %w", cfg.Name, err)
 	}
 	g := b.groups
-	g.mu.RLock()
-	_, known := g.groups[name]
-	g.mu.RUnlock()
-	if known {
-		return nil
-	}
-	if err := b.storeGroup(mq.ConsumerData{Group: name}); err != nil {
-		return err
-	}
 	g.mu.Lock()
-	if _, ok := g.groups[name]; !ok {
-		g.groups[name] = &consumerGroup{model: mq.Clustering, members: map[string]*member{}}
+	if _, ok := g.groups[cfg.Name]; !ok {
+		g.groups[cfg.Name] = &consumerGroup{model: mq.Clustering, members: map[string]*member{}}
 	}
 	g.mu.Unlock()
 	return nil
+}
+
+// GroupConfigs returns the stored configs of the consumer groups, sorted by name: those
+// made by CreateGroup and those written on a group's first heartbeat. Errors: ErrClosed, an
+// error reading them.
+func (b *Broker) GroupConfigs() ([]GroupConfig, error) {
+	if err := b.check(); err != nil {
+		return nil, err
+	}
+	stored, err := b.meta.Groups()
+	if err != nil {
+		return nil, fmt.Errorf("edge: load groups: %w", err)
+	}
+	out := make([]GroupConfig, len(stored))
+	for i, sg := range stored {
+		out[i] = GroupConfig{Name: sg.Name, ConsumeEnable: sg.ConsumeEnable, BroadcastEnable: sg.BroadcastEnable,
+			RetryQueues: sg.RetryQueues, MaxReconsumeTimes: sg.MaxReconsumeTimes, ConsumeFromMinEnable: sg.ConsumeFromMinEnable}
+	}
+	slices.SortFunc(out, func(a, b GroupConfig) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
 }

@@ -127,14 +127,15 @@ func TestOptionsReportsDefaults(t *testing.T) {
 }
 
 // TestCreateGroup: a group made before any heartbeat is known, with no members, and has its
-// retry topic; making it again changes nothing; a bad name is refused.
+// retry topic and its stored config; making it again replaces the config and keeps its
+// members; bad input is refused.
 func TestCreateGroup(t *testing.T) {
 	ctx := context.Background()
 	b := openBroker(t, nil)
 	if _, err := b.ConsumerIDs(ctx, "", "g"); !errors.Is(err, mq.ErrGroupNotExist) {
 		t.Fatalf("ConsumerIDs before CreateGroup: %v", err)
 	}
-	if err := b.CreateGroup("g"); err != nil {
+	if err := b.CreateGroup(GroupConfig{Name: "g", ConsumeEnable: true}); err != nil {
 		t.Fatal(err)
 	}
 	if ids, err := b.ConsumerIDs(ctx, "", "g"); err != nil || len(ids) != 0 {
@@ -143,17 +144,27 @@ func TestCreateGroup(t *testing.T) {
 	if _, err := b.Topic(mq.RetryTopic("g")); err != nil {
 		t.Errorf("retry topic: %v", err)
 	}
-	if err := b.Heartbeat(ctx, mq.Heartbeat{ClientID: "c", Consumers: []mq.ConsumerData{{Group: "g"}}}); err != nil {
+	cfgs, err := b.GroupConfigs()
+	if want := (GroupConfig{Name: "g", ConsumeEnable: true, RetryQueues: 1, MaxReconsumeTimes: 16}); err != nil || len(cfgs) != 1 || cfgs[0] != want {
+		t.Errorf("GroupConfigs() = %+v, %v; want [%+v]", cfgs, err, want)
+	}
+	if err := b.Heartbeat(ctx, mq.Heartbeat{ClientID: "c", Consumers: []mq.ConsumerData{{Group: "g"}, {Group: "h"}}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.CreateGroup("g"); err != nil {
+	if err := b.CreateGroup(GroupConfig{Name: "g", MaxReconsumeTimes: 3}); err != nil {
 		t.Fatal(err)
 	}
 	if ids, _ := b.ConsumerIDs(ctx, "", "g"); len(ids) != 1 {
 		t.Errorf("CreateGroup of a known group changed its members: %v", ids)
 	}
-	if err := b.CreateGroup("a b"); !errors.Is(err, mq.ErrInvalidArgument) {
-		t.Errorf("CreateGroup(bad name) = %v", err)
+	cfgs, err = b.GroupConfigs()
+	if err != nil || len(cfgs) != 2 || cfgs[0].MaxReconsumeTimes != 3 || cfgs[0].ConsumeEnable || cfgs[1].Name != "h" {
+		t.Errorf("GroupConfigs() after an update and a heartbeat = %+v, %v", cfgs, err)
+	}
+	for _, bad := range []GroupConfig{{Name: "a b"}, {Name: "g", RetryQueues: -1}, {Name: "g", MaxReconsumeTimes: -1}} {
+		if err := b.CreateGroup(bad); !errors.Is(err, mq.ErrInvalidArgument) {
+			t.Errorf("CreateGroup(%+v) = %v", bad, err)
+		}
 	}
 	if !slices.Contains(b.Groups(), "g") {
 		t.Errorf("Groups() = %v", b.Groups())
