@@ -347,20 +347,65 @@ func (s *Server) resetOffset(c *conn, req *remoting.Command) *remoting.Command {
 	return bodyReply(req, body)
 }
 
-// updateGroup answers UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: the group in the body's config
-// is made known (with its retry topic) if it is not. The rest of RocketMQ's group config
-// (retry queues, maximum reconsume times, ...) is the broker's own.
+// groupConfigJSON is RocketMQ's SubscriptionGroupConfig, the fields the broker keeps and
+// the constants it does not.
+type groupConfigJSON struct {
+	GroupName                      string            `json:"groupName"`
+	ConsumeEnable                  *bool             `json:"consumeEnable"`
+	ConsumeFromMinEnable           *bool             `json:"consumeFromMinEnable"`
+	ConsumeBroadcastEnable         *bool             `json:"consumeBroadcastEnable"`
+	ConsumeMessageOrderly          bool              `json:"consumeMessageOrderly"`
+	RetryQueueNums                 int32             `json:"retryQueueNums"`
+	RetryMaxTimes                  int32             `json:"retryMaxTimes"`
+	BrokerID                       int64             `json:"brokerId"`
+	WhichBrokerWhenConsumeSlowly   int64             `json:"whichBrokerWhenConsumeSlowly"`
+	NotifyConsumerIdsChangedEnable bool              `json:"notifyConsumerIdsChangedEnable"`
+	GroupSysFlag                   int32             `json:"groupSysFlag"`
+	ConsumeTimeoutMinute           int32             `json:"consumeTimeoutMinute"`
+	Attributes                     map[string]string `json:"attributes"`
+}
+
+func groupConfigOf(g edge.GroupConfig) groupConfigJSON {
+	return groupConfigJSON{GroupName: g.Name, ConsumeEnable: &g.ConsumeEnable, ConsumeFromMinEnable: &g.ConsumeFromMinEnable,
+		ConsumeBroadcastEnable: &g.BroadcastEnable, RetryQueueNums: g.RetryQueues, RetryMaxTimes: g.MaxReconsumeTimes,
+		WhichBrokerWhenConsumeSlowly: 1, NotifyConsumerIdsChangedEnable: true, ConsumeTimeoutMinute: 15, Attributes: map[string]string{}}
+}
+
+// updateGroup answers UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: the group in the body is made
+// known (with its retry topic) and its config stored. Absent switches take RocketMQ's
+// defaults (on).
 func (s *Server) updateGroup(c *conn, req *remoting.Command) *remoting.Command {
-	var cfg struct {
-		GroupName string `json:"groupName"`
-	}
-	if err := json.Unmarshal(req.Body, &cfg); err != nil {
+	var j groupConfigJSON
+	if err := json.Unmarshal(req.Body, &j); err != nil {
 		return req.Reply(remoting.InvalidParameter, "server: subscription group config: "+err.Error())
 	}
-	if err := s.b.CreateGroup(cfg.GroupName); err != nil {
+	on := func(b *bool) bool { return b == nil || *b }
+	cfg := edge.GroupConfig{Name: j.GroupName, ConsumeEnable: on(j.ConsumeEnable), BroadcastEnable: on(j.ConsumeBroadcastEnable),
+		RetryQueues: j.RetryQueueNums, MaxReconsumeTimes: j.RetryMaxTimes, ConsumeFromMinEnable: on(j.ConsumeFromMinEnable)}
+	if err := s.b.CreateGroup(cfg); err != nil {
 		return errReply(req, err)
 	}
 	return req.Reply(remoting.Success, "")
+}
+
+// groupConfigs answers GET_ALL_SUBSCRIPTIONGROUP_CONFIG: every group's stored config.
+func (s *Server) groupConfigs(c *conn, req *remoting.Command) *remoting.Command {
+	cfgs, err := s.b.GroupConfigs()
+	if err != nil {
+		return errReply(req, err)
+	}
+	table := make(map[string]groupConfigJSON, len(cfgs))
+	for _, g := range cfgs {
+		table[g.Name] = groupConfigOf(g)
+	}
+	body, _ := json.Marshal(struct {
+		Table       map[string]groupConfigJSON `json:"subscriptionGroupTable"`
+		DataVersion struct {
+			Counter   int64 `json:"counter"`
+			Timestamp int64 `json:"timestamp"`
+		} `json:"dataVersion"`
+	}{Table: table})
+	return bodyReply(req, body)
 }
 
 // maxQueryMsgs caps the messages QUERY_MESSAGE returns (RocketMQ's maxMsgsNumBatch).

@@ -503,9 +503,28 @@ func TestAdmin(t *testing.T) {
 		break
 	}
 
-	c.mustCall(remoting.Success, remoting.UpdateAndCreateSubscriptionGroup, nil, []byte(`{"groupName":"g2","consumeEnable":true,"retryMaxTimes":16}`))
+	c.mustCall(remoting.Success, remoting.UpdateAndCreateSubscriptionGroup, nil, []byte(`{"groupName":"g2","consumeBroadcastEnable":false,"retryMaxTimes":3}`))
 	if ids, err := b.ConsumerIDs(context.Background(), "", "g2"); err != nil || len(ids) != 0 {
 		t.Errorf("group g2 after UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: %v %v", ids, err)
+	}
+	r = c.mustCall(remoting.Success, remoting.GetAllSubscriptionGroupConfig, nil, nil)
+	var groups struct {
+		Table map[string]struct {
+			GroupName              string
+			ConsumeEnable          bool
+			ConsumeBroadcastEnable bool
+			RetryMaxTimes          int32
+			RetryQueueNums         int32
+		} `json:"subscriptionGroupTable"`
+	}
+	if err := json.Unmarshal(r.Body, &groups); err != nil {
+		t.Fatalf("group configs %s: %v", r.Body, err)
+	}
+	if g2 := groups.Table["g2"]; g2.GroupName != "g2" || !g2.ConsumeEnable || g2.ConsumeBroadcastEnable || g2.RetryMaxTimes != 3 || g2.RetryQueueNums != 1 {
+		t.Errorf("g2's config %+v", g2)
+	}
+	if _, ok := groups.Table["g"]; !ok {
+		t.Errorf("group configs %s: no g", r.Body)
 	}
 	c.mustCall(remoting.InvalidParameter, remoting.UpdateAndCreateSubscriptionGroup, nil, []byte(`{"groupName":"a b"}`))
 	c.mustCall(remoting.InvalidParameter, remoting.UpdateAndCreateSubscriptionGroup, nil, []byte(`[`))

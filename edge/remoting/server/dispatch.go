@@ -52,6 +52,7 @@ func init() {
 		remoting.QueryMessage:                     (*Server).queryMessage,
 		remoting.InvokeBrokerToResetOffset:        (*Server).resetOffset,
 		remoting.UpdateAndCreateSubscriptionGroup: (*Server).updateGroup,
+		remoting.GetAllSubscriptionGroupConfig:    (*Server).groupConfigs,
 	}
 }
 
