@@ -1,13 +1,17 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"net"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/edgemq/edgemq/edge"
 )
 
 // normalize blanks what differs between a run in-process and one over TCP and between two
@@ -223,4 +227,43 @@ func silentPort(t *testing.T) string {
 	addr := ln.Addr().String()
 	ln.Close()
 	return addr
+}
+
+// TestResetByCommit: where a server resets offsets only through running consumers
+// (Apache RocketMQ answers CONSUMER_NOT_ONLINE), offset reset commits them itself, with the
+// same result as the server's reset.
+func TestResetByCommit(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	mustRun(t, "send", "-data", dir, "-topic", "T", "-create", "a", "b", "c", "d")
+	_, addr := startServe(t, nil, "-data", dir)
+	ctx := context.Background()
+	tg, err := dialTarget(ctx, addr, newConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tg.Close()
+	rt := tg.(remoteTarget)
+	for _, tc := range []struct {
+		where edge.ResetWhere
+		at    time.Time
+	}{{edge.ResetToLast, time.Time{}}, {edge.ResetToFirst, time.Time{}}, {edge.ResetToLast, time.Time{}},
+		{edge.ResetToTimestamp, time.Now().Add(-time.Hour)}, {edge.ResetToLast, time.Time{}}, {edge.ResetToTimestamp, time.Now().Add(time.Hour)}} {
+		if err := rt.ResetOffsets(ctx, "g1", "T", tc.where, tc.at); err != nil {
+			t.Fatal(err)
+		}
+		if err := rt.resetByCommit(ctx, "g2", "T", tc.where, tc.at); err != nil {
+			t.Fatal(err)
+		}
+		o1, err := rt.GroupOffsets(ctx, "g1", "T")
+		if err != nil {
+			t.Fatal(err)
+		}
+		o2, err := rt.GroupOffsets(ctx, "g2", "T")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(o1, o2) {
+			t.Errorf("reset %v %v: the server's %+v, by commit %+v", tc.where, tc.at, o1, o2)
+		}
+	}
 }

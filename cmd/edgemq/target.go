@@ -345,7 +345,39 @@ func (t remoteTarget) ResetOffsets(ctx context.Context, group, topic string, whe
 		ts = -1
 	}
 	_, err := t.Client.ResetOffsets(ctx, group, topic, ts)
+	var re *remoting.ResponseError
+	if errors.As(err, &re) && re.Code == remoting.ConsumerNotOnline {
+		// Apache RocketMQ's broker resets only through the group's running consumers;
+		// without any, the offsets are committed directly, as mqadmin then does.
+		return t.resetByCommit(ctx, group, topic, where, at)
+	}
 	return err
+}
+
+// resetByCommit moves group's offsets on each read queue of topic by committing them.
+func (t remoteTarget) resetByCommit(ctx context.Context, group, topic string, where edge.ResetWhere, at time.Time) error {
+	r, err := t.Client.Route(ctx, topic)
+	if err != nil {
+		return err
+	}
+	for _, q := range r.ReadQueues() {
+		var off int64
+		switch where {
+		case edge.ResetToFirst:
+			off, err = t.Client.MinOffset(ctx, q)
+		case edge.ResetToLast:
+			off, err = t.Client.MaxOffset(ctx, q)
+		default:
+			off, err = t.Client.SearchOffset(ctx, q, at)
+		}
+		if err == nil {
+			err = t.Client.CommitOffset(ctx, group, q, off)
+		}
+		if err != nil {
+			return fmt.Errorf("reset %s queue %d: %w", topic, q.QueueID, err)
+		}
+	}
+	return nil
 }
 
 func (t remoteTarget) StoreStats(ctx context.Context) (edge.StoreStats, error) {
