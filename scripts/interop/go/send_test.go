@@ -2,6 +2,8 @@ package interop
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -259,4 +261,26 @@ func TestTagFilter(t *testing.T) {
 		}
 		checkDelivered(t, w, idx[w.id][0].msg)
 	}
+}
+
+// TestSendLargeBodies sends incompressible bodies of 300 KiB and 3.5 MiB (under RocketMQ's
+// 4 MiB default maxMessageSize; the Go producer zlib-compresses them, which here makes them a
+// little larger) and reads them back byte for byte: a pull must return a message larger than the
+// broker's per-pull byte budget on its own.
+func TestSendLargeBodies(t *testing.T) {
+	needBroker(t)
+	t.Parallel()
+	topic, group := names("large")
+	p := newProducer(t, group)
+	rng := rand.New(rand.NewPCG(1, 2))
+	var want []sent
+	for i, size := range []int{300 << 10, 3584 << 10} {
+		body := make([]byte, size)
+		for j := range body {
+			body[j] = byte(rng.Uint32())
+		}
+		m := newMsg(topic, body, "TagLarge", []string{fmt.Sprint("large-", i)}, userProps{"size": fmt.Sprint(size)})
+		want = append(want, sent{msg: m, id: sendSync(t, p, m).MsgID, props: userProps{"size": fmt.Sprint(size)}})
+	}
+	readBack(t, group, topic, want)
 }
