@@ -19,19 +19,28 @@
 // request's header encoding (JSON or ROCKETMQ); oneway requests get none; a request code
 // the server does not serve gets REQUEST_CODE_NOT_SUPPORTED, and the connection goes on.
 //
-// Requests served: producers' SEND_MESSAGE (10), SEND_MESSAGE_V2 (310) and
-// SEND_BATCH_MESSAGE (320), zlib-compressed bodies inflated; consumers' PULL_MESSAGE (11)
-// and LITE_PULL_MESSAGE (361) with long polling up to the request's suspend time,
-// HEART_BEAT (34), UNREGISTER_CLIENT (35), GET_CONSUMER_LIST_BY_GROUP (38),
-// QUERY_CONSUMER_OFFSET (14), UPDATE_CONSUMER_OFFSET (15), LOCK_BATCH_MQ (41),
-// UNLOCK_BATCH_MQ (42), CONSUMER_SEND_MSG_BACK (36), GET_MAX_OFFSET (30), GET_MIN_OFFSET
-// (31), SEARCH_OFFSET_BY_TIMESTAMP (29); the name server's GET_ROUTEINFO_BY_TOPIC (105),
-// GET_BROKER_CLUSTER_INFO (106) and GET_ALL_TOPIC_LIST_FROM_NAMESERVER (206); and mqadmin's
-// UPDATE_AND_CREATE_TOPIC (17), DELETE_TOPIC_IN_BROKER (215), DELETE_TOPIC_IN_NAMESRV
-// (216), GET_TOPIC_STATS_INFO (202), GET_BROKER_RUNTIME_INFO (28), GET_CONSUME_STATS (208),
-// GET_CONSUMER_CONNECTION_LIST (203), VIEW_MESSAGE_BY_ID (33), QUERY_MESSAGE (12),
-// INVOKE_BROKER_TO_RESET_OFFSET (222) and UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200). The server sends NOTIFY_CONSUMER_IDS_CHANGED (40)
-// to each member of a consumer group whose members change.
+// Requests served:
+//
+//   - producers: SEND_MESSAGE (10), SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320);
+//     zlib-compressed bodies are inflated, born host is the connection's peer;
+//   - consumers: PULL_MESSAGE (11) and LITE_PULL_MESSAGE (361), long polling up to the
+//     request's suspend time; HEART_BEAT (34), UNREGISTER_CLIENT (35),
+//     GET_CONSUMER_LIST_BY_GROUP (38), QUERY_CONSUMER_OFFSET (14), UPDATE_CONSUMER_OFFSET
+//     (15), LOCK_BATCH_MQ (41), UNLOCK_BATCH_MQ (42), CONSUMER_SEND_MSG_BACK (36),
+//     GET_MAX_OFFSET (30), GET_MIN_OFFSET (31), SEARCH_OFFSET_BY_TIMESTAMP (29);
+//   - name server: GET_ROUTEINFO_BY_TOPIC (105; a group's %RETRY% topic and TBW102 too),
+//     GET_BROKER_CLUSTER_INFO (106), GET_ALL_TOPIC_LIST_FROM_NAMESERVER (206);
+//   - mqadmin: UPDATE_AND_CREATE_TOPIC (17), DELETE_TOPIC_IN_BROKER (215),
+//     DELETE_TOPIC_IN_NAMESRV (216), GET_TOPIC_CONFIG (351), GET_TOPIC_STATS_INFO (202),
+//     GET_BROKER_RUNTIME_INFO (28), GET_CONSUME_STATS (208), GET_CONSUMER_CONNECTION_LIST
+//     (203), QUERY_TOPIC_CONSUME_BY_WHO (300), VIEW_MESSAGE_BY_ID (33), QUERY_MESSAGE (12),
+//     INVOKE_BROKER_TO_RESET_OFFSET (222), UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200),
+//     GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201).
+//
+// The server sends clients NOTIFY_CONSUMER_IDS_CHANGED (40) when the members of one of
+// their groups change, and RESET_CONSUMER_CLIENT_OFFSET (220) when an admin resets their
+// group's offsets, both oneway. Offset message ids (send replies, pulled records) carry the
+// address the client reached the broker at, where VIEW_MESSAGE_BY_ID finds the message.
 //
 // A client leaves its groups (and frees its queue locks) when its last connection closes:
 // RocketMQ's Go client never unregisters. Each connection handles up to
