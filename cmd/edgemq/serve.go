@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"os"
 	"strings"
 	"syscall"
 	"time"
@@ -33,8 +31,16 @@ when the first was SIGTERM); the next start recovers the store as after a power 
 It logs one line per event on stderr: the level, the message, key=value pairs (log_format,
 log_level). Lines carry no time unless stderr is a terminal (log_timestamps): journald
 stamps them. The startup line gives the bound addresses, the data dir and what recovery
-found; the last line how long the stop took. Under systemd (Type=notify) it reports
-READY=1 once serving and STOPPING=1 when it begins to stop.
+found; the last line how long the stop took.
+
+Under systemd (Type=notify, configs/edgemq.service) it reports READY=1 once recovery is done
+and its listeners are up, a STATUS= line (topics, message rates, commitlog size, disk use)
+every 10s, and STOPPING=1 when it begins to stop. With WatchdogSec it sends both at half
+that interval, the status with a watchdog ping (WATCHDOG=1) as long as the store is
+healthy: no failed write or
+fsync, and its flusher and dispatcher each made progress since the last check, or had
+nothing to do. Otherwise it logs why, once, shows it in STATUS, and pings no more, so that
+systemd restarts it.
 
 Exit codes: 0 stopped cleanly; 1 it could not start (a bad config file, an address in use,
 a data dir held by another process) or the store failed to close; 2 a usage error (a bad
@@ -120,8 +126,10 @@ func serve(ctx context.Context, c *config, lg *slog.Logger, warnings func() int6
 	if err := sdNotify("READY=1\nSTATUS=serving on " + srv.Addr().String()); err != nil {
 		lg.Warn("cannot notify systemd", "err", err)
 	}
+	rep := startReporter(b, srv.Addr().String(), c.dataDir, lg)
 
 	<-ctx.Done()
+	rep.stop()
 	stopping()
 	stop := time.Now()
 	if err := sdNotify("STOPPING=1"); err != nil {
@@ -141,21 +149,4 @@ func serve(ctx context.Context, c *config, lg *slog.Logger, warnings func() int6
 	}
 	lg.Info("stopped", logSince(stop))
 	return nil
-}
-
-// sdNotify sends state to systemd's notification socket (sd_notify(3)) when NOTIFY_SOCKET
-// names one, as it does for a unit of Type=notify; without it, it does nothing.
-func sdNotify(state string) error {
-	path := os.Getenv("NOTIFY_SOCKET")
-	if path == "" {
-		return nil
-	}
-	// A name starting with @ is in the abstract namespace; package net maps it.
-	conn, err := net.DialUnix("unixgram", nil, &net.UnixAddr{Name: path, Net: "unixgram"})
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	_, err = conn.Write([]byte(state))
-	return err
 }
