@@ -11,6 +11,12 @@
 #                   (scripts/test-arm.sh; needs qemu-user-static)
 #   make run        build, then run the demo with its data under ./data
 #   make serve      build, then run the daemon (edgemq serve) on ./data with configs/edgemq.toml
+#   make test-interop  real RocketMQ clients (rocketmq-client-go, the Java client, mqadmin)
+#                   against edgemq serve and against a real Apache RocketMQ (scripts/interop/run.sh;
+#                   needs Java 17+ and Maven)
+#   make test-ext4  power cuts of real ext4 on a loop device under a store's appends
+#                   (scripts/test-ext4.sh; root, losetup, mkfs.ext4)
+#   make check-unit systemd-analyze verify of configs/edgemq.service (scripts/check-unit.sh)
 #                   until Ctrl-C: RocketMQ clients reach it at -n 127.0.0.1:9876
 #   make clean      remove build outputs
 
@@ -27,7 +33,7 @@ ARM_PKGS   ?= ./...
 
 export GO VERSION FUZZTIME FUZZ_PKGS ARM_PKGS
 
-.PHONY: all build test lint contract-deps fmt-check vet bench fuzz cross test-arm run serve clean
+.PHONY: all build test lint contract-deps fmt-check vet bench fuzz cross test-arm test-interop test-ext4 check-unit run serve clean
 
 all: build
 
@@ -39,11 +45,12 @@ test: lint contract-deps
 
 lint: fmt-check vet
 
-# contract-deps fails if a program with a consumer would link the message store: package
-# consumer sees brokers only through edge/mq, which imports the standard library alone.
+# contract-deps fails if a program with a consumer, a producer or the remoting client would
+# link the message store or the broker: they see brokers only through edge/mq, which imports
+# the standard library alone.
 contract-deps:
-	@bad=$$($(GO) list -deps ./consumer ./edge/mq | grep -E 'edgemq/(store|edge)$$|edgemq/store/|bbolt|klauspost|tinylib/msgp' || true); \
-	if [ -n "$$bad" ]; then echo "package consumer depends on the store:"; echo "$$bad"; exit 1; fi
+	@bad=$$($(GO) list -deps ./consumer ./edge/mq ./edge/producer ./edge/remoting | grep -E 'edgemq/(store|edge)$$|edgemq/store/|bbolt|klauspost|tinylib/msgp' || true); \
+	if [ -n "$$bad" ]; then echo "a client package depends on the store or the broker:"; echo "$$bad"; exit 1; fi
 
 # fmt-check fails listing the files gofmt would change. testdata/ is skipped: it may hold
 # deliberately odd Go source.
@@ -65,6 +72,15 @@ cross:
 
 test-arm:
 	bash scripts/test-arm.sh
+
+test-interop:
+	bash scripts/interop/run.sh
+
+test-ext4:
+	bash scripts/test-ext4.sh
+
+check-unit:
+	bash scripts/check-unit.sh
 
 # run builds, then runs the demo (cmd/edgemq demo.go) on the embedded defaults with its data
 # under ./data: producers, long-polling consumers, then throughput, latency and lag.
