@@ -340,7 +340,7 @@ func (s *Server) resetOffset(c *conn, req *remoting.Command) *remoting.Command {
 			rh := remoting.ResetOffsetHeader{Topic: topic, Group: h.Group, Timestamp: h.Timestamp, IsForce: h.IsForce, QueueID: -1, Offset: -1}
 			n := remoting.NewRequest(remoting.ResetConsumerClientOffset, rh.Ext(), body)
 			n.Flag = remoting.FlagOneway
-			n.Opaque = notifyOpaque.Add(1)
+			n.Opaque = s.opaque.Add(1)
 			mc.notify(n)
 		}
 	}

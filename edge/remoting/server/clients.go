@@ -3,14 +3,10 @@ package server
 import (
 	"errors"
 	"fmt"
-	"sync/atomic"
 
 	"github.com/edgemq/edgemq/edge/mq"
 	"github.com/edgemq/edgemq/edge/remoting"
 )
-
-// notifyOpaque numbers the requests the server sends to clients.
-var notifyOpaque atomic.Int32
 
 // heartbeat answers HEART_BEAT: the broker registers the client's groups. The client is
 // then told of changes to its consumer groups over this connection
@@ -23,7 +19,7 @@ func (s *Server) heartbeat(c *conn, req *remoting.Command) *remoting.Command {
 	hb.OnChange = func(group string) {
 		n := remoting.NewRequest(remoting.NotifyConsumerIDsChanged, map[string]string{"consumerGroup": group}, nil)
 		n.Flag = remoting.FlagOneway
-		n.Opaque = notifyOpaque.Add(1)
+		n.Opaque = c.s.opaque.Add(1)
 		c.notify(n)
 	}
 	if err := s.b.Heartbeat(c.ctx, hb); err != nil {

@@ -37,8 +37,9 @@ type Server struct {
 	pulls     context.Context
 	stopPulls context.CancelFunc
 
-	closing atomic.Bool // Shutdown or Close began: accept nothing, read nothing more
-	started time.Time   // when Start returned, for runtime info
+	closing atomic.Bool  // Shutdown or Close began: accept nothing, read nothing more
+	opaque  atomic.Int32 // numbers the requests the server sends clients
+	started time.Time    // when Start returned, for runtime info
 
 	mu      sync.Mutex                    // guards conns and clients
 	conns   map[*conn]struct{}            // open connections
