@@ -148,25 +148,35 @@ func (c *conn) readLoop() error {
 		if cmd.IsResponse() {
 			continue // a client's answer to a notification: nothing waits for it
 		}
-		if int(c.inflight.Load()) >= c.s.opts.MaxInFlight {
-			c.s.lg.Warn("request refused: too many in flight", "remote", c.remote, "code", cmd.Code, "max", c.s.opts.MaxInFlight)
+		size := int64(len(cmd.Body)) + requestOverhead
+		busy := ""
+		switch held := c.s.reqBytes.Load(); {
+		case int(c.inflight.Load()) >= c.s.opts.MaxInFlight:
+			busy = "server: too many requests in flight on this connection"
+		case held > 0 && held+size > c.s.maxReqBytes:
+			busy = "server: too many request bytes in flight"
+		}
+		if busy != "" {
+			c.s.lg.Warn("request refused: busy", "remote", c.remote, "code", cmd.Code, "why", busy)
 			if !cmd.IsOneway() {
-				if !c.send(cmd.Reply(remoting.SystemBusy, "server: too many requests in flight on this connection")) {
+				if !c.send(cmd.Reply(remoting.SystemBusy, busy)) {
 					return nil
 				}
 			}
 			continue
 		}
 		c.inflight.Add(1)
+		c.s.reqBytes.Add(size)
 		c.handlers.Add(1)
-		go c.handle(cmd)
+		go c.handle(cmd, size)
 	}
 }
 
-// handle answers one request.
-func (c *conn) handle(req *remoting.Command) {
+// handle answers one request of size bytes.
+func (c *conn) handle(req *remoting.Command, size int64) {
 	defer c.handlers.Done()
 	defer c.inflight.Add(-1)
+	defer c.s.reqBytes.Add(-size)
 	resp := c.s.dispatch(c, req)
 	if resp != nil && !req.IsOneway() {
 		c.send(resp)

@@ -275,6 +275,34 @@ func TestMaxInFlight(t *testing.T) {
 	})
 }
 
+// TestRequestBytesBudget: past the server's budget of request bytes in flight (all
+// connections together), a request is answered SYSTEM_BUSY; once the others are answered,
+// it is taken.
+func TestRequestBytesBudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := openBroker(t, nil)
+		if err := b.CreateTopic(edge.TopicConfig{Name: "T", ReadQueues: 1, WriteQueues: 1}); err != nil {
+			t.Fatal(err)
+		}
+		s := pipeServer(t, b, Options{})
+		s.maxReqBytes = 2 * requestOverhead
+		parker, sender := pipeClient(t, s), pipeClient(t, s)
+		parked := parker.write(remoting.NewRequest(remoting.PullMessage, pullHeader("g", "T", 0, 0, pullSuspend|pullSubscription, 10000, "*"), nil))
+		synctest.Wait()
+		body := make([]byte, requestOverhead+1)
+		sender.mustCall(remoting.SystemBusy, remoting.SendMessageV2, sendExt("T", 0, ""), body)
+		sender.mustCall(remoting.Success, remoting.GetMaxOffset, map[string]string{"topic": "T", "queueId": "0"}, nil) // fits
+		if r := parker.wait(parked); r.Code != remoting.PullNotFound {
+			t.Errorf("parked pull: %d", r.Code)
+		}
+		synctest.Wait()
+		sender.mustCall(remoting.Success, remoting.SendMessageV2, sendExt("T", 0, ""), body)
+		if s.reqBytes.Load() != 0 {
+			t.Errorf("%d request bytes counted with none in flight", s.reqBytes.Load())
+		}
+	})
+}
+
 // TestManyConnections: 1,000 connections opened and dropped, some with garbage or half a
 // frame, past MaxConns: each is answered, refused or closed with a log line, the server
 // ends with no connection and no goroutine of theirs, and still answers.

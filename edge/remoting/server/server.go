@@ -39,6 +39,10 @@ type Server struct {
 
 	closing atomic.Bool  // Shutdown or Close began: accept nothing, read nothing more
 	opaque  atomic.Int32 // numbers the requests the server sends clients
+	// reqBytes counts the bytes of the requests being handled, all connections together;
+	// past maxReqBytes a request is answered SYSTEM_BUSY (unless none is in flight).
+	reqBytes    atomic.Int64
+	maxReqBytes int64
 	started time.Time    // when Start returned, for runtime info
 
 	mu      sync.Mutex                    // guards conns and clients
@@ -92,11 +96,18 @@ func Start(b *edge.Broker, opts Options) (*Server, error) {
 // newServer returns a server of b without listeners: o has its defaults.
 func newServer(b *edge.Broker, o Options) *Server {
 	s := &Server{b: b, opts: o, lg: o.Logger, conns: map[*conn]struct{}{}, clients: map[string]map[*conn]struct{}{},
-		started: time.Now()}
+		started: time.Now(), maxReqBytes: max(maxRequestBytes, int64(o.MaxFrameSize))}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.pulls, s.stopPulls = context.WithCancel(context.Background())
 	return s
 }
+
+// maxRequestBytes bounds the memory of the requests being handled, all connections
+// together (MaxInFlight per connection alone would allow MaxConns × MaxInFlight frames).
+const maxRequestBytes = 256 << 20
+
+// requestOverhead is what a request costs besides its body: its header, decoded.
+const requestOverhead = 512
 
 // Addr returns the bound main address (with the port chosen when Listen's was 0).
 func (s *Server) Addr() net.Addr {
