@@ -43,7 +43,7 @@ type Server struct {
 	// past maxReqBytes a request is answered SYSTEM_BUSY (unless none is in flight).
 	reqBytes    atomic.Int64
 	maxReqBytes int64
-	started time.Time    // when Start returned, for runtime info
+	started     time.Time // when Start returned, for runtime info
 
 	mu      sync.Mutex                    // guards conns and clients
 	conns   map[*conn]struct{}            // open connections
