@@ -146,12 +146,11 @@ func (s *Server) runtimeInfo(c *conn, req *remoting.Command) *remoting.Command {
 // consumeStats answers GET_CONSUME_STATS: for each queue of the topic (or of every topic
 // the group has offsets on or subscribes to), the broker's max offset and the group's.
 func (s *Server) consumeStats(c *conn, req *remoting.Command) *remoting.Command {
-	f := fields{ext: req.Ext}
-	group := f.str(true, "consumerGroup")
-	topic := f.str(false, "topic")
-	if f.err != nil {
-		return errReply(req, f.err)
+	h, err := remoting.ParseConsumerListHeader(req.Ext) // consumerGroup, and an optional topic
+	if err != nil {
+		return errReply(req, err)
 	}
+	group, topic := h.ConsumerGroup, req.Ext["topic"]
 	members, err := s.b.Members(group)
 	if err != nil {
 		return errReply(req, err)
@@ -206,11 +205,11 @@ func (s *Server) consumeStats(c *conn, req *remoting.Command) *remoting.Command 
 // server's connections, with their subscriptions. A group without members is
 // CONSUMER_NOT_ONLINE, as RocketMQ's broker answers.
 func (s *Server) consumerConnections(c *conn, req *remoting.Command) *remoting.Command {
-	f := fields{ext: req.Ext}
-	group := f.str(true, "consumerGroup")
-	if f.err != nil {
-		return errReply(req, f.err)
+	h, err := remoting.ParseConsumerListHeader(req.Ext)
+	if err != nil {
+		return errReply(req, err)
 	}
+	group := h.ConsumerGroup
 	members, err := s.b.Members(group)
 	if err != nil && !errors.Is(err, mq.ErrGroupNotExist) {
 		return errReply(req, err)
