@@ -160,7 +160,7 @@ func listTopics(ctx context.Context, b target, out io.Writer, all, asJSON bool) 
 		return err
 	}
 	for _, t := range topics {
-		sys := mq.IsSystemTopic(t.Name)
+		sys := b.IsSystemTopic(t.Name)
 		if sys && !all {
 			continue
 		}
@@ -292,7 +292,7 @@ func collectLags(ctx context.Context, b target, group, topic string, all bool) (
 			return nil, err
 		}
 		for _, t := range ts {
-			if all || !mq.IsSystemTopic(t.Name) {
+			if all || !b.IsSystemTopic(t.Name) {
 				topics = append(topics, t.Name)
 			}
 		}
@@ -443,7 +443,7 @@ func statsCommand(fs *flag.FlagSet) runFunc {
 		}
 		st := statsJSON{Queues: []queueJSON{}, Commitlog: commitlogJSON{ss.SegmentBytes, ss.MinPos, ss.MaxPos, ss.DurablePos}}
 		for _, q := range qs {
-			if mq.IsSystemTopic(q.Topic) && !*all && q.Topic != *topic {
+			if b.IsSystemTopic(q.Topic) && !*all && q.Topic != *topic {
 				continue
 			}
 			st.Queues = append(st.Queues, queueJSON{q.Topic, q.QueueID, q.MinOffset, q.MaxOffset, q.MaxOffset - q.MinOffset})

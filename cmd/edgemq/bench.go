@@ -48,6 +48,8 @@ type benchJSON struct {
 	SendLatency     map[string]float64 `json:"sendLatencyMicros"`
 	EndToEndLatency map[string]float64 `json:"endToEndLatencyMicros"`
 	Interrupted     bool               `json:"interrupted"`
+	// FirstError is the first failed send or pull, if any.
+	FirstError string `json:"firstError,omitempty"`
 }
 
 // benchHeader is the head of a bench message's body: the run's id, then the send time.
@@ -163,9 +165,8 @@ func (r *benchRun) run(ctx context.Context) (benchJSON, error) {
 		}()
 	}
 
-	pctx, stopProducers := context.WithTimeout(ctx, r.duration)
-	defer stopProducers()
 	start := time.Now()
+	end := start.Add(r.duration)
 	var producers sync.WaitGroup
 	var budget atomic.Int64 // messages left to send with -n
 	budget.Store(r.count)
@@ -173,7 +174,7 @@ func (r *benchRun) run(ctx context.Context) (benchJSON, error) {
 		producers.Add(1)
 		go func() {
 			defer producers.Done()
-			r.produce(pctx, p, &budget, start)
+			r.produce(ctx, p, &budget, start, end)
 		}()
 	}
 
@@ -211,14 +212,18 @@ func (r *benchRun) run(ctx context.Context) (benchJSON, error) {
 	rep := benchJSON{Topic: r.topic, Size: r.size, Sent: r.sent.Load(), SendErrors: r.sendErrs.Load(), Consumed: r.consumed.Load(),
 		SendSeconds: sendTime.Seconds(), ConsumeSeconds: consumeTime.Seconds(), Interrupted: ctx.Err() != nil,
 		SendLatency: percentiles(r.sendLat), EndToEndLatency: percentiles(r.e2eLat)}
+	if r.firstErr != nil {
+		rep.FirstError = r.firstErr.Error()
+	}
 	rep.SentPerSec = float64(rep.Sent) / max(sendTime.Seconds(), 1e-9)
 	rep.ConsumedPerSec = float64(rep.Consumed) / max(consumeTime.Seconds(), 1e-9)
 	return rep, nil
 }
 
-// produce sends until ctx ends or the budget (with -n) is spent, pacing itself to its share
-// of -rate.
-func (r *benchRun) produce(ctx context.Context, p int, budget *atomic.Int64, start time.Time) {
+// produce sends until end, ctx ends or the budget (with -n) is spent, pacing itself to its
+// share of -rate. (Its sends are bounded by ctx alone: a deadline that cut a send short
+// would close the connection that the consumers share.)
+func (r *benchRun) produce(ctx context.Context, p int, budget *atomic.Int64, start, end time.Time) {
 	var interval time.Duration
 	if r.rate > 0 {
 		interval = time.Duration(float64(time.Second) * float64(r.producers) / float64(r.rate))
@@ -235,11 +240,14 @@ func (r *benchRun) produce(ctx context.Context, p int, budget *atomic.Int64, sta
 		r.mu.Unlock()
 	}()
 	next := start.Add(time.Duration(p) * interval / time.Duration(r.producers))
-	for ctx.Err() == nil {
+	for ctx.Err() == nil && time.Now().Before(end) {
 		if r.count > 0 && budget.Add(-1) < 0 {
 			return
 		}
 		if interval > 0 {
+			if next.After(end) {
+				return
+			}
 			if d := time.Until(next); d > 0 {
 				select {
 				case <-ctx.Done():
@@ -349,6 +357,9 @@ func printBench(out io.Writer, rep benchJSON) error {
 		humanDuration(time.Duration(rep.SendSeconds*float64(time.Second))), humanCount(int64(rep.SentPerSec)), rep.SendErrors)
 	fmt.Fprintf(out, "consumed  %s messages in %s: %s msgs/s\n", humanCount(rep.Consumed),
 		humanDuration(time.Duration(rep.ConsumeSeconds*float64(time.Second))), humanCount(int64(rep.ConsumedPerSec)))
+	if rep.FirstError != "" {
+		fmt.Fprintf(out, "first error: %s\n", rep.FirstError)
+	}
 	for _, l := range []struct {
 		name string
 		m    map[string]float64

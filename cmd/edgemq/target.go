@@ -50,6 +50,9 @@ type target interface {
 	GroupOffsets(ctx context.Context, group, topic string) ([]groupOffset, error)
 	// ResetOffsets moves group's offsets on topic.
 	ResetOffsets(ctx context.Context, group, topic string, where edge.ResetWhere, at time.Time) error
+	// IsSystemTopic reports whether a topic is the broker's own (retry, schedule, ...):
+	// the commands hide those unless -all. Call it after Topics.
+	IsSystemTopic(name string) bool
 	// StoreStats describes the commit log.
 	StoreStats(ctx context.Context) (edge.StoreStats, error)
 	Close() error
@@ -136,7 +139,7 @@ func dialTarget(ctx context.Context, addr string, c *config) (target, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server %s: %w", addr, err)
 	}
-	return remoteTarget{cl, c.broker.DefaultQueues}, nil
+	return remoteTarget{Client: cl, defaultQueues: c.broker.DefaultQueues, system: map[string]bool{}}, nil
 }
 
 // localTarget is the broker of a data dir, in-process.
@@ -198,6 +201,8 @@ func (t localTarget) ResetOffsets(_ context.Context, group, topic string, where 
 	return err
 }
 
+func (t localTarget) IsSystemTopic(name string) bool { return mq.IsSystemTopic(name) }
+
 func (t localTarget) StoreStats(context.Context) (edge.StoreStats, error) {
 	return t.Broker.StoreStats()
 }
@@ -205,13 +210,60 @@ func (t localTarget) StoreStats(context.Context) (edge.StoreStats, error) {
 // remoteTarget is a server reached over TCP with RocketMQ's admin requests.
 type remoteTarget struct {
 	*remoting.Client
-	defaultQueues int32 // queues of a topic created without a count; 0: the server's default
+	defaultQueues int32           // queues of a topic created without a count; 0: the server's default
+	system        map[string]bool // the cluster's own topics besides mq.IsSystemTopic's, set by Topics
+}
+
+// rocketmqSystemTopics are the topics Apache RocketMQ's brokers make for themselves, besides
+// those named rmq_sys_* and those named for a cluster or broker.
+var rocketmqSystemTopics = []string{"BenchmarkTest", "OFFSET_MOVED_EVENT", "SELF_TEST_TOPIC", "TRANS_CHECK_MAX_TIME_TOPIC",
+	"RMQ_SYS_TRACE_TOPIC", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC"}
+
+// withGroup calls f; if the server does not know group, it creates the group and calls f
+// again. EdgeMQ knows every group; Apache RocketMQ may serve only those it was told of.
+func (t remoteTarget) withGroup(ctx context.Context, group string, f func() error) error {
+	err := f()
+	if errors.Is(err, mq.ErrGroupNotExist) {
+		if err := t.Client.CreateGroup(ctx, group); err != nil {
+			return fmt.Errorf("create consumer group %s: %w", group, err)
+		}
+		err = f()
+	}
+	return err
+}
+
+func (t remoteTarget) Pull(ctx context.Context, req mq.PullRequest) (res mq.PullResult, err error) {
+	err = t.withGroup(ctx, req.Group, func() error {
+		res, err = t.Client.Pull(ctx, req)
+		return err
+	})
+	return res, err
+}
+
+func (t remoteTarget) CommitOffset(ctx context.Context, group string, q mq.MessageQueue, offset int64) error {
+	return t.withGroup(ctx, group, func() error { return t.Client.CommitOffset(ctx, group, q, offset) })
+}
+
+func (t remoteTarget) IsSystemTopic(name string) bool {
+	return mq.IsSystemTopic(name) || strings.HasPrefix(name, "rmq_sys_") || t.system[name]
 }
 
 func (t remoteTarget) Topics(ctx context.Context) ([]edge.TopicConfig, error) {
 	names, err := t.Client.TopicList(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if len(t.system) == 0 {
+		for _, n := range rocketmqSystemTopics {
+			t.system[n] = true
+		}
+		bs, err := t.Client.ClusterBrokers(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, b := range bs {
+			t.system[b.Name], t.system[b.Cluster], t.system[b.Cluster+"_REPLY_TOPIC"] = true, true, true
+		}
 	}
 	out := make([]edge.TopicConfig, 0, len(names))
 	for _, n := range names {
@@ -344,7 +396,10 @@ func (t remoteTarget) ResetOffsets(ctx context.Context, group, topic string, whe
 	case edge.ResetToLast:
 		ts = -1
 	}
-	_, err := t.Client.ResetOffsets(ctx, group, topic, ts)
+	err := t.withGroup(ctx, group, func() error {
+		_, err := t.Client.ResetOffsets(ctx, group, topic, ts)
+		return err
+	})
 	var re *remoting.ResponseError
 	if errors.As(err, &re) && re.Code == remoting.ConsumerNotOnline {
 		// Apache RocketMQ's broker resets only through the group's running consumers;
@@ -371,7 +426,7 @@ func (t remoteTarget) resetByCommit(ctx context.Context, group, topic string, wh
 			off, err = t.Client.SearchOffset(ctx, q, at)
 		}
 		if err == nil {
-			err = t.Client.CommitOffset(ctx, group, q, off)
+			err = t.CommitOffset(ctx, group, q, off)
 		}
 		if err != nil {
 			return fmt.Errorf("reset %s queue %d: %w", topic, q.QueueID, err)

@@ -490,3 +490,68 @@ func parseQueueTable(body []byte, field string) ([]queueEntry, error) {
 		return nil, fmt.Errorf("%w: %s: want ',' or '}'", ErrMalformed, field)
 	}
 }
+
+// ClusterBrokers returns every broker of every cluster the name servers know
+// (GET_BROKER_CLUSTER_INFO), sorted by name: its cluster, name and addresses by broker id.
+func (c *Client) ClusterBrokers(ctx context.Context) ([]mq.BrokerData, error) {
+	req := NewRequest(GetBrokerClusterInfo, nil, nil)
+	resp, addr, err := c.invokeNamesrv(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	if err := respError(addr, req.Code, resp, Success); err != nil {
+		return nil, err
+	}
+	var info struct {
+		BrokerAddrTable map[string]struct {
+			Cluster     string            `json:"cluster"`
+			BrokerAddrs map[string]string `json:"brokerAddrs"`
+		} `json:"brokerAddrTable"`
+	}
+	if err := json.Unmarshal(quoteNumericKeys(resp.Body), &info); err != nil {
+		return nil, fmt.Errorf("remoting: cluster info from %s: %w: %v", addr, ErrMalformed, err)
+	}
+	var out []mq.BrokerData
+	for name, b := range info.BrokerAddrTable {
+		bd := mq.BrokerData{Cluster: b.Cluster, Name: name, Addrs: map[int64]string{}}
+		for id, a := range b.BrokerAddrs {
+			if n, err := strconv.ParseInt(id, 10, 64); err == nil {
+				bd.Addrs[n] = a
+			}
+		}
+		out = append(out, bd)
+	}
+	slices.SortFunc(out, func(a, b mq.BrokerData) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// CreateGroup creates a consumer group, or replaces its config with RocketMQ's defaults,
+// on every master the name servers know (UPDATE_AND_CREATE_SUBSCRIPTIONGROUP), as mqadmin
+// updateSubGroup does: for brokers that serve only the groups they know (Apache RocketMQ
+// with autoCreateSubscriptionGroup off, or before a member's first heartbeat).
+func (c *Client) CreateGroup(ctx context.Context, group string) error {
+	if err := mq.ValidateGroup(group); err != nil {
+		return err
+	}
+	addrs, err := c.masters(ctx)
+	if err != nil {
+		return err
+	}
+	body, _ := json.Marshal(struct {
+		GroupName              string `json:"groupName"`
+		ConsumeEnable          bool   `json:"consumeEnable"`
+		ConsumeFromMinEnable   bool   `json:"consumeFromMinEnable"`
+		ConsumeBroadcastEnable bool   `json:"consumeBroadcastEnable"`
+		RetryQueueNums         int    `json:"retryQueueNums"`
+		RetryMaxTimes          int    `json:"retryMaxTimes"`
+		BrokerID               int    `json:"brokerId"`
+		WhichBrokerWhenSlowly  int    `json:"whichBrokerWhenConsumeSlowly"`
+		NotifyIDsChanged       bool   `json:"notifyConsumerIdsChangedEnable"`
+	}{group, true, true, true, 1, 16, 0, 1, true})
+	for _, a := range addrs {
+		if _, err := c.adminCall(ctx, a, UpdateAndCreateSubscriptionGroup, nil, body); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -98,6 +98,22 @@ func TestClientAdmin(t *testing.T) {
 		t.Fatalf("broker's offset after the reset to the end: %+v", lags)
 	}
 
+	// CreateGroup
+	if err := c.CreateGroup(ctx, "made"); err != nil {
+		t.Fatalf("CreateGroup: %v", err)
+	}
+	if !slices.Contains(tb.b.Groups(), "made") {
+		t.Fatalf("broker's groups after CreateGroup: %v", tb.b.Groups())
+	}
+	if err := c.CreateGroup(ctx, "bad group!"); !errors.Is(err, mq.ErrInvalidArgument) {
+		t.Fatalf("CreateGroup(bad name): %v", err)
+	}
+
+	// ClusterBrokers
+	if bs, err := c.ClusterBrokers(ctx); err != nil || len(bs) != 1 || bs[0].Name != "edgemq" || bs[0].Cluster == "" || bs[0].Addrs[mq.MasterID] != tb.addr {
+		t.Fatalf("ClusterBrokers = %+v, %v", bs, err)
+	}
+
 	// BrokerRuntimeInfo
 	infos, err := c.BrokerRuntimeInfo(ctx)
 	if err != nil || len(infos) != 1 {
