@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/edgemq/edgemq/edge"
+	"github.com/edgemq/edgemq/store/commitlog"
 )
 
 // statusEvery is how often serve updates its STATUS line for systemd without a watchdog.
@@ -54,7 +55,7 @@ func watchdogInterval() (time.Duration, error) {
 
 // reporter keeps systemd informed while serve runs: every period it sends a STATUS= line
 // (topics, message rates, commitlog and disk use), and when the watchdog is on (WatchdogSec)
-// WATCHDOG=1, but only while the broker's Health, with period as its stall, passes: a
+// WATCHDOG=1, but only while the broker's Health (healthStall) passes: a
 // store whose disk fails, whose flusher is stuck or whose dispatcher stays behind stops the
 // pings, and systemd restarts the service. It logs the first failed check, and a recovery.
 // Its goroutine is stopped by stop.
@@ -64,6 +65,7 @@ type reporter struct {
 	dataDir  string
 	lg       *slog.Logger
 	period   time.Duration
+	stall    time.Duration // Health's
 	watchdog bool
 
 	done chan struct{}
@@ -89,6 +91,7 @@ func startReporter(b *edge.Broker, addr, dataDir string, lg *slog.Logger) *repor
 	if wd > 0 {
 		r.period, r.watchdog = wd, true
 	}
+	r.stall = healthStall(r.period, b.Options())
 	r.wg.Add(1)
 	go r.run()
 	return r
@@ -112,7 +115,7 @@ func (r *reporter) run() {
 
 // report checks the broker's health and returns the message for systemd.
 func (r *reporter) report() string {
-	err := r.b.Health(r.period)
+	err := r.b.Health(r.stall)
 	switch {
 	case err != nil && !r.unhealthy:
 		msg := "store unhealthy"
@@ -155,6 +158,17 @@ func (r *reporter) status() string {
 		s += fmt.Sprintf(", disk %.0f%% used (%s free)", used, humanBytes(int64(uint64(fs.Bavail)*uint64(fs.Bsize))))
 	}
 	return s
+}
+
+// healthStall is how long the broker's flusher and dispatcher may go without progress, for
+// checks every period: period, but at least two async flush intervals, since an async log
+// is flushed only that often.
+func healthStall(period time.Duration, o edge.Options) time.Duration {
+	flush := commitlog.DefaultOptions.FlushInterval
+	if o.Store != nil && o.Store.FlushInterval > 0 {
+		flush = o.Store.FlushInterval
+	}
+	return max(period, 2*flush)
 }
 
 // stop stops the reporter's goroutine and waits for it. A nil reporter does nothing.

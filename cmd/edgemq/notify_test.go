@@ -10,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgemq/edgemq/edge"
 	"github.com/edgemq/edgemq/edge/remoting"
+	"github.com/edgemq/edgemq/store"
 	"golang.org/x/sys/unix"
 )
 
@@ -38,6 +40,26 @@ func TestWatchdogInterval(t *testing.T) {
 		if got != tc.want || (err != nil) != tc.err {
 			t.Errorf("WATCHDOG_USEC=%q WATCHDOG_PID=%q: %v, %v; want %v, error %v", tc.usec, tc.pid, got, err, tc.want, tc.err)
 		}
+	}
+}
+
+// TestHealthStall: the watchdog's checks give the flusher the check period, and at least two
+// async flush intervals, to make progress.
+func TestHealthStall(t *testing.T) {
+	for _, tc := range []struct {
+		period, flush, want time.Duration
+	}{
+		{15 * time.Second, 0, 15 * time.Second},
+		{200 * time.Millisecond, 0, time.Second}, // the default flush interval, 500ms
+		{15 * time.Second, time.Minute, 2 * time.Minute},
+		{15 * time.Second, time.Second, 15 * time.Second},
+	} {
+		if got := healthStall(tc.period, edge.Options{Store: &store.Options{FlushInterval: tc.flush}}); got != tc.want {
+			t.Errorf("period %v, flush_interval %v: stall %v, want %v", tc.period, tc.flush, got, tc.want)
+		}
+	}
+	if got := healthStall(time.Second, edge.Options{}); got != time.Second {
+		t.Errorf("no store options: stall %v, want 1s", got)
 	}
 }
 
