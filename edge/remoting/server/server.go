@@ -125,6 +125,13 @@ func (s *Server) VIPAddr() net.Addr {
 	return s.vip.Addr()
 }
 
+// Conns returns the number of open client connections, both addresses together.
+func (s *Server) Conns() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
+}
+
 // acceptLoop accepts connections until its listener closes.
 func (s *Server) acceptLoop(ln net.Listener, vip bool) {
 	defer s.accepts.Done()
