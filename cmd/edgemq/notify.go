@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/edgemq/edgemq/edge"
+	"github.com/edgemq/edgemq/edge/remoting/server"
 	"github.com/edgemq/edgemq/store/commitlog"
 )
 
@@ -54,13 +55,14 @@ func watchdogInterval() (time.Duration, error) {
 }
 
 // reporter keeps systemd informed while serve runs: every period it sends a STATUS= line
-// (topics, message rates, commitlog and disk use), and when the watchdog is on (WatchdogSec)
+// (topics, message rates, connections, commitlog and disk use), and when the watchdog is on (WatchdogSec)
 // WATCHDOG=1, but only while the broker's Health (healthStall) passes: a
 // store whose disk fails, whose flusher is stuck or whose dispatcher stays behind stops the
 // pings, and systemd restarts the service. It logs the first failed check, and a recovery.
 // Its goroutine is stopped by stop.
 type reporter struct {
 	b        *edge.Broker
+	srv      *server.Server
 	addr     string
 	dataDir  string
 	lg       *slog.Logger
@@ -78,11 +80,11 @@ type reporter struct {
 }
 
 // startReporter starts reporting to systemd, when NOTIFY_SOCKET is set; else it returns nil.
-func startReporter(b *edge.Broker, addr, dataDir string, lg *slog.Logger) *reporter {
+func startReporter(b *edge.Broker, srv *server.Server, dataDir string, lg *slog.Logger) *reporter {
 	if os.Getenv("NOTIFY_SOCKET") == "" {
 		return nil
 	}
-	r := &reporter{b: b, addr: addr, dataDir: dataDir, lg: lg, period: statusEvery, done: make(chan struct{}),
+	r := &reporter{b: b, srv: srv, addr: srv.Addr().String(), dataDir: dataDir, lg: lg, period: statusEvery, done: make(chan struct{}),
 		last: b.TrafficStats(), lastAt: time.Now()}
 	wd, err := watchdogInterval()
 	if err != nil {
@@ -138,7 +140,7 @@ func (r *reporter) report() string {
 }
 
 // status returns the one-line summary of STATUS=: the address, the topics, the message
-// rates since the last report, the commitlog's size and the free space of its file system.
+// rates since the last report, the client connections, the commitlog's size and the free space of its file system.
 func (r *reporter) status() string {
 	now := time.Now()
 	cur := r.b.TrafficStats()
@@ -148,7 +150,8 @@ func (r *reporter) status() string {
 		in, out = float64(cur.MessagesIn-r.last.MessagesIn)/secs, float64(cur.MessagesOut-r.last.MessagesOut)/secs
 	}
 	r.last, r.lastAt = cur, now
-	s := fmt.Sprintf("serving on %s: %d topics, %.1f msg/s in, %.1f msg/s out", r.addr, len(r.b.Topics()), in, out)
+	s := fmt.Sprintf("serving on %s: %d topics, %.1f msg/s in, %.1f msg/s out, %d connections",
+		r.addr, len(r.b.Topics()), in, out, r.srv.Conns())
 	if st, err := r.b.StoreStats(); err == nil {
 		s += ", commitlog " + humanBytes(st.SegmentBytes)
 	}

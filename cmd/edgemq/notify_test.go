@@ -121,7 +121,7 @@ func TestServeWatchdog(t *testing.T) {
 	cl.call(remoting.GetRouteInfoByTopic, map[string]string{"topic": "TBW102"})
 
 	status := next(t, ch, "STATUS=serving on "+addr+": ", 10*time.Second)
-	for _, want := range []string{" topics, ", " msg/s in, ", " msg/s out", ", commitlog 256 KiB", "% used ("} {
+	for _, want := range []string{" topics, ", " msg/s in, ", " msg/s out, 1 connections, commitlog 256 KiB, disk ", "% used ("} {
 		if !strings.Contains(status, want) {
 			t.Errorf("STATUS lacks %q: %q", want, status)
 		}

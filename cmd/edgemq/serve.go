@@ -34,13 +34,12 @@ stamps them. The startup line gives the bound addresses, the data dir and what r
 found; the last line how long the stop took.
 
 Under systemd (Type=notify, configs/edgemq.service) it reports READY=1 once recovery is done
-and its listeners are up, a STATUS= line (topics, message rates, commitlog size, disk use)
-every 10s, and STOPPING=1 when it begins to stop. With WatchdogSec it sends both at half
-that interval, the status with a watchdog ping (WATCHDOG=1) as long as the store is
-healthy: no failed write or
-fsync, and its flusher and dispatcher each made progress since the last check, or had
-nothing to do. Otherwise it logs why, once, shows it in STATUS, and pings no more, so that
-systemd restarts it.
+and its listeners are up, a STATUS= line (topics, message rates, connections, commitlog size,
+disk use) every 10s, and STOPPING=1 when it begins to stop. With WatchdogSec it sends the
+status at half that interval, with a watchdog ping (WATCHDOG=1) as long as the store is
+healthy: no failed write or fsync, and its flusher and dispatcher each made progress since
+the last check, or had nothing to do. Otherwise it logs why, once, shows it in STATUS, and
+pings no more, so that systemd restarts it.
 
 Exit codes: 0 stopped cleanly; 1 it could not start (a bad config file, an address in use,
 a data dir held by another process) or the store failed to close; 2 a usage error (a bad
@@ -126,7 +125,7 @@ func serve(ctx context.Context, c *config, lg *slog.Logger, warnings func() int6
 	if err := sdNotify("READY=1\nSTATUS=serving on " + srv.Addr().String()); err != nil {
 		lg.Warn("cannot notify systemd", "err", err)
 	}
-	rep := startReporter(b, srv.Addr().String(), c.dataDir, lg)
+	rep := startReporter(b, srv, c.dataDir, lg)
 
 	<-ctx.Done()
 	rep.stop()
