@@ -36,7 +36,7 @@ func TestCommandsInterop(t *testing.T) {
 	if strings.Count(out, "queue=1") != 3 || !strings.Contains(out, "offset=2") {
 		t.Fatalf("send:\n%s", out)
 	}
-	out = run("consume", "-topic", topic, "-group", group, "-wait", "2s")
+	out = run("consume", "-topic", topic, "-group", group, "-n", "3", "-wait", "10s")
 	if !regexp.MustCompile(`(?s)offset=0 tags="t".*one.*two.*three`).MatchString(out) {
 		t.Fatalf("consume:\n%s", out)
 	}
