@@ -258,7 +258,8 @@ func goConsume(ctx context.Context, b *broker, p params, m metrics) error {
 		return fmt.Errorf("new consumer: %w", err)
 	}
 	if err := c.Subscribe(topicConsume, consumer.MessageSelector{}, func(_ context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
-		if got.Add(int64(len(msgs))) >= want && got.Load()-int64(len(msgs)) < want {
+		// Exactly one callback crosses want.
+		if v := got.Add(int64(len(msgs))); v >= want && v-int64(len(msgs)) < want {
 			close(all)
 		}
 		return consumer.ConsumeSuccess, nil

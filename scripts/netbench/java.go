@@ -9,8 +9,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 )
@@ -30,6 +30,9 @@ type tpsLine struct {
 var (
 	sendTPS    = regexp.MustCompile(`Send TPS: (\d+)`)
 	consumeTPS = regexp.MustCompile(`\bTPS: (\d+)`)
+	// javaWindow is the tools' window: 10 snapshots a second apart; with -ri 1000 they print
+	// every second.
+	javaWindow = 10
 	sendFailed = regexp.MustCompile(`Send Failed: (\d+) Response Failed: (\d+)`)
 )
 
@@ -90,9 +93,9 @@ func javaTool(ctx context.Context, b *broker, javaCP, class string, d time.Durat
 }
 
 // javaRate picks the line with the highest rate and returns its rate and the broker's CPU per
-// message over the span since the line before (for the first printed line: since the tool
-// started, a span a little longer than its window), and whether the last line fell below half
-// the best.
+// message over its window (the tools print every second, with -ri 1000, the rate over the
+// last 10 one-second snapshots: the span since the line 10 before, or since the tool started),
+// and whether the last line fell below half the best.
 func javaRate(lines []tpsLine) (rate, cpuUS float64, drained bool) {
 	best := 1
 	for i := 2; i < len(lines); i++ {
@@ -100,7 +103,7 @@ func javaRate(lines []tpsLine) (rate, cpuUS float64, drained bool) {
 			best = i
 		}
 	}
-	l, prev := lines[best], lines[best-1]
+	l, prev := lines[best], lines[max(best-javaWindow, 0)]
 	if l.tps > 0 {
 		msgs := l.tps * l.at.Sub(prev.at).Seconds()
 		cpuUS = float64((l.cpu - prev.cpu).Microseconds()) / msgs
@@ -113,7 +116,7 @@ func javaRate(lines []tpsLine) (rate, cpuUS float64, drained bool) {
 // loop, its default of 64 threads unless set) to topicJava.
 func javaSend(ctx context.Context, b *broker, javaCP string, threads int, size int, d time.Duration, m metrics) error {
 	lines, err := javaTool(ctx, b, javaCP, "Producer", d, sendTPS,
-		"-t", topicJava, "-s", strconv.Itoa(size), "-w", strconv.Itoa(threads))
+		"-t", topicJava, "-s", strconv.Itoa(size), "-w", strconv.Itoa(threads), "-ri", "1000")
 	if err != nil {
 		return err
 	}
@@ -137,19 +140,19 @@ func javaConsume(ctx context.Context, b *broker, javaCP string, p params, n int,
 		return "", err
 	}
 	lines, err := javaTool(ctx, b, javaCP, "Consumer", d, consumeTPS,
-		"-t", topicJavaConsume, "-g", "nb_java_g", "-p", "false")
+		"-t", topicJavaConsume, "-g", "nb_java_g", "-p", "false", "-ri", "1000")
 	if err != nil {
 		return "", err
 	}
 	var drained bool
 	m["java_consume_rate"], m["java_consume_cpu_us"], drained = javaRate(lines)
-	var tps []string
-	for _, l := range lines[1:] {
-		tps = append(tps, strconv.FormatFloat(l.tps, 'f', 0, 64))
-	}
-	note = "java Consumer TPS lines: " + strings.Join(tps, ", ")
-	if drained {
-		note += " (backlog drained before the end: the best window may hold idle time)"
+	first := slices.IndexFunc(lines[1:], func(l tpsLine) bool { return l.tps > 0 })
+	note = fmt.Sprintf("java Consumer: %d rate lines (1 s apart, 10 s windows), the first non-zero %d s after the first line, best %.0f, last %.0f",
+		len(lines)-1, first, m["java_consume_rate"], lines[len(lines)-1].tps)
+	if r := m["java_consume_rate"]; r > 0 && float64(n)/r < 11 {
+		note += fmt.Sprintf(" (the backlog lasts %.1f s at the best rate, under a window: the rate is underestimated; raise -java-consume-n)", float64(n)/r)
+	} else if drained {
+		note += " (drained before the end)"
 	}
 	return note, nil
 }

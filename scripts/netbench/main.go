@@ -23,8 +23,8 @@
 //   - Apache RocketMQ's own benchmark tools (rocketmq-example, -java): its Producer
 //     (-java-threads threads of sync sends of -size bytes) and its Consumer (push consumer,
 //     20 consume threads) over -java-consume-n pre-filled messages, each run for -java-time;
-//     their rate is their own printed 10-second window ("Send TPS", "TPS"), the best window
-//     after the first.
+//     their rate is their own printed rate over 10 one-second snapshots ("Send TPS", "TPS"),
+//     printed every second (-ri 1000): the best window.
 //
 // For each workload it takes the broker's CPU time (utime+stime from /proc/PID/stat, for
 // RocketMQ broker and name server together) before and after and divides by the messages,
@@ -87,8 +87,8 @@ func main() {
 		latWindow  = flag.Int("lat-window", 128, "latency: most SendAsync calls in flight (edgemq serve answers SYSTEM_BUSY past server.max_inflight, 256, on one connection)")
 		javaOn     = flag.Bool("java", true, "also run Apache RocketMQ's benchmark Producer and Consumer (rocketmq-example, resolved with mvn)")
 		javaThr    = flag.Int("java-threads", 64, "java Producer: send threads (its -w)")
-		javaTime   = flag.Duration("java-time", 35*time.Second, "java Producer and Consumer: how long each runs (they print a 10 s window every 10 s)")
-		javaN      = flag.Int("java-consume-n", 1_000_000, "java Consumer: messages pre-filled")
+		javaTime   = flag.Duration("java-time", 45*time.Second, "java Producer and Consumer: how long each runs (their rate is over 10 s windows, printed every second)")
+		javaN      = flag.Int("java-consume-n", 2_000_000, "java Consumer: messages pre-filled (they must last more than its 10 s window)")
 		workloads  = flag.String("workloads", "go_send,go_consume,lat,java_send,java_consume", "workloads to run, comma separated")
 		keep       = flag.Bool("keep", false, "keep the data dirs and logs")
 		jsonOut    = flag.String("json", "", "also write every run's figures to this file")

@@ -58,7 +58,7 @@ func printTable(w io.Writer, runs []run, p params, javaThreads int, heap string,
 			line{label: fmt.Sprintf("send %s, RocketMQ benchmark Producer (rocketmq-example 5.5.0): %d threads × sync send", sizeName(p.size), javaThreads), keys: []string{"java_send_rate"}, unit: unitRate, target: targetRate, kind: ratioAtLeast},
 			line{label: "↳ broker CPU per message", keys: []string{"java_send_cpu_us"}, unit: unitMicrosPerMs},
 			line{label: "↳ failed sends, whole run (the tool pauses 3 s after a broker error)", keys: []string{"java_send_failed"}, unit: "msgs"},
-			line{label: "consume, RocketMQ benchmark Consumer (push, 20 threads), best 10 s window", keys: []string{"java_consume_rate"}, unit: unitRate, target: targetRate, kind: ratioAtLeast},
+			line{label: "consume, RocketMQ benchmark Consumer (push, 20 threads, from the last offset), best 10 s window", keys: []string{"java_consume_rate"}, unit: unitRate, target: targetRate, kind: ratioAtLeast},
 			line{label: "↳ broker CPU per message", keys: []string{"java_consume_cpu_us"}, unit: unitMicrosPerMs},
 		)
 	}
