@@ -127,6 +127,10 @@ mappedFileSizeCommitLog=67108864
 deleteWhen=04
 fileReservedTime=48
 diskMaxUsedSpaceRatio=95
+# On a small, busy machine a send may wait in the broker's queue longer than RocketMQ's 200 ms
+# before it answers "broker busy" (TIMEOUT_CLEAN_QUEUE); tests want the message stored instead.
+waitTimeMillsInSendQueue=3000
+osPageCacheBusyTimeOutMills=5000
 EOF
 
 	log "starting name server on 127.0.0.1:$NS_PORT"

@@ -26,12 +26,14 @@ import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.client.producer.SendStatus;
 import org.apache.rocketmq.common.message.Message;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
 
 /**
  * A concurrent push-consumer group of two members, each in its own JVM (ConsumerMember):
  * clustering shares the queues so each message is consumed once, and the survivor takes all
  * queues when a member leaves; broadcasting gives every member every message.
  */
+@Timeout(120) // two or three JVMs start per test: on a busy 2-core machine that alone takes long
 class ClusteringTest {
     /** A ConsumerMember process and the lines it printed. */
     static final class Member implements AutoCloseable {
@@ -193,8 +195,8 @@ class ClusteringTest {
         Interop.createTopic(topic, 4);
         try (Member a = new Member(group, topic, "CLUSTERING", "memberA");
                 Member b = new Member(group, topic, "CLUSTERING", "memberB")) {
-            a.await("READY", Duration.ofSeconds(30), ls -> ls.contains("READY"));
-            b.await("READY", Duration.ofSeconds(30), ls -> ls.contains("READY"));
+            a.await("READY", Duration.ofSeconds(60), ls -> ls.contains("READY"));
+            b.await("READY", Duration.ofSeconds(60), ls -> ls.contains("READY"));
             // Both members see each other: their allocations split the 4 queues.
             Interop.awaitTrue("the two members to split the queues", Duration.ofSeconds(40), () -> {
                 Set<String> qa = ids(a.alloc());
@@ -251,8 +253,8 @@ class ClusteringTest {
         Interop.createTopic(topic, 4);
         try (Member a = new Member(group, topic, "CLUSTERING", "killA");
                 Member b = new Member(group, topic, "CLUSTERING", "killB")) {
-            a.await("READY", Duration.ofSeconds(30), ls -> ls.contains("READY"));
-            b.await("READY", Duration.ofSeconds(30), ls -> ls.contains("READY"));
+            a.await("READY", Duration.ofSeconds(60), ls -> ls.contains("READY"));
+            b.await("READY", Duration.ofSeconds(60), ls -> ls.contains("READY"));
             Interop.awaitTrue("the two members to split the queues", Duration.ofSeconds(40),
                     () -> ids(a.alloc()).size() == 2 && ids(b.alloc()).size() == 2);
             send(topic, 0, 20);
@@ -290,7 +292,7 @@ class ClusteringTest {
         Interop.createTopic(topic, 2);
         try (Member a = new Member(group, topic, "CLUSTERING", "binaryHeaders",
                 List.of("-Drocketmq.serialize.type=ROCKETMQ"))) {
-            a.await("READY", Duration.ofSeconds(30), ls -> ls.contains("READY"));
+            a.await("READY", Duration.ofSeconds(60), ls -> ls.contains("READY"));
             a.await("both queues", Duration.ofSeconds(30), ls -> ids(a.alloc()).size() == 2);
             send(topic, 0, 10);
             a.await("10 messages", Duration.ofSeconds(30), ls -> a.received().keySet().containsAll(range(0, 10)));
@@ -310,8 +312,8 @@ class ClusteringTest {
         Interop.createTopic(topic, 4);
         try (Member a = new Member(group, topic, "BROADCASTING", "bcA");
                 Member b = new Member(group, topic, "BROADCASTING", "bcB")) {
-            a.await("READY", Duration.ofSeconds(30), ls -> ls.contains("READY"));
-            b.await("READY", Duration.ofSeconds(30), ls -> ls.contains("READY"));
+            a.await("READY", Duration.ofSeconds(60), ls -> ls.contains("READY"));
+            b.await("READY", Duration.ofSeconds(60), ls -> ls.contains("READY"));
             send(topic, 0, 20);
             for (Member m : List.of(a, b)) {
                 m.await("all 20 messages", Duration.ofSeconds(30),

@@ -32,16 +32,12 @@ public final class ConsumerMember {
         System.out.flush();
     }
 
-    public static void main(String[] args) throws Exception {
-        String ns = args[0];
-        String group = args[1];
-        String topic = args[2];
-        MessageModel model = MessageModel.valueOf(args[3]);
-        String name = args[4];
-
+    /** A consumer of the group, ready to start; INSTANCE names its client. */
+    private static DefaultMQPushConsumer build(String ns, String group, String topic, MessageModel model,
+            String instance) throws Exception {
         DefaultMQPushConsumer c = new DefaultMQPushConsumer(group);
         c.setNamesrvAddr(ns);
-        c.setInstanceName(name);
+        c.setInstanceName(instance);
         c.setMessageModel(model);
         c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
         c.setConsumeThreadMin(2);
@@ -74,7 +70,33 @@ public final class ConsumerMember {
             lines.forEach(ConsumerMember::say);
             return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
         });
-        c.start();
+        return c;
+    }
+
+    public static void main(String[] args) throws Exception {
+        String ns = args[0];
+        String group = args[1];
+        String topic = args[2];
+        MessageModel model = MessageModel.valueOf(args[3]);
+        String name = args[4];
+
+        // A start can fail on a transient connection error (a busy machine); a consumer that
+        // failed to start cannot start again, so make a new one, at most three times.
+        DefaultMQPushConsumer c = null;
+        for (int attempt = 1; c == null; attempt++) {
+            DefaultMQPushConsumer candidate = build(ns, group, topic, model, attempt == 1 ? name : name + "-" + attempt);
+            try {
+                candidate.start();
+                c = candidate;
+            } catch (Exception | Error e) {
+                candidate.shutdown();
+                if (attempt == 3) {
+                    throw e;
+                }
+                System.err.println(name + ": start failed (" + e + "); trying again");
+                Thread.sleep(2000);
+            }
+        }
         say("READY");
         try (BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8))) {
             String line;
