@@ -34,7 +34,8 @@ func (s *Store) noteWrite(err error) {
 		}
 	case errors.Is(err, commitlog.ErrTooLarge), errors.Is(err, commitlog.ErrClosed):
 	default:
-		s.writeErr.Store(&err)
+		e := err // only a failure allocates: appends make none
+		s.writeErr.Store(&e)
 	}
 }
 
@@ -47,6 +48,7 @@ func (s *Store) noteSync(err error) {
 		return
 	}
 	if !errors.Is(err, ErrClosed) {
-		s.syncErr.Store(&err)
+		e := err
+		s.syncErr.Store(&e)
 	}
 }
