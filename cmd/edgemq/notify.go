@@ -55,11 +55,11 @@ func watchdogInterval() (time.Duration, error) {
 }
 
 // reporter keeps systemd informed while serve runs: every period it sends a STATUS= line
-// (topics, message rates, connections, commitlog and disk use), and when the watchdog is on (WatchdogSec)
-// WATCHDOG=1, but only while the broker's Health (healthStall) passes: a
-// store whose disk fails, whose flusher is stuck or whose dispatcher stays behind stops the
-// pings, and systemd restarts the service. It logs the first failed check, and a recovery.
-// Its goroutine is stopped by stop.
+// (topics, message rates, connections, commitlog and disk use), and when the watchdog is on
+// (WatchdogSec) WATCHDOG=1, but only while the broker's Health (healthStall) passes: a store
+// whose disk fails, whose flusher is stuck or whose dispatcher stays behind stops the pings,
+// and systemd restarts the service. It logs the first failed check, and a recovery; and the
+// first message it could not send. Its goroutine is stopped by stop.
 type reporter struct {
 	b        *edge.Broker
 	srv      *server.Server
@@ -77,6 +77,7 @@ type reporter struct {
 	last      edge.TrafficStats
 	lastAt    time.Time
 	unhealthy bool
+	unsent    bool // a message could not be sent: logged
 }
 
 // startReporter starts reporting to systemd, when NOTIFY_SOCKET is set; else it returns nil.
@@ -84,8 +85,8 @@ func startReporter(b *edge.Broker, srv *server.Server, dataDir string, lg *slog.
 	if os.Getenv("NOTIFY_SOCKET") == "" {
 		return nil
 	}
-	r := &reporter{b: b, srv: srv, addr: srv.Addr().String(), dataDir: dataDir, lg: lg, period: statusEvery, done: make(chan struct{}),
-		last: b.TrafficStats(), lastAt: time.Now()}
+	r := &reporter{b: b, srv: srv, addr: srv.Addr().String(), dataDir: dataDir, lg: lg, period: statusEvery,
+		done: make(chan struct{}), last: b.TrafficStats(), lastAt: time.Now()}
 	wd, err := watchdogInterval()
 	if err != nil {
 		lg.Warn("systemd watchdog off", "err", err)
@@ -109,9 +110,11 @@ func (r *reporter) run() {
 			return
 		case <-t.C:
 		}
-		if err := sdNotify(r.report()); err != nil {
+		err := sdNotify(r.report())
+		if err != nil && !r.unsent {
 			r.lg.Warn("cannot notify systemd", "err", err)
 		}
+		r.unsent = err != nil
 	}
 }
 
