@@ -381,7 +381,8 @@ func goLatency(ctx context.Context, b *broker, p params, m metrics) error {
 	if err := c.Start(); err != nil {
 		return fmt.Errorf("start consumer: %w", err)
 	}
-	defer c.Shutdown()
+	stopConsumer := sync.OnceFunc(func() { _ = c.Shutdown() })
+	defer stopConsumer()
 	pr, err := newProducer(b.ns, 2)
 	if err != nil {
 		return err
@@ -457,15 +458,17 @@ func goLatency(ctx context.Context, b *broker, p params, m metrics) error {
 				got.Load(), acked.Load(), fails.n.Load(), fails.err())
 		}
 	}
+	used, _ := cpu.used()
 	if f := fails.n.Load(); f > 0 {
 		p.note(fmt.Sprintf("lat: %d of %d sends failed (not in the figures), first: %v", f, total, fails.err()))
 	}
 	m["lat_failed"] = float64(fails.n.Load())
-	lats = slices.DeleteFunc(lats, func(d time.Duration) bool { return d == 0 }) // failed sends
+	stopConsumer() // no callback writes lats from here on
+	// A message whose send failed has no latency.
+	lats = slices.DeleteFunc(lats, func(d time.Duration) bool { return d == 0 })
 	if len(lats) == 0 {
 		return errors.New("latency: no measured message was received")
 	}
-	used, _ := cpu.used()
 	slices.Sort(lats)
 	q := func(f float64) float64 {
 		return float64(lats[min(int(f*float64(len(lats))), len(lats)-1)].Microseconds())
