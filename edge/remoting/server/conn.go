@@ -113,13 +113,14 @@ func (c *conn) serve() {
 		ids = append(ids, id)
 	}
 	c.mu.Unlock()
-	for _, id := range c.s.removeConn(c, ids) {
+	for _, id := range c.s.removeClients(c, ids) {
 		// The broker tells the rest of the client's groups (RocketMQ's Go client never
 		// unregisters: a closed socket is how it leaves).
 		if err := c.s.b.Unregister(context.Background(), id, ""); err != nil {
 			lg.Debug("unregister client", "client", id, "err", err)
 		}
 	}
+	c.s.removeConn(c)
 }
 
 // readLoop reads requests until the connection fails or idles out.

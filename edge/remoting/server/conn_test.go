@@ -297,6 +297,7 @@ func TestRequestBytesBudget(t *testing.T) {
 		}
 		synctest.Wait()
 		sender.mustCall(remoting.Success, remoting.SendMessageV2, sendExt("T", 0, ""), body)
+		synctest.Wait() // the handler returns after its reply is queued
 		if s.reqBytes.Load() != 0 {
 			t.Errorf("%d request bytes counted with none in flight", s.reqBytes.Load())
 		}

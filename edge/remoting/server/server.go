@@ -259,12 +259,11 @@ func (s *Server) addClient(id string, c *conn) {
 	cs[c] = struct{}{}
 }
 
-// removeConn forgets c and returns the client ids that heartbeat on c and on no other
-// connection: those that left with it.
-func (s *Server) removeConn(c *conn, ids []string) []string {
+// removeClients forgets that ids heartbeat on c and returns those that heartbeat on no
+// other connection: the clients that left with it.
+func (s *Server) removeClients(c *conn, ids []string) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.conns, c)
 	var gone []string
 	for _, id := range ids {
 		cs := s.clients[id]
@@ -275,4 +274,11 @@ func (s *Server) removeConn(c *conn, ids []string) []string {
 		}
 	}
 	return gone
+}
+
+// removeConn forgets c, the last thing its reader does.
+func (s *Server) removeConn(c *conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
 }
