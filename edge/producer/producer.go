@@ -206,14 +206,26 @@ func (p *Producer) Send(ctx context.Context, m *mq.Message, sel mq.QueueSelector
 	if err != nil {
 		return mq.SendResult{}, err
 	}
+	return withRetries(ctx, p, msg.Topic, sel, func(ctx context.Context, sel mq.QueueSelector) (mq.SendResult, error) {
+		return p.b.Send(ctx, msg, sel)
+	})
+}
+
+// withRetries makes a synchronous send with send, on the queue sel chooses (round robin
+// when nil) for each attempt, and tries again (Options.RetryTimes) after a retryable
+// failure, on another broker's queue when the topic has one. Each attempt is bounded by
+// Options.SendTimeout.
+func withRetries[T any](ctx context.Context, p *Producer, topic string, sel mq.QueueSelector,
+	send func(context.Context, mq.QueueSelector) (T, error)) (T, error) {
+	var zero T
 	var last error
 	avoid := ""
 	for i := 0; i <= p.opts.RetryTimes; i++ {
-		ch, err := p.choose(ctx, msg.Topic, sel, avoid)
+		ch, err := p.choose(ctx, topic, sel, avoid)
 		if err == nil {
 			actx, cancel := p.attempt(ctx)
-			var res mq.SendResult
-			res, err = p.b.Send(actx, msg, ch.sel)
+			var res T
+			res, err = send(actx, ch.sel)
 			cancel()
 			if err == nil {
 				return res, nil
@@ -224,9 +236,9 @@ func (p *Producer) Send(ctx context.Context, m *mq.Message, sel mq.QueueSelector
 		if !retryable(ctx, err) {
 			break
 		}
-		p.opts.Logger.Debug("producer: send failed, retrying", "topic", msg.Topic, "attempt", i+1, "err", err)
+		p.opts.Logger.Debug("producer: send failed, retrying", "topic", topic, "attempt", i+1, "err", err)
 	}
-	return mq.SendResult{}, last
+	return zero, last
 }
 
 // SendAsync sends m as Send does without waiting for the answer: done is called once with
@@ -328,24 +340,7 @@ func (p *Producer) SendBatch(ctx context.Context, msgs []*mq.Message, sel mq.Que
 	if total > p.opts.MaxMessageSize {
 		return nil, fmt.Errorf("%w: batch of %d body bytes, at most %d", mq.ErrMessageTooLarge, total, p.opts.MaxMessageSize)
 	}
-	var last error
-	avoid := ""
-	for i := 0; i <= p.opts.RetryTimes; i++ {
-		ch, err := p.choose(ctx, batch[0].Topic, sel, avoid)
-		if err == nil {
-			actx, cancel := p.attempt(ctx)
-			var res []mq.SendResult
-			res, err = p.b.SendBatch(actx, batch, ch.sel)
-			cancel()
-			if err == nil {
-				return res, nil
-			}
-			avoid = ch.broker
-		}
-		last = err
-		if !retryable(ctx, err) {
-			break
-		}
-	}
-	return nil, last
+	return withRetries(ctx, p, batch[0].Topic, sel, func(ctx context.Context, sel mq.QueueSelector) ([]mq.SendResult, error) {
+		return p.b.SendBatch(ctx, batch, sel)
+	})
 }
