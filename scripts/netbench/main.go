@@ -124,8 +124,10 @@ func main() {
 	}
 
 	if *load {
-		os.Exit(runLoad(ctx, c, loadParams{duration: *loadDur, conns: *loadConns, producers: *loadProd,
-			consumers: *loadCons, rate: *loadRate, flush: *loadFlush, size: *size}))
+		code := runLoad(ctx, c, loadParams{duration: *loadDur, conns: *loadConns, producers: *loadProd,
+			consumers: *loadCons, rate: *loadRate, flush: *loadFlush, size: *size})
+		os.RemoveAll(tmp)
+		os.Exit(code)
 	}
 
 	var todo []kind
