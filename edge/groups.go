@@ -197,7 +197,10 @@ func validateHeartbeat(hb *mq.Heartbeat) error {
 // of a clustering group creates its retry topic %RETRY%<group>; a group seen for the first
 // time gets a stored config (consume enabled, one retry queue, Options.MaxReconsumeTimes).
 // When a heartbeat adds a member to a clustering group or changes a member's topics or
-// expressions, every other member's OnChange is called.
+// expressions, every member's OnChange is called, the sender's too: a remote client whose
+// first rebalance ran before it could see itself in the group rebalances again at once
+// rather than at its next periodic rebalance (RocketMQ notifies every connection of the
+// group the same way).
 //
 // Errors: ErrClosed, ctx.Err(); mq.ErrInvalidArgument for an empty client id, a bad group
 // name (1 to 248 characters of A-Z a-z 0-9 _ - % |; 255 for producer groups), model or
@@ -249,7 +252,7 @@ func (b *Broker) Heartbeat(ctx context.Context, hb mq.Heartbeat) error {
 			changed = true
 		}
 		if changed {
-			notes = cg.notesLocked(cd.Group, hb.ClientID, notes)
+			notes = cg.notesLocked(cd.Group, "", notes)
 		}
 	}
 	for _, p := range hb.Producers {

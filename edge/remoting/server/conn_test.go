@@ -33,8 +33,8 @@ func waitNote(t *testing.T, c *client) *remoting.Command {
 
 // TestClosedConnectionLeavesGroup: when a client's connection closes, the broker drops it
 // from its group and frees its queue locks, and the other members are sent
-// NOTIFY_CONSUMER_IDS_CHANGED (oneway, naming the group); a member joining is notified the
-// same way.
+// NOTIFY_CONSUMER_IDS_CHANGED (oneway, naming the group); a join is announced the same way,
+// to the newcomer too.
 func TestClosedConnectionLeavesGroup(t *testing.T) {
 	b := openBroker(t, nil)
 	s := startServer(t, b, Options{})
@@ -44,6 +44,11 @@ func TestClosedConnectionLeavesGroup(t *testing.T) {
 	n := waitNote(t, c1)
 	if n.Code != remoting.NotifyConsumerIDsChanged || !n.IsOneway() || n.Ext["consumerGroup"] != "g" {
 		t.Fatalf("c1 got code %d oneway %v ext %v, want 40 oneway for g", n.Code, n.IsOneway(), n.Ext)
+	}
+	// The newcomer hears of its own join too, as RocketMQ's broker tells every connection of
+	// the group.
+	if n := waitNote(t, c2); n.Code != remoting.NotifyConsumerIDsChanged || n.Ext["consumerGroup"] != "g" {
+		t.Fatalf("c2 got code %d ext %v on joining, want 40 for g", n.Code, n.Ext)
 	}
 	lock := []byte(`{"consumerGroup":"g","clientId":"c1","mqSet":[{"topic":"T","brokerName":"edgemq","queueId":0}]}`)
 	c1.mustCall(remoting.Success, remoting.LockBatchMQ, nil, lock)
