@@ -503,8 +503,9 @@ var settings = []setting{
 		def:   server.DefaultOptions.MaxInFlight,
 		check: positive[int](),
 		set:   func(c *config, v int) { c.server.MaxInFlight = v },
-		doc: "How many requests of one connection are handled at once (parked pulls count). Past it " +
-			"a request is answered SYSTEM_BUSY.",
+		doc: "How many requests of one connection are handled at once: parked pulls and pipelined " +
+			"sends count, and one connection carries all of a client process's. Past it a request is " +
+			"answered SYSTEM_BUSY.",
 	},
 	item[time.Duration]{
 		section: "server", key: "idle_timeout",

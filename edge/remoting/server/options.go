@@ -35,7 +35,8 @@ type Options struct {
 	// together; past it a new connection is closed at once, and logged. Default 1024.
 	MaxConns int
 	// MaxInFlight is how many requests of one connection may be handled at once; past it
-	// a request is answered SYSTEM_BUSY (2). Default 256.
+	// a request is answered SYSTEM_BUSY (2). Default 4096: one connection carries every
+	// parked pull and pipelined send of a client process, which may be thousands.
 	MaxInFlight int
 	// IdleTimeout closes a connection that sends no complete frame for this long. Default
 	// 120 s (RocketMQ's clients heartbeat every 30 s).
@@ -54,7 +55,7 @@ var DefaultOptions = Options{
 	ClusterName:  "DefaultCluster",
 	MaxFrameSize: maxFrameSize,
 	MaxConns:     1024,
-	MaxInFlight:  256,
+	MaxInFlight:  4096,
 	IdleTimeout:  120 * time.Second,
 	WriteTimeout: 30 * time.Second,
 }
