@@ -251,7 +251,10 @@ func newExt4Image(t *testing.T, size int64) *ext4Image {
 	}
 	im := &ext4Image{loop: strings.TrimSpace(string(out)), mnt: t.TempDir()}
 	t.Cleanup(func() {
-		unix.Unmount(im.mnt, 0)
+		if err := unix.Unmount(im.mnt, 0); err != nil {
+			t.Logf("unmount %s: %v: detaching it lazily", im.mnt, err)
+			unix.Unmount(im.mnt, unix.MNT_DETACH)
+		}
 		if out, err := exec.Command("losetup", "-d", im.loop).CombinedOutput(); err != nil {
 			t.Errorf("losetup -d %s: %v: %s", im.loop, err, out)
 		}
