@@ -61,7 +61,9 @@ import (
 // delete or a queue-file roll it sees in the directory), kills the child, remounts, reopens
 // the store and checks it: every message acknowledged before the cut in sync mode, and
 // below the durable position the child saw before the cut in async mode, is there byte for
-// byte; the queues and the log agree both ways; the .broken files stay in their budget.
+// byte; async mode loses nothing acknowledged longer than its flush window (asyncWindow)
+// before the cut; the queues and the log agree both ways; the .broken files stay in their
+// budget.
 
 // ext4IOCShutdown is EXT4_IOC_SHUTDOWN, _IOR('X', 125, __u32), with the generic ioctl
 // encoding (amd64, arm64, arm, 386, riscv64; mips and powerpc encode it otherwise).
@@ -70,9 +72,17 @@ const ext4IOCShutdown = 0x8004587d
 // ext4Options are the store options of the ext4 cuts: small segments and a small quota, so
 // that segment rolls, retention and queue-file rolls happen every second or so.
 func ext4Options(mode commitlog.FlushMode) Options {
-	return Options{Flush: mode, SegmentSize: 256 << 10, MaxBytes: 4 << 20, MaxMessageSize: 16 << 10, QueueSegmentEntries: 64,
+	return Options{Flush: mode, FlushInterval: ext4FlushInterval, SegmentSize: 256 << 10, MaxBytes: 4 << 20, MaxMessageSize: 16 << 10, QueueSegmentEntries: 64,
 		MaxAge: -1, MaxUsedRatio: -1, QueueFlushInterval: 100 * time.Millisecond}
 }
+
+// ext4FlushInterval is the async flush interval of the ext4 cuts, and asyncWindow bounds what
+// an async-mode cut may lose: messages acknowledged up to this long before it, the flush
+// interval plus time for the flush's fsync on a busy machine.
+const (
+	ext4FlushInterval = 500 * time.Millisecond
+	asyncWindow       = ext4FlushInterval + 1500*time.Millisecond
+)
 
 // monoNow returns CLOCK_MONOTONIC in ns: the clock the child and the parent share.
 func monoNow() int64 {
@@ -442,7 +452,12 @@ func ext4Cuts(t *testing.T, im *ext4Image, mode commitlog.FlushMode, cuts int, r
 
 		kind := cut % cutKinds
 		if kind == cutAnyTime {
-			time.Sleep(time.Duration(rng.IntN(1500)) * time.Millisecond)
+			// Async runs may outlast its loss window, where a flusher that stalled shows.
+			limit := 1500 * time.Millisecond
+			if mode == commitlog.FlushAsync {
+				limit = 2 * asyncWindow
+			}
+			time.Sleep(time.Duration(rng.Int64N(int64(limit))))
 		} else {
 			time.Sleep(time.Duration(20+rng.IntN(200)) * time.Millisecond)
 			if !waitDirEvent(dir, kind, 5*time.Second) {
@@ -517,6 +532,10 @@ func ext4Cuts(t *testing.T, im *ext4Image, mode commitlog.FlushMode, cuts int, r
 			} else {
 				tot.asyncLost++
 				tot.asyncWindowNs = max(tot.asyncWindowNs, cutAt-a.stamp)
+				if age := time.Duration(cutAt - a.stamp); age > asyncWindow {
+					t.Fatalf("cut %d (%s): message %d, acknowledged %v before the cut, is lost: async mode may lose only its flush window (%v, and %v for the fsync)",
+						cut, cutKindNames[kind], a.id, age, ext4FlushInterval, asyncWindow-ext4FlushInterval)
+				}
 			}
 		}
 		r := s.Recovery()
