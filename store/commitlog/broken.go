@@ -104,26 +104,25 @@ func (l *Log) surveyFile(f vfs.File, size int64) (records, bytes int64, err erro
 
 // discard takes the segment file at path out of the log, its file closed already: a file
 // that held no record (bytes 0) is removed; any other is moved aside as a .broken file, and
-// its records and bytes count as cut. It returns the position below which a log left with
-// no segment must not start (it would reuse the positions of records moved aside).
-func (l *Log) discard(path string, base, records, bytes int64, why string) (int64, error) {
+// its records and bytes count as cut.
+func (l *Log) discard(path string, base, records, bytes int64, why string) error {
 	if bytes == 0 {
 		l.lg.Warn(why+": removing the segment, which held no record", "segment", path)
 		if err := l.fs.Remove(path); err != nil {
-			return 0, fmt.Errorf("commitlog: remove %s: %w", path, err)
+			return fmt.Errorf("commitlog: remove %s: %w", path, err)
 		}
 		l.rec.EmptyRemoved++
-		return base, nil
+		return nil
 	}
 	to := l.brokenPath(base, 0)
 	l.lg.Error(why+": moving the segment aside, its records are not served", "segment", path, "to", to, "records", records, "bytes", bytes)
 	if err := l.fs.Rename(path, to); err != nil {
-		return 0, fmt.Errorf("commitlog: move aside %s: %w", path, err)
+		return fmt.Errorf("commitlog: move aside %s: %w", path, err)
 	}
 	l.rec.BrokenMade++
 	l.rec.Records += records
 	l.rec.Bytes += bytes
-	return base + l.opts.SegmentSize, nil
+	return nil
 }
 
 // A .broken file is named <segment>.<offset>.<recovery>.broken: the bytes of segment from

@@ -163,7 +163,7 @@ func (l *Log) load() error {
 	}
 	l.brokenGen = nextBrokenGen(names)
 	var segs []*segment
-	freshBase := int64(0) // where an empty log starts: past every segment taken out
+	freshBase := int64(0) // where an empty log starts
 	for _, name := range names {
 		if filepath.Ext(name) == ".tmp" {
 			if err := l.fs.Remove(filepath.Join(l.dir, name)); err != nil {
@@ -175,7 +175,7 @@ func (l *Log) load() error {
 		if !ok {
 			continue
 		}
-		s, floor, err := l.openSegment(base, base == lastBase)
+		s, unstarted, err := l.openSegment(base, base == lastBase)
 		if err != nil {
 			for _, s := range segs {
 				s.close()
@@ -184,8 +184,8 @@ func (l *Log) load() error {
 		}
 		if s != nil {
 			segs = append(segs, s)
-		} else {
-			freshBase = max(freshBase, floor)
+		} else if unstarted {
+			freshBase = base // it held nothing durable: the log goes on there
 		}
 	}
 	// Names a roll or recovery left undurable (the process died before the flusher synced
@@ -236,53 +236,52 @@ func (l *Log) load() error {
 }
 
 // openSegment opens an existing segment file and checks its header. A segment it cannot
-// serve is taken out of the log (discard), and openSegment returns a nil segment and the
-// position below which a log left without segments must not start: one with both header
-// copies damaged, or a base that differs from its name, or shorter than a header; and the
-// last segment with a header of zeros, which a roll named before a power cut (its header was
-// never made durable, which comes before any record in it counts as durable: install).
-// Of these, a segment that held no record (zeros after the header) is removed; any other is
-// moved aside as a .broken file.
-func (l *Log) openSegment(base int64, last bool) (*segment, int64, error) {
+// serve is taken out of the log (discard), and openSegment returns a nil segment: one with
+// both header copies damaged, or a base that differs from its name, or shorter than a
+// header; and the last segment with a header of zeros, which a roll named before a power cut
+// (its header was never made durable, which comes before any record in it counts as
+// durable: install), for which it reports unstarted. Of these, a segment that held no
+// record (zeros after the header) is removed; any other is moved aside as a .broken file.
+func (l *Log) openSegment(base int64, last bool) (s *segment, unstarted bool, err error) {
 	path := segPath(l.dir, base)
 	f, err := l.fs.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
-		return nil, 0, fmt.Errorf("commitlog: open %s: %w", path, err)
+		return nil, false, fmt.Errorf("commitlog: open %s: %w", path, err)
 	}
 	size, err := f.Size()
 	if err != nil {
 		f.Close()
-		return nil, 0, fmt.Errorf("commitlog: size of %s: %w", path, err)
+		return nil, false, fmt.Errorf("commitlog: size of %s: %w", path, err)
 	}
 	if size < HeaderSize {
 		f.Close()
-		floor, err := l.discard(path, base, 0, 0, fmt.Sprintf("segment shorter than its header (%d bytes)", size))
-		return nil, floor, err
+		return nil, false, l.discard(path, base, 0, 0, fmt.Sprintf("segment shorter than its header (%d bytes)", size))
 	}
 	if size != l.opts.SegmentSize {
 		if size > l.opts.SegmentSize {
 			f.Close()
-			return nil, 0, fmt.Errorf("commitlog: %s is %d bytes, segment size is %d: open with the segment size the log was written with", path, size, l.opts.SegmentSize)
+			return nil, false, fmt.Errorf("commitlog: %s is %d bytes, segment size is %d: open with the segment size the log was written with", path, size, l.opts.SegmentSize)
 		}
 		// A short file can only come from outside damage; the missing bytes read as zeros.
 		l.lg.Warn("segment shorter than the segment size: extending with zeros", "segment", path, "size", size)
 		if err := f.Allocate(l.opts.SegmentSize); err != nil {
 			f.Close()
-			return nil, 0, fmt.Errorf("commitlog: extend %s: %w", path, err)
+			return nil, false, fmt.Errorf("commitlog: extend %s: %w", path, err)
 		}
 	}
 	var hb [HeaderSize]byte
 	if _, err := f.ReadAt(hb[:], 0); err != nil {
 		f.Close()
-		return nil, 0, fmt.Errorf("commitlog: read header of %s: %w", path, err)
+		return nil, false, fmt.Errorf("commitlog: read header of %s: %w", path, err)
 	}
 	h, ok := parseHeader(hb[:])
 	if ok && h.baseOffset == base && h.version == FormatVersion {
-		return &segment{base: base, baseTime: h.baseTime, prevEnd: int64(h.prevEnd), path: path, size: l.opts.SegmentSize, file: f}, 0, nil
+		return &segment{base: base, baseTime: h.baseTime, prevEnd: int64(h.prevEnd), path: path, size: l.opts.SegmentSize, file: f}, false, nil
 	}
 	why := "segment header unusable: both header copies fail their checksum"
+	unstarted = last && allZero(hb[:])
 	switch {
-	case last && allZero(hb[:]):
+	case unstarted:
 		why = "the last segment's header was never made durable (a power cut during a roll); none of its records had been made durable"
 	case ok:
 		why = fmt.Sprintf("segment header unusable: it says base %d version %d", h.baseOffset, h.version)
@@ -290,10 +289,9 @@ func (l *Log) openSegment(base int64, last bool) (*segment, int64, error) {
 	records, bytes, err := l.surveyFile(f, l.opts.SegmentSize)
 	f.Close()
 	if err != nil {
-		return nil, 0, err
+		return nil, false, err
 	}
-	floor, err := l.discard(path, base, records, bytes, why)
-	return nil, floor, err
+	return nil, unstarted, l.discard(path, base, records, bytes, why)
 }
 
 // allZero reports whether every byte of b is zero.
@@ -349,7 +347,7 @@ func (l *Log) recover(segs []*segment, ckpt int64) ([]*segment, int64, error) {
 				if err != nil {
 					return nil, 0, err
 				}
-				if _, err := l.discard(later.path, later.base, records, bytes, "a segment after the end of the log"); err != nil {
+				if err := l.discard(later.path, later.base, records, bytes, "a segment after the end of the log"); err != nil {
 					return nil, 0, err
 				}
 			}
