@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/edgemq/edgemq/edge/mq"
+	"github.com/edgemq/edgemq/store"
 )
 
 // TopicStats counts what producers sent to a topic since the broker opened.
@@ -145,6 +146,10 @@ type StoreStats struct {
 	MinPos, MaxPos int64
 	// DurablePos: every message below it is on disk.
 	DurablePos int64
+	// Recovery says what the store's recovery cut when the broker opened, after a crash or
+	// power cut: records and bytes of the commit log, the .broken files that keep them
+	// (made, deleted, left), and consume-queue entries.
+	Recovery store.RecoveryStats
 }
 
 // StoreStats returns the state of the commit log. Errors: ErrClosed.
@@ -153,7 +158,7 @@ func (b *Broker) StoreStats() (StoreStats, error) {
 		return StoreStats{}, err
 	}
 	l := b.st.Log()
-	return StoreStats{SegmentBytes: l.Size(), MinPos: l.MinPos(), MaxPos: l.Written(), DurablePos: l.Durable()}, nil
+	return StoreStats{SegmentBytes: l.Size(), MinPos: l.MinPos(), MaxPos: l.Written(), DurablePos: l.Durable(), Recovery: b.st.Recovery()}, nil
 }
 
 // TrafficStats sums the counters of every topic and every group since the broker opened.

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/edgemq/edgemq/store/commitlog"
 	"github.com/edgemq/edgemq/store/internal/vfstest"
+	"github.com/edgemq/edgemq/store/vfs"
 )
 
 // The messages of the crash tests carry their id in their body, so a verifier can rebuild the
@@ -310,7 +312,8 @@ func appendAcked(s *Store, mu *sync.Mutex, next *int64, acked *[]ack) bool {
 // lost, and one sector in flight is torn) at hundreds of random moments while appenders run.
 // In sync mode every acknowledged message survives; in async mode every message below the
 // durable position at the cut survives; in both, the store reopens whole, serving only
-// messages that were written, with dense queues.
+// messages that were written, with dense queues, and the .broken files recovery leaves stay
+// within their default budget of two segments.
 func TestPowerCut(t *testing.T) {
 	cuts := 300
 	if testing.Short() {
@@ -335,6 +338,9 @@ func TestPowerCut(t *testing.T) {
 					t.Fatalf("cut %d: reopen after power cut: %v", cut, err)
 				}
 				verifyStore(t, s, acked)
+				if n, bytes := brokenFiles(t, fs, dir); bytes > 2*o.SegmentSize {
+					t.Fatalf("cut %d: %d .broken files of %d bytes, over the default MaxBrokenBytes %d", cut, n, bytes, 2*o.SegmentSize)
+				}
 				var mu sync.Mutex
 				stop := make(chan struct{})
 				var wg sync.WaitGroup
@@ -495,6 +501,35 @@ func TestPowerCutReader(t *testing.T) {
 	verifyStore(t, s, acked)
 	verifyReceived(t, s, cuts, received)
 	t.Logf("%d cuts, %d messages read by the reader before a cut, %d acknowledged survive", cuts, len(received), len(acked))
+}
+
+// brokenFiles returns the number of .broken files in the commitlog of the data dir dir, and
+// their bytes.
+func brokenFiles(t testing.TB, fs vfs.FS, dir string) (int, int64) {
+	t.Helper()
+	logDir := filepath.Join(dir, commitlogDir)
+	names, err := fs.ReadDir(logDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, total := 0, int64(0)
+	for _, name := range names {
+		if !strings.HasSuffix(name, ".broken") {
+			continue
+		}
+		f, err := fs.OpenFile(filepath.Join(logDir, name), os.O_RDONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		size, err := f.Size()
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n++
+		total += size
+	}
+	return n, total
 }
 
 // verifyReceived checks that every message a reader received before a power cut is in the

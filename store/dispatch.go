@@ -758,14 +758,28 @@ type queueKey struct {
 // by log recovery, or entries that fail to match their record. Entries below trusted were
 // synced before the dispatch checkpoint was written: one whose record fails its checksum is
 // bit rot, kept for reads to report and skip. Entries above it may be garbage from a torn
-// write, and must match their record exactly.
+// write, and must match their record exactly. What it cuts is counted in the recovery
+// stats and reported in one line per queue.
 func (s *Store) checkQueueTail(r *commitlog.Reader, q *queue, trusted int64) error {
+	top := q.cq.Max()
+	var firstErr error // why the highest entry was cut
+	defer func() {
+		if n := top - q.cq.Max(); n > 0 {
+			s.rec.QueueEntries += n
+			s.rec.Queues++
+			s.lg.Warn("consume queue entries not backed by the commitlog: cut them", "topic", q.topic, "queue", q.id,
+				"entries", n, "from", q.cq.Max(), "to", top, "err", firstErr)
+		}
+	}()
 	for {
 		e, ok := q.cq.Last()
 		if !ok {
 			if q.cq.Max() > q.cq.Min() { // the last entry does not decode
 				if err := q.cq.TruncateFrom(q.cq.Max() - 1); err != nil {
 					return err
+				}
+				if firstErr == nil {
+					firstErr = errors.New("store: queue entry does not decode")
 				}
 				continue
 			}
@@ -789,8 +803,11 @@ func (s *Store) checkQueueTail(r *commitlog.Reader, q *queue, trusted int64) err
 			if herr == nil && string(h.topic) == q.topic && h.queueID == q.id && h.queueOffset == want && rec.Next-rec.Pos == int64(e.Size) {
 				return nil
 			}
+			err = fmt.Errorf("store: the record at position %d is not the queue's entry %d", e.Pos, want)
 		}
-		s.lg.Warn("consume queue entry not backed by the commitlog: cutting it", "topic", q.topic, "queue", q.id, "offset", want, "pos", e.Pos, "err", err)
+		if firstErr == nil {
+			firstErr = err
+		}
 		if err := q.cq.TruncateFrom(want); err != nil {
 			return err
 		}

@@ -72,6 +72,11 @@ type Options struct {
 	MaxUsedRatio float64
 	// OnFull is what an append does on a full disk. Default commitlog.FailWrites.
 	OnFull commitlog.OnFull
+	// MaxBrokenBytes caps the bytes of the .broken files that commitlog recovery leaves
+	// after a crash or power cut (cut bytes and segments moved aside, kept for inspection);
+	// each Open deletes the oldest beyond it. They are not counted in MaxBytes. Default two
+	// segments; negative keeps none.
+	MaxBrokenBytes int64
 	// RetentionInterval is how often retention runs. Default 10 s.
 	RetentionInterval time.Duration
 	// MaxMessageSize is the largest body Append accepts, in bytes, at most
@@ -224,6 +229,7 @@ func (o *Options) logOptions() *commitlog.Options {
 		MaxBytes:          o.MaxBytes,
 		MaxUsedRatio:      o.MaxUsedRatio,
 		OnFull:            o.OnFull,
+		MaxBrokenBytes:    o.MaxBrokenBytes,
 		RetentionInterval: o.RetentionInterval,
 		ResidentBytes:     o.ResidentBytes,
 		PrefaultBytes:     o.PrefaultBytes,

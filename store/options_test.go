@@ -94,7 +94,7 @@ func TestOpenAcceptsDocumentedValues(t *testing.T) {
 		{"zero", Options{}},
 		{"smallest segment for 64 KiB messages", Options{SegmentSize: 256 << 10, MaxMessageSize: 64 << 10}},
 		{"largest message of a 1 MiB segment", Options{SegmentSize: 1 << 20, MaxMessageSize: 1<<19 - propertySlack}},
-		{"negative disables", Options{MaxDispatchLag: -1, ResidentBytes: -1, QueueResidentBytes: -1, PrefaultBytes: -1, MaxAge: -1, MaxUsedRatio: -1}},
+		{"negative disables", Options{MaxDispatchLag: -1, ResidentBytes: -1, QueueResidentBytes: -1, PrefaultBytes: -1, MaxAge: -1, MaxUsedRatio: -1, MaxBrokenBytes: -1}},
 		{"MaxUsedRatio 1", Options{MaxUsedRatio: 1}},
 		{"async, drop oldest", Options{Flush: commitlog.FlushAsync, OnFull: commitlog.DropOldest}},
 		{"largest queue files", Options{QueueSegmentEntries: 1 << 26}},

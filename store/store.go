@@ -92,6 +92,25 @@ type Store struct {
 	closed      atomic.Bool
 	done        chan struct{}
 	wg          sync.WaitGroup
+
+	rec RecoveryStats // what Open's recovery cut; written by Open only
+}
+
+// RecoveryStats says what the recovery of Open cut: from the commitlog (its stats also
+// count the .broken files that keep cut bytes) and from the consume queues.
+type RecoveryStats struct {
+	commitlog.RecoveryStats
+	// QueueEntries counts the consume queue entries cut because the commitlog did not back
+	// them (their records were cut, or they were torn), in Queues queues.
+	QueueEntries int64
+	Queues       int
+}
+
+// Recovery returns what the recovery of Open cut.
+func (s *Store) Recovery() RecoveryStats {
+	r := s.rec
+	r.RecoveryStats = s.log.Recovery()
+	return r
 }
 
 type queue struct {

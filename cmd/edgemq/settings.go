@@ -256,6 +256,18 @@ var settings = []setting{
 		doc: "What a send does on a full disk. fail: return an error to the sender and keep " +
 			"every message. dropOldest: delete the oldest segments to make room.",
 	},
+	item[int64]{
+		section: "store", key: "max_broken_bytes",
+		kind:  size[int64](),
+		def:   2 * commitlog.DefaultOptions.SegmentSize,
+		check: positiveOrOff[int64](),
+		set:   func(c *config, v int64) { c.store.MaxBrokenBytes = v },
+		doc: "Most bytes of the .broken files that recovery after a crash or power cut leaves " +
+			"in the commitlog dir for inspection (cut bytes, segments moved aside); each start " +
+			"deletes the oldest beyond it. Not counted in max_bytes. Unset: two segments (the " +
+			"value below with the default segment_size). " +
+			"Negative keeps none.",
+	},
 	item[time.Duration]{
 		section: "store", key: "retention_interval",
 		kind:  durationKind,

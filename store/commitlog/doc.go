@@ -36,8 +36,11 @@
 // Recovery (Open): from the checkpoint (the last flushed position, rewritten after flushes)
 // the log walks frames to the first one that is not whole: a zero byte ends a segment and the
 // walk goes on in the next one; a frame that fails its length or CRC is cut. Cut bytes, and
-// any non-zero bytes after the end of the last segment, are saved in
-// <segment>.<offset>.broken, then zeroed, so that no stale bytes can later be mistaken for a
-// record. Reads verify each frame's CRC again, so damage in data older than the checkpoint is
-// reported as a *CorruptError and never returned as a record.
+// any non-zero bytes after the end of the last segment, are saved in a .broken file
+// (<segment>.<offset>.<recovery>.broken), then zeroed, so that no stale bytes can later be
+// mistaken for a record. Segments recovery cannot serve are moved aside as .broken files, or
+// removed if they held no record; Open then deletes the oldest .broken files beyond
+// Options.MaxBrokenBytes, and Log.Recovery says what was cut. Reads verify each frame's CRC
+// again, so damage in data older than the checkpoint is reported as a *CorruptError and
+// never returned as a record.
 package commitlog

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math"
 	"os"
@@ -81,6 +80,9 @@ type Log struct {
 	doomed []*segment
 	rkick  chan struct{} // capacity 1: wake the retention loop
 
+	rec       RecoveryStats // what Open's recovery cut; written by Open only
+	brokenGen int64         // the number of Open's recovery in the names of .broken files
+
 	done chan struct{}
 	wg   sync.WaitGroup
 }
@@ -102,7 +104,8 @@ type Record struct {
 
 // Open opens the log in dir, creating it if needed, and recovers it: from the last
 // checkpoint it walks the records to the last whole one, and cuts a torn or corrupt tail
-// (keeping the cut bytes in <segment>.<offset>.broken).
+// (keeping the cut bytes in a .broken file, within Options.MaxBrokenBytes). Recovery says
+// what it cut.
 func Open(dir string, opts *Options) (*Log, error) {
 	o, err := opts.withDefaults()
 	if err != nil {
@@ -158,6 +161,7 @@ func (l *Log) load() error {
 		}
 		lastBase = max(lastBase, base)
 	}
+	l.brokenGen = nextBrokenGen(names)
 	var segs []*segment
 	freshBase := int64(0) // where an empty log starts
 	for _, name := range names {
@@ -171,11 +175,7 @@ func (l *Log) load() error {
 		if !ok {
 			continue
 		}
-		s, err := l.openSegment(base, base == lastBase)
-		if errors.Is(err, errUnstarted) {
-			freshBase = base // it held nothing: the log goes on there
-			continue
-		}
+		s, unstarted, err := l.openSegment(base, base == lastBase)
 		if err != nil {
 			for _, s := range segs {
 				s.close()
@@ -184,6 +184,8 @@ func (l *Log) load() error {
 		}
 		if s != nil {
 			segs = append(segs, s)
+		} else if unstarted {
+			freshBase = base // it held nothing durable: the log goes on there
 		}
 	}
 	// Names a roll or recovery left undurable (the process died before the flusher synced
@@ -207,6 +209,7 @@ func (l *Log) load() error {
 			return err
 		}
 		l.startDropping(freshBase)
+		l.trimBroken()
 		return nil
 	}
 	ckpt, err := l.openCheckpoint()
@@ -228,103 +231,67 @@ func (l *Log) load() error {
 	l.durable.Store(end)
 	l.minPos.Store(segs[0].base + HeaderSize)
 	l.startDropping(last.base)
+	l.trimBroken()
 	return l.writeCheckpoint(end, true)
 }
 
-// errUnstarted reports a last segment whose header was never written (see dropUnstarted).
-var errUnstarted = errors.New("commitlog: segment never started")
-
-// openSegment opens an existing segment file and checks its header. A segment whose header
-// copies are both damaged is renamed to .broken and skipped (nil, nil). The last segment
-// with a header of zeros was never started: it is dropped, with errUnstarted.
-func (l *Log) openSegment(base int64, last bool) (*segment, error) {
+// openSegment opens an existing segment file and checks its header. A segment it cannot
+// serve is taken out of the log (discard), and openSegment returns a nil segment: one with
+// both header copies damaged, or a base that differs from its name, or shorter than a
+// header; and the last segment with a header of zeros, which a roll named before a power cut
+// (its header was never made durable, which comes before any record in it counts as
+// durable: install), for which it reports unstarted. Of these, a segment that held no
+// record (zeros after the header) is removed; any other is moved aside as a .broken file.
+func (l *Log) openSegment(base int64, last bool) (s *segment, unstarted bool, err error) {
 	path := segPath(l.dir, base)
 	f, err := l.fs.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
-		return nil, fmt.Errorf("commitlog: open %s: %w", path, err)
+		return nil, false, fmt.Errorf("commitlog: open %s: %w", path, err)
 	}
 	size, err := f.Size()
 	if err != nil {
 		f.Close()
-		return nil, fmt.Errorf("commitlog: size of %s: %w", path, err)
+		return nil, false, fmt.Errorf("commitlog: size of %s: %w", path, err)
 	}
 	if size < HeaderSize {
 		f.Close()
-		l.lg.Error("segment shorter than its header: moving it aside", "segment", path, "size", size)
-		if err := l.fs.Rename(path, path+".broken"); err != nil {
-			return nil, fmt.Errorf("commitlog: move aside %s: %w", path, err)
-		}
-		return nil, nil
+		return nil, false, l.discard(path, base, 0, 0, fmt.Sprintf("segment shorter than its header (%d bytes)", size))
 	}
 	if size != l.opts.SegmentSize {
 		if size > l.opts.SegmentSize {
 			f.Close()
-			return nil, fmt.Errorf("commitlog: %s is %d bytes, segment size is %d: open with the segment size the log was written with", path, size, l.opts.SegmentSize)
+			return nil, false, fmt.Errorf("commitlog: %s is %d bytes, segment size is %d: open with the segment size the log was written with", path, size, l.opts.SegmentSize)
 		}
 		// A short file can only come from outside damage; the missing bytes read as zeros.
 		l.lg.Warn("segment shorter than the segment size: extending with zeros", "segment", path, "size", size)
 		if err := f.Allocate(l.opts.SegmentSize); err != nil {
 			f.Close()
-			return nil, fmt.Errorf("commitlog: extend %s: %w", path, err)
+			return nil, false, fmt.Errorf("commitlog: extend %s: %w", path, err)
 		}
 	}
 	var hb [HeaderSize]byte
 	if _, err := f.ReadAt(hb[:], 0); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("commitlog: read header of %s: %w", path, err)
-	}
-	if last && allZero(hb[:]) {
-		err := l.dropUnstarted(f, path)
-		f.Close()
-		if err != nil {
-			return nil, err
-		}
-		return nil, errUnstarted
+		return nil, false, fmt.Errorf("commitlog: read header of %s: %w", path, err)
 	}
 	h, ok := parseHeader(hb[:])
-	if !ok || h.baseOffset != base || h.version != FormatVersion {
-		f.Close()
-		reason := "both header copies fail their checksum"
-		if ok {
-			reason = fmt.Sprintf("header says base %d version %d", h.baseOffset, h.version)
-		}
-		l.lg.Error("segment header unusable: moving the segment aside, its records are not served", "segment", path, "reason", reason)
-		if err := l.fs.Rename(path, path+".broken"); err != nil {
-			return nil, fmt.Errorf("commitlog: move aside %s: %w", path, err)
-		}
-		return nil, nil
+	if ok && h.baseOffset == base && h.version == FormatVersion {
+		return &segment{base: base, baseTime: h.baseTime, prevEnd: int64(h.prevEnd), path: path, size: l.opts.SegmentSize, file: f}, false, nil
 	}
-	return &segment{base: base, baseTime: h.baseTime, prevEnd: int64(h.prevEnd), path: path, size: l.opts.SegmentSize, file: f}, nil
-}
-
-// dropUnstarted removes the segment f at path, the last of the log, whose header is all
-// zeros: a roll named it, and the power was cut before the fsync that makes its header
-// durable, which comes before any record in it counts as durable (install). Nothing in it
-// was acknowledged as durable. If bytes after the header are not zeros (records the kernel
-// wrote back on its own), the file is kept aside as <name>.broken instead.
-func (l *Log) dropUnstarted(f vfs.File, path string) error {
-	buf := make([]byte, 1<<20)
-	for off := int64(HeaderSize); off < l.opts.SegmentSize; off += int64(len(buf)) {
-		n, err := f.ReadAt(buf[:min(int64(len(buf)), l.opts.SegmentSize-off)], off)
-		if err != nil && !errors.Is(err, io.EOF) {
-			return fmt.Errorf("commitlog: read %s: %w", path, err)
-		}
-		if !allZero(buf[:n]) {
-			l.lg.Warn("the last segment's header was never made durable (a power cut during a roll): moving it aside; none of its records had been made durable", "segment", path)
-			if err := l.fs.Rename(path, path+".broken"); err != nil {
-				return fmt.Errorf("commitlog: move aside %s: %w", path, err)
-			}
-			return nil
-		}
-		if n == 0 {
-			break
-		}
+	why := "segment header unusable: both header copies fail their checksum"
+	unstarted = last && allZero(hb[:])
+	switch {
+	case unstarted:
+		why = "the last segment's header was never made durable (a power cut during a roll); none of its records had been made durable"
+	case ok:
+		why = fmt.Sprintf("segment header unusable: it says base %d version %d", h.baseOffset, h.version)
 	}
-	l.lg.Warn("the last segment was named but never started (a power cut during a roll): removing it", "segment", path)
-	if err := l.fs.Remove(path); err != nil {
-		return fmt.Errorf("commitlog: remove %s: %w", path, err)
+	records, bytes, err := l.surveyFile(f, l.opts.SegmentSize)
+	f.Close()
+	if err != nil {
+		return nil, false, err
 	}
-	return nil
+	return nil, unstarted, l.discard(path, base, records, bytes, why)
 }
 
 // allZero reports whether every byte of b is zero.
@@ -375,9 +342,13 @@ func (l *Log) recover(segs []*segment, ckpt int64) ([]*segment, int64, error) {
 			}
 			l.lg.Error("the log ends short of the next segment (a tail lost to a power cut, or damage): cutting here", "segment", s.path, "offset", off, "reason", st.String(), "next_expected", next.prevEnd)
 			for _, later := range segs[i+1:] {
+				records, bytes, err := l.surveySegment(later)
 				later.close()
-				if err := l.fs.Rename(later.path, later.path+".broken"); err != nil {
-					return nil, 0, fmt.Errorf("commitlog: move aside %s: %w", later.path, err)
+				if err != nil {
+					return nil, 0, err
+				}
+				if err := l.discard(later.path, later.base, records, bytes, "a segment after the end of the log"); err != nil {
+					return nil, 0, err
 				}
 			}
 			segs = segs[:i+1]
@@ -411,6 +382,16 @@ func (l *Log) scanSegment(s *segment, off int64) (int64, frameStatus, error) {
 			from = off
 		}
 	}
+}
+
+// surveySegment is survey for a segment of the log.
+func (l *Log) surveySegment(s *segment) (records, bytes int64, err error) {
+	data, err := s.acquire(0)
+	if err != nil {
+		return 0, 0, err
+	}
+	records, bytes = survey(data, func(lo, hi int64) { l.dropScanned(s, lo, hi) })
+	return records, bytes, s.release(l.fs)
 }
 
 // cutTail makes off the end of the last segment s: any non-zero bytes from off on (a torn or
@@ -452,9 +433,9 @@ func (l *Log) cutTail(s *segment, off int64, st frameStatus) error {
 	return l.cut(s, off, broken)
 }
 
-// cut saves broken to <segment>.<off>.broken and zeroes the segment from off.
+// cut saves broken to a .broken file and zeroes the segment from off.
 func (l *Log) cut(s *segment, off int64, broken []byte) error {
-	bpath := fmt.Sprintf("%s.%d.broken", s.path, off)
+	bpath := l.brokenPath(s.base, off)
 	bf, err := l.fs.OpenFile(bpath, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return fmt.Errorf("commitlog: save cut bytes: %w", err)
@@ -469,6 +450,8 @@ func (l *Log) cut(s *segment, off int64, broken []byte) error {
 	if err != nil {
 		return fmt.Errorf("commitlog: save cut bytes to %s: %w", bpath, err)
 	}
+	l.rec.BrokenMade++
+	l.rec.Bytes += int64(len(broken))
 	if err := s.file.Truncate(off); err != nil {
 		return fmt.Errorf("commitlog: cut %s at %d: %w", s.path, off, err)
 	}

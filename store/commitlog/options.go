@@ -94,6 +94,12 @@ type Options struct {
 	MaxUsedRatio float64
 	// OnFull is the policy when the file system is full. Default FailWrites.
 	OnFull OnFull
+	// MaxBrokenBytes caps the bytes of the .broken files in the log's directory: bytes
+	// recovery cut and segments it moved aside, kept for inspection. Each Open deletes the
+	// oldest (of the earliest recovery) until the rest fit, so a device that loses power
+	// often does not fill up with them; they are not counted in MaxBytes. Default two
+	// segments (2 × SegmentSize); negative keeps none.
+	MaxBrokenBytes int64
 	// RetentionInterval is how often retention and idle-unmapping run. Default 10 s.
 	RetentionInterval time.Duration
 	// MaxMapped is how many sealed segments may stay mapped while idle; 32-bit boxes have
@@ -211,6 +217,9 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	if r.Now == nil {
 		r.Now = d.Now
+	}
+	if r.MaxBrokenBytes == 0 {
+		r.MaxBrokenBytes = 2 * r.SegmentSize
 	}
 	if r.Logger == nil {
 		r.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))

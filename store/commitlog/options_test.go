@@ -78,6 +78,8 @@ func TestValidateAcceptsDocumentedValues(t *testing.T) {
 		{OnFull: DropOldest},
 		{ResidentBytes: -1},
 		{PrefaultBytes: -1},
+		{MaxBrokenBytes: -1},
+		{MaxBrokenBytes: 1},
 	} {
 		if err := o.Validate(); err != nil {
 			t.Errorf("Validate(%+v): %v", o, err)

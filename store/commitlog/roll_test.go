@@ -117,7 +117,8 @@ func TestRollWaitsForNoFsync(t *testing.T) {
 // TestOpenDropsUnstartedSegment: a power cut during a roll can leave the new segment under
 // its name with its header never written. Open drops it (moving it aside when it holds
 // bytes), and the log goes on from the end of the segment before, or at the dropped
-// segment's base when it was the only one.
+// segment's base when it was the only one. A segment with a damaged header is moved aside
+// too, or removed when it held no record.
 func TestOpenDropsUnstartedSegment(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -128,7 +129,8 @@ func TestOpenDropsUnstartedSegment(t *testing.T) {
 		{name: "zeros after an earlier segment", zeroHead: true},
 		{name: "records written back after an earlier segment", data: true, zeroHead: true},
 		{name: "the only segment", only: true, zeroHead: true},
-		{name: "damaged header", zeroHead: false},
+		{name: "damaged header", data: true, zeroHead: false},
+		{name: "damaged header, no record", zeroHead: false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -175,9 +177,12 @@ func TestOpenDropsUnstartedSegment(t *testing.T) {
 			if len(got) != len(want) {
 				t.Fatalf("%d records after reopen, want %d", len(got), len(want))
 			}
-			broken, _ := filepath.Glob(seg + ".broken")
-			if wantBroken := tc.data || !tc.zeroHead; (len(broken) == 1) != wantBroken {
-				t.Fatalf("moved aside: %v, want %v", broken, wantBroken)
+			broken, _ := filepath.Glob(seg + ".*.broken")
+			if (len(broken) == 1) != tc.data {
+				t.Fatalf("moved aside: %v, want %v", broken, tc.data)
+			}
+			if rec := l.Recovery(); rec.BrokenMade != len(broken) || rec.EmptyRemoved != 1-len(broken) || (rec.Records > 0) != tc.data {
+				t.Fatalf("recovery stats %+v, want %d moved aside and %d removed, records %v", rec, len(broken), 1-len(broken), tc.data)
 			}
 			switch {
 			case tc.only:
