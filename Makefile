@@ -14,8 +14,8 @@
 #   make test-interop  real RocketMQ clients (rocketmq-client-go, the Java client, mqadmin)
 #                   against edgemq serve and against a real Apache RocketMQ (scripts/interop/run.sh;
 #                   needs Java 17+ and Maven)
-#   make test-ext4  power cuts of real ext4 on a loop device under a store's appends
-#                   (scripts/test-ext4.sh; root, losetup, mkfs.ext4)
+#   make test-ext4  EXT4_CUTS power cuts per flush mode of real ext4 on a loop device under a
+#                   store's appends (scripts/test-ext4.sh; root, losetup, mkfs.ext4)
 #   make check-unit systemd-analyze verify of configs/edgemq.service (scripts/check-unit.sh)
 #                   until Ctrl-C: RocketMQ clients reach it at -n 127.0.0.1:9876
 #   make clean      remove build outputs
@@ -27,6 +27,7 @@ GO         ?= go
 VERSION    ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS    := -X main.version=$(VERSION)
 FUZZTIME   ?= 10s
+EXT4_CUTS  ?= 50
 FUZZ_PKGS  ?= ./...
 BENCH_PKGS ?= ./store/...
 ARM_PKGS   ?= ./...
@@ -77,7 +78,7 @@ test-interop:
 	bash scripts/interop/run.sh
 
 test-ext4:
-	bash scripts/test-ext4.sh
+	bash scripts/test-ext4.sh $(EXT4_CUTS)
 
 check-unit:
 	bash scripts/check-unit.sh
