@@ -280,8 +280,9 @@ func parseAck(l string) (ack, bool) {
 	return a, true
 }
 
-// crashSeed returns the seed of a power-cut test's random cuts: EDGEMQ_SEED, else the
-// clock's. The test logs it.
+// crashSeed returns the starting value of a power-cut test's random number generator,
+// which picks its cut moments: EDGEMQ_SEED, else the clock's. The test logs it, so that a
+// failing run can be repeated.
 func crashSeed(t testing.TB) uint64 {
 	seed := uint64(time.Now().UnixNano())
 	if v := os.Getenv("EDGEMQ_SEED"); v != "" {
