@@ -9,6 +9,7 @@ import (
 
 	"github.com/edgemq/edgemq/edge/mq"
 	"github.com/edgemq/edgemq/store"
+	"github.com/edgemq/edgemq/store/commitlog"
 )
 
 // TopicStats counts what producers sent to a topic since the broker opened.
@@ -146,6 +147,14 @@ type StoreStats struct {
 	MinPos, MaxPos int64
 	// DurablePos: every message below it is on disk.
 	DurablePos int64
+	// DispatchedPos: every message below it is in its consume queue, where consumers find
+	// it. MaxPos-DurablePos is the flush lag, DurablePos-DispatchedPos the dispatch lag.
+	DispatchedPos int64
+	// Fsyncs is the latency of the commit log's fsyncs since the broker opened.
+	Fsyncs commitlog.FsyncHistogram
+	// SegmentsDeleted and BytesDeleted count the commit log's segment files deleted since
+	// the broker opened, by retention or to make room on a full disk.
+	SegmentsDeleted, BytesDeleted int64
 	// Recovery says what the store's recovery cut when the broker opened, after a crash or
 	// power cut: records and bytes of the commit log, the .broken files that keep them
 	// (made, deleted, left), and consume-queue entries.
@@ -158,7 +167,13 @@ func (b *Broker) StoreStats() (StoreStats, error) {
 		return StoreStats{}, err
 	}
 	l := b.st.Log()
-	return StoreStats{SegmentBytes: l.Size(), MinPos: l.MinPos(), MaxPos: l.Written(), DurablePos: l.Durable(), Recovery: b.st.Recovery()}, nil
+	ls := l.Stats()
+	// Each position read before the one it trails: a later read is only larger.
+	dispatched := b.st.DispatchedPos()
+	durable := l.Durable()
+	return StoreStats{SegmentBytes: l.Size(), MinPos: l.MinPos(), MaxPos: l.Written(), DurablePos: durable,
+		DispatchedPos: dispatched, Fsyncs: ls.Fsyncs, SegmentsDeleted: ls.SegmentsDeleted, BytesDeleted: ls.BytesDeleted,
+		Recovery: b.st.Recovery()}, nil
 }
 
 // TrafficStats sums the counters of every topic and every group since the broker opened.
