@@ -7,6 +7,10 @@
 #   make bench      benchmarks of BENCH_PKGS, also written to bench.out
 #   make fuzz       every fuzz target in the module for FUZZTIME each (scripts/fuzz.sh)
 #   make cross      static release binaries for the gateway platforms (scripts/cross.sh)
+#   make package    .deb packages for amd64, arm64 and armhf (arm v7) into dist/ with dpkg-deb
+#                   (scripts/package.sh; make package VERSION=1.2.0 sets the version)
+#   make check-package  build and check the .debs, then install, remove and purge one, and
+#                   scripts/install.sh, in scratch roots (scripts/check-package.sh; root, ~1 min)
 #   make test-arm   the suite of ARM_PKGS for linux/arm64 and linux/arm v7 under qemu-user
 #                   (scripts/test-arm.sh; needs qemu-user-static)
 #   make run        build, then run the demo with its data under ./data
@@ -71,6 +75,14 @@ fuzz:
 cross:
 	bash scripts/cross.sh
 
+.PHONY: package check-package
+
+package:
+	bash scripts/package.sh
+
+check-package:
+	bash scripts/check-package.sh
+
 test-arm:
 	bash scripts/test-arm.sh
 
@@ -95,4 +107,4 @@ serve: build
 
 # clean leaves ./data alone: it may hold a demo store someone wants to keep.
 clean:
-	rm -rf bin bench.out
+	rm -rf bin bench.out dist
