@@ -21,6 +21,10 @@
 #   make test-ext4  EXT4_CUTS power cuts per flush mode of real ext4 on a loop device under a
 #                   store's appends (scripts/test-ext4.sh; root, losetup, mkfs.ext4)
 #   make check-unit systemd-analyze verify of configs/edgemq.service (scripts/check-unit.sh)
+#   make check-metrics  promtool check metrics on a real scrape of edgemq serve
+#                   (scripts/check-metrics.sh; installs Debian's prometheus if promtool is missing)
+#   make test-ui    the status page in headless Chromium against edgemq serve (scripts/ui; installs
+#                   Debian's chromium if missing); screenshot in $ARTIFACTS_DIR or out/ui
 #                   until Ctrl-C: RocketMQ clients reach it at -n 127.0.0.1:9876
 #   make clean      remove build outputs
 
@@ -38,7 +42,7 @@ ARM_PKGS   ?= ./...
 
 export GO VERSION FUZZTIME FUZZ_PKGS ARM_PKGS
 
-.PHONY: all build test lint contract-deps fmt-check vet bench fuzz cross test-arm test-interop test-ext4 check-unit run serve clean
+.PHONY: all build test lint contract-deps fmt-check vet bench fuzz cross test-arm test-interop test-ext4 check-unit check-metrics test-ui run serve clean
 
 all: build
 
@@ -94,6 +98,12 @@ test-ext4:
 
 check-unit:
 	bash scripts/check-unit.sh
+
+check-metrics:
+	bash scripts/check-metrics.sh
+
+test-ui:
+	bash scripts/ui/run.sh
 
 # run builds, then runs the demo (cmd/edgemq demo.go) on the embedded defaults with its data
 # under ./data: producers, long-polling consumers, then throughput, latency and lag.
