@@ -3,18 +3,20 @@
 #
 #  1. builds the three .debs twice and compares them byte for byte (reproducible);
 #  2. checks each one's control fields, maintainer scripts, conffiles and file list with modes
-#     and owners, that its unit and config are configs/', and that its binary is a static,
+#     and owners, that its unit and config are those of configs/, and that its binary is a static,
 #     stripped ELF for its machine, built with CGO_ENABLED=0 and -trimpath (go version -m), that
 #     runs (the arm ones under qemu-user when qemu-aarch64-static/qemu-arm-static are there);
 #  3. installs the amd64 .deb into a scratch root (dpkg --root --force-script-chrootless: the
 #     maintainer scripts run on this machine with DPKG_ROOT set, and change only the scratch
 #     root), checks the user, the data dir and the files, runs the installed binary, installs it
-#     again, removes it (config, data and user kept), purges it (nothing left);
+#     again, upgrades it to a later version (an edited config and the data kept), removes it
+#     (config, data and user kept), purges it (nothing left);
 #  4. does the same with scripts/install.sh --root: install, install again (nothing changes),
 #     --uninstall, --purge;
 #  5. checks that this machine's users, groups, dpkg database and edgemq paths did not change.
 #
-# Needs dpkg, file and go (for go version -m); root, as dpkg and install.sh want.
+# Needs dpkg, file and go (for go version -m); root, as dpkg and install.sh want. It replaces
+# dist/edgemq_*.deb with the packages of this tree.
 #
 # Environment: VERSION, SOURCE_DATE_EPOCH, GO as for scripts/package.sh.
 set -euo pipefail
@@ -23,16 +25,16 @@ cd "$(dirname "$0")/.."
 GO=${GO:-go}
 VERSION=${VERSION:-$(git describe --always --dirty 2>/dev/null || echo dev)}
 SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || echo 0)}
-# Fixed here, so that both builds agree while commits land in a shared tree.
-DEB_VERSION=${DEB_VERSION:-$(VERSION=$VERSION bash -c 'source <(sed -n "/^if \[ -z \"\${DEB_VERSION:-}\" \]/,/^fi/p" scripts/package.sh); echo "$DEB_VERSION"')}
-export GO VERSION SOURCE_DATE_EPOCH DEB_VERSION
+# Fixed here (DEB_VERSION after the first build), so that both builds agree even if a commit
+# lands in between.
+export GO VERSION SOURCE_DATE_EPOCH
 
 fail() {
 	echo "check-package.sh: FAIL: $*" >&2
 	exit 1
 }
 say() {
-	echo "check-package.sh: $*"
+	echo "check-package.sh: [${SECONDS}s] $*"
 }
 for tool in dpkg dpkg-deb dpkg-query file useradd; do
 	command -v "$tool" >/dev/null || fail "$tool not found"
@@ -56,10 +58,14 @@ host >"$work/host.before"
 touch "$work/stamp"
 
 # --- 1. build, twice -----------------------------------------------------------------------
-say "building $DEB_VERSION ($VERSION)"
+say "building $VERSION"
 arches=(amd64 arm64 armhf)
 rm -f dist/edgemq_*.deb
 bash scripts/package.sh
+debs=(dist/edgemq_*_amd64.deb)
+[ ${#debs[@]} = 1 ] && [ -f "${debs[0]}" ] || fail "package.sh made no dist/edgemq_*_amd64.deb, or more than one"
+DEB_VERSION=$(dpkg-deb --field "${debs[0]}" Version)
+export DEB_VERSION
 DIST=$work/dist2 bash scripts/package.sh >/dev/null
 for arch in "${arches[@]}"; do
 	deb=dist/edgemq_${DEB_VERSION}_$arch.deb
@@ -234,6 +240,15 @@ say "3. dpkg --install into a scratch root: files, user $(grep '^edgemq:' "$r/et
 
 echo 'a message' >"$r/var/lib/edgemq/00000000000000000000.log"
 echo '# edited' >>"$r/etc/edgemq/edgemq.toml"
+DEB_VERSION=$DEB_VERSION+1 DEB_ARCHES=amd64 DIST=$work/dist3 bash scripts/package.sh >/dev/null
+"${dpkg[@]}" --install "$work/dist3/edgemq_${DEB_VERSION}+1_amd64.deb" >"$work/dpkg.log" 2>&1 || { cat "$work/dpkg.log"; fail "dpkg --install of a later version"; }
+[ "$(dpkg-query --root="$r" -W -f='${Status} ${Version}' edgemq)" = "install ok installed $DEB_VERSION+1" ] ||
+	fail "upgrade: edgemq is $(dpkg-query --root="$r" -W -f='${Status} ${Version}' edgemq)"
+tail -1 "$r/etc/edgemq/edgemq.toml" | grep -qx '# edited' || fail "upgrade: the edited config was replaced"
+[ -f "$r/var/lib/edgemq/00000000000000000000.log" ] || fail "upgrade: the data is gone"
+usercheck "$r" "upgrade"
+say "3. upgrade to $DEB_VERSION+1: the edited config, the data and the user kept"
+
 "${dpkg[@]}" --remove edgemq >"$work/dpkg.log" 2>&1 || { cat "$work/dpkg.log"; fail "dpkg --remove"; }
 [ "$(dpkg-query --root="$r" -W -f='${Status}' edgemq)" = "deinstall ok config-files" ] || fail "dpkg --remove: status $(dpkg-query --root="$r" -W -f='${Status}' edgemq)"
 gone "$r" "dpkg --remove" /usr/bin/edgemq /lib/systemd/system/edgemq.service /usr/share/doc/edgemq
