@@ -103,7 +103,7 @@ func serve(ctx context.Context, c *config, lg *slog.Logger, warnings func() int6
 	var mon *monitor
 	if c.httpListen != "off" {
 		var err error
-		if mon, err = startMonitor(c.httpListen, lg, recent, healthStall(statusEvery, c.broker)); err != nil {
+		if mon, err = startMonitor(c.httpListen, lg, recent, healthStall(statusEvery, *c.optionsLogging(lg))); err != nil {
 			return fmt.Errorf("%w: choose another with -http.listen, or -http.listen off", err)
 		}
 		defer mon.shutdown(context.Background()) // on the error paths; a stop shuts it down before the store closes
