@@ -59,7 +59,7 @@ func startMonitor(addr string, lg *slog.Logger, recent *recentLog, stall time.Du
 	mux.HandleFunc("GET /readyz", m.handleReadyz)
 	mux.HandleFunc("GET /api/status", m.handleStatus)
 	mux.Handle("GET /", http.FileServer(webFS()))
-	m.hs = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute,
+	m.hs = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: time.Minute,
 		ErrorLog: slog.NewLogLogger(lg.Handler(), slog.LevelDebug)}
 	go func() {
 		defer close(m.done)

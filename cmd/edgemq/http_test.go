@@ -239,9 +239,9 @@ func TestStatusJSON(t *testing.T) {
 	m.traffic(t, []string{"Orders", "Telemetry"}, 4, "billing", "Orders")
 	m.lg.Warn("disk is slow", "dir", "/data", "ms", 250)
 	m.lg.Info("not kept")
-	code, body, _ := m.get(t, "/api/status")
-	if code != 200 {
-		t.Fatalf("GET /api/status: %d", code)
+	code, body, h := m.get(t, "/api/status")
+	if code != 200 || h.Get("Content-Type") != "application/json" {
+		t.Fatalf("GET /api/status: %d, %q", code, h.Get("Content-Type"))
 	}
 	var st statusJSON
 	if err := json.Unmarshal([]byte(body), &st); err != nil {

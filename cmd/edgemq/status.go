@@ -99,6 +99,7 @@ type uplinkStatusJSON struct {
 // handleStatus answers GET /api/status.
 func (m *monitor) handleStatus(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Content-Type", "application/json")
 	writeJSON(w, m.status(r.Context()))
 }
 
