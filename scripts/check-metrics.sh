@@ -7,15 +7,15 @@
 # it stops serve with SIGTERM and wants exit 0.
 #
 # promtool comes with Debian's prometheus package, installed with apt-get when missing (as
-# root). Run time: about 10s once built and installed.
+# root). Run time: about 10s once promtool is installed, the build included.
 #
 # Environment:
 #   GO           go command (default: go)
-#   ARTIFACTS_DIR  where the scrape is kept as metrics.txt (default: out/metrics)
+#   ARTIFACTS_DIR  the scrape is kept as metrics/metrics.txt under it (default: out/)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
-keep=${ARTIFACTS_DIR:-out/metrics}
+keep=${ARTIFACTS_DIR:-out}/metrics
 
 if ! command -v promtool >/dev/null; then
 	if [ "$(id -u)" != 0 ]; then

@@ -3,7 +3,8 @@
 # Chromium is on the PATH (as root), and runs this module's test, which drives the status
 # page of a real edgemq serve in headless Chromium and saves a screenshot (PNG) to
 # $ARTIFACTS_DIR/ui/status.png, or out/ui/status.png without ARTIFACTS_DIR. Run time: about
-# 10s once built and installed (the page refreshes every 3s; the test waits for one refresh).
+# 15s once Chromium is installed, the build included (the page refreshes every 3s; the test
+# waits for one refresh).
 #
 # Environment:
 #   GO             go command (default: go)
