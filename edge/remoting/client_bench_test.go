@@ -23,6 +23,7 @@ func BenchmarkClientSend(b *testing.B) {
 	}
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
+	b.SetParallelism(32) // 64 sends in flight on one connection, as a busy producer has
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			if _, err := c.Send(ctx, &mq.Message{Topic: "B", Body: body}, nil); err != nil {

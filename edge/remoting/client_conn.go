@@ -1,6 +1,7 @@
 package remoting
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"net"
@@ -38,6 +39,9 @@ type pendingCall struct {
 	timer  *time.Timer // async calls: fails the call at its timeout
 }
 
+// readBufferSize is the reader's buffer of a connection's socket.
+const readBufferSize = 64 << 10
+
 // dialConn connects to addr; the caller starts the reader.
 func dialConn(ctx context.Context, cl *Client, addr string) (*clientConn, error) {
 	d := net.Dialer{Timeout: cl.opts.DialTimeout, KeepAlive: 15 * time.Second}
@@ -65,7 +69,8 @@ func (c *clientConn) close() {
 // from the broker to handleServerRequest.
 func (c *clientConn) readLoop() {
 	defer c.cl.wg.Done()
-	r := NewReader(c.nc, c.cl.opts.MaxFrameSize)
+	// Buffered: a reply is one read, and a burst of replies a few, not two each.
+	r := NewReader(bufio.NewReaderSize(c.nc, readBufferSize), c.cl.opts.MaxFrameSize)
 	var err error
 	for {
 		var cmd *Command
