@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # check-package.sh proves the Debian packages (scripts/package.sh) and scripts/install.sh:
 #
-#  1. builds the three .debs twice and compares them byte for byte (reproducible);
+#  1. builds the three .debs, packages the amd64 binary again and compares the two byte for
+#     byte (reproducible);
 #  2. checks each one's control fields, maintainer scripts, conffiles and file list with modes
 #     and owners, that its unit and config are those of configs/, and that its binary is a static,
 #     stripped ELF for its machine, built with CGO_ENABLED=0 and -trimpath (go version -m), that
@@ -66,13 +67,16 @@ debs=(dist/edgemq_*_amd64.deb)
 [ ${#debs[@]} = 1 ] && [ -f "${debs[0]}" ] || fail "package.sh made no dist/edgemq_*_amd64.deb, or more than one"
 DEB_VERSION=$(dpkg-deb --field "${debs[0]}" Version)
 export DEB_VERSION
-DIST=$work/dist2 bash scripts/package.sh >/dev/null
 for arch in "${arches[@]}"; do
-	deb=dist/edgemq_${DEB_VERSION}_$arch.deb
-	[ -f "$deb" ] || fail "$deb not built"
-	cmp -s "$deb" "$work/dist2/${deb#dist/}" || fail "$deb: a second build differs (not reproducible)"
+	[ -f "dist/edgemq_${DEB_VERSION}_$arch.deb" ] || fail "dist/edgemq_${DEB_VERSION}_$arch.deb not built"
 done
-say "1. three packages, reproducible"
+# The same binary, packaged again: this checks the packaging (Go's builds are reproducible with
+# -trimpath), and one arch does, as the packaging does not depend on it; linking and xz cost
+# more than the rest of this check.
+NO_BUILD=1 DEB_ARCHES=amd64 DIST=$work/dist2 bash scripts/package.sh >/dev/null
+deb=dist/edgemq_${DEB_VERSION}_amd64.deb
+cmp -s "$deb" "$work/dist2/${deb#dist/}" || fail "$deb: packaged again, it differs (not reproducible)"
+say "1. three packages; packaged again, the amd64 one is the same bytes"
 
 # --- 2. each package's contents ------------------------------------------------------------
 cat >"$work/files.want" <<'LIST'
@@ -240,7 +244,8 @@ say "3. dpkg --install into a scratch root: files, user $(grep '^edgemq:' "$r/et
 
 echo 'a message' >"$r/var/lib/edgemq/00000000000000000000.log"
 echo '# edited' >>"$r/etc/edgemq/edgemq.toml"
-DEB_VERSION=$DEB_VERSION+1 DEB_ARCHES=amd64 DIST=$work/dist3 bash scripts/package.sh >/dev/null
+NO_BUILD=1 DEB_VERSION=$DEB_VERSION+1 DEB_ARCHES=amd64 DEB_COMPRESS=gzip DIST=$work/dist3 \
+	bash scripts/package.sh >/dev/null
 "${dpkg[@]}" --install "$work/dist3/edgemq_${DEB_VERSION}+1_amd64.deb" >"$work/dpkg.log" 2>&1 || { cat "$work/dpkg.log"; fail "dpkg --install of a later version"; }
 [ "$(dpkg-query --root="$r" -W -f='${Status} ${Version}' edgemq)" = "install ok installed $DEB_VERSION+1" ] ||
 	fail "upgrade: edgemq is $(dpkg-query --root="$r" -W -f='${Status} ${Version}' edgemq)"
@@ -313,4 +318,4 @@ diff -u "$work/host.before" "$work/host.after" || fail "this machine's users, dp
 new=$(find /etc /usr /var/lib /var/log -xdev -newer "$work/stamp" -iname '*edgemq*' 2>/dev/null || true)
 [ -z "$new" ] || fail "this machine got edgemq files: $new"
 say "5. this machine's /etc/passwd, group, shadow, dpkg database and edgemq paths are untouched"
-say "ok in ${SECONDS}s"
+say "ok"

@@ -32,9 +32,10 @@ root=
 binary=$src/bin/edgemq
 mode=install
 
+# usage prints the usage above and exits with code $1 (2 if none).
 usage() {
 	sed -n '/^# Usage:/,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
-	exit 2
+	exit "${1:-2}"
 }
 
 while [ $# -gt 0 ]; do
@@ -51,7 +52,7 @@ while [ $# -gt 0 ]; do
 		;;
 	--uninstall) mode=uninstall && shift ;;
 	--purge) mode=purge && shift ;;
-	-h | --help) usage ;;
+	-h | --help) usage 0 ;;
 	*)
 		echo "install.sh: unknown argument $1" >&2
 		usage
