@@ -225,6 +225,11 @@ gone() {
 	done
 }
 
+# landed prints what root $1 holds that it did not before the install.
+landed() {
+	comm -13 "$work/$(basename "$1").tree" <(tree "$1") | sed 's/^/    /'
+}
+
 # same fails unless root $1 holds what it did before anything was installed.
 same() {
 	local r=$1 what=$2 f
@@ -264,7 +269,8 @@ if bash scripts/install.sh --root "$r" --binary "$work/x-amd64/usr/bin/edgemq" >
 	fail "install.sh installed over the edgemq package"
 fi
 grep -q 'the edgemq package is installed' "$work/install.log" || { cat "$work/install.log"; fail "install.sh over the package: wrong error"; }
-say "3. dpkg --install into a scratch root: files, user $(grep '^edgemq:' "$r/etc/passwd"), data dir 0750; the unit verifies; edgemq --version: $out"
+say "3. dpkg --install into a scratch root: files, user $(grep '^edgemq:' "$r/etc/passwd"), data dir 0750; the unit verifies; edgemq --version: $out; what landed:"
+landed "$r"
 
 echo 'a message' >"$r/var/lib/edgemq/00000000000000000000.log"
 echo '# edited' >>"$r/etc/edgemq/edgemq.toml"
@@ -317,7 +323,8 @@ sha1=$(cd "$r" && find etc usr var/lib/edgemq -type f -exec sha256sum {} + | sor
 diff -u "$work/sh1.tree" <(tree "$r" -t) || fail "install.sh, again: the root changed (- first run, + second)"
 [ "$sha1" = "$(cd "$r" && find etc usr var/lib/edgemq -type f -exec sha256sum {} + | sort)" ] || fail "install.sh, again: a file's bytes changed"
 grep -q '^installed' "$work/install2.log" && fail "install.sh, again: installed something: $(cat "$work/install2.log")"
-say "4. install.sh --root: binary, unit (ExecStart=/usr/local/bin/edgemq; it verifies), config, user, data dir; a second run changes nothing"
+say "4. install.sh --root: binary, unit (ExecStart=/usr/local/bin/edgemq; it verifies), config, user, data dir; a second run changes nothing; what landed:"
+landed "$r"
 
 mkdir -p "$r/etc/systemd/system/multi-user.target.wants"
 ln -s /etc/systemd/system/edgemq.service "$r/etc/systemd/system/multi-user.target.wants/edgemq.service"
