@@ -14,7 +14,7 @@
 #     again, upgrades it to a later version (an edited config and the data kept), removes it
 #     (config, data and user kept), purges it (nothing left);
 #  4. does the same with scripts/install.sh --root: install (the unit verified), install again
-#     (nothing changes),
+#     (nothing changes), install a new binary (it alone is replaced),
 #     --uninstall, --purge;
 #  5. checks that this machine's users, groups, dpkg database and edgemq paths did not change.
 #
@@ -325,6 +325,16 @@ diff -u "$work/sh1.tree" <(tree "$r" -t) || fail "install.sh, again: the root ch
 grep -q '^installed' "$work/install2.log" && fail "install.sh, again: installed something: $(cat "$work/install2.log")"
 say "4. install.sh --root: binary, unit (ExecStart=/usr/local/bin/edgemq; it verifies), config, user, data dir; a second run changes nothing; what landed:"
 landed "$r"
+
+# A new binary (here: the old one with a byte appended) replaces the old one, and nothing else.
+cp "$bin" "$work/edgemq.new"
+printf '\n' >>"$work/edgemq.new"
+"${install[@]}" --binary "$work/edgemq.new" >"$work/install3.log" 2>&1 || { cat "$work/install3.log"; fail "install.sh, a new binary"; }
+[ "$(grep -c '^installed' "$work/install3.log")" = 1 ] && grep -qx 'installed  /usr/local/bin/edgemq' "$work/install3.log" ||
+	fail "install.sh, a new binary: want only the binary installed, got: $(cat "$work/install3.log")"
+cmp -s "$r/usr/local/bin/edgemq" "$work/edgemq.new" || fail "install.sh, a new binary: /usr/local/bin/edgemq is not it"
+usercheck "$r" "install.sh, a new binary"
+say "4. install.sh --binary with a new binary: it replaces the old one, nothing else"
 
 mkdir -p "$r/etc/systemd/system/multi-user.target.wants"
 ln -s /etc/systemd/system/edgemq.service "$r/etc/systemd/system/multi-user.target.wants/edgemq.service"
