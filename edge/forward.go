@@ -1,11 +1,14 @@
 package edge
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"sync"
+	"time"
 
 	"github.com/edgemq/edgemq/edge/mq"
+	"github.com/edgemq/edgemq/store/meta"
 )
 
 // floorTable holds the retention floors of forwarders (HoldRetention).
@@ -74,4 +77,55 @@ func (b *Broker) WritePos() int64 {
 		return 0
 	}
 	return b.st.Log().Written()
+}
+
+// ForwardCursor is how far a forwarder has sent one local queue on: the next queue offset
+// to send. It is kept in the meta store (the uplink bucket).
+type ForwardCursor struct {
+	// Name is the forwarder's (an uplink rule's) name: 1..255 bytes.
+	Name    string
+	Topic   string
+	QueueID int32
+	Offset  int64
+	// Updated is when the cursor last moved (milliseconds).
+	Updated time.Time
+}
+
+// ForwardCursors returns the stored cursors of the forwarder called name, by topic and
+// queue. Errors: ErrClosed, mq.ErrInvalidArgument for a bad name, and the meta store's.
+func (b *Broker) ForwardCursors(name string) ([]ForwardCursor, error) {
+	if err := b.check(); err != nil {
+		return nil, err
+	}
+	cs, err := b.meta.UplinkCursors(name)
+	if err != nil {
+		return nil, metaErr(err)
+	}
+	out := make([]ForwardCursor, len(cs))
+	for i, c := range cs {
+		out[i] = ForwardCursor{Name: c.Name, Topic: c.Topic, QueueID: c.QueueID, Offset: c.Offset, Updated: time.UnixMilli(c.Updated)}
+	}
+	return out, nil
+}
+
+// PutForwardCursors stores cs durably (the meta store's fsync), all or none, replacing the
+// cursors stored under the same (Name, Topic, QueueID). Errors: ErrClosed,
+// mq.ErrInvalidArgument for a bad name, topic or queue, and the meta store's.
+func (b *Broker) PutForwardCursors(cs []ForwardCursor) error {
+	if err := b.check(); err != nil {
+		return err
+	}
+	mc := make([]meta.UplinkCursor, len(cs))
+	for i, c := range cs {
+		mc[i] = meta.UplinkCursor{Name: c.Name, Topic: c.Topic, QueueID: c.QueueID, Offset: c.Offset, Updated: c.Updated.UnixMilli()}
+	}
+	return metaErr(b.meta.PutUplinkCursors(mc))
+}
+
+// metaErr marks the meta store's refusal of a key as an invalid argument.
+func metaErr(err error) error {
+	if errors.Is(err, meta.ErrInvalidKey) {
+		return fmt.Errorf("%w: %w", mq.ErrInvalidArgument, err)
+	}
+	return err
 }
