@@ -149,6 +149,7 @@ func (c *conn) readLoop() error {
 		if cmd.IsResponse() {
 			continue // a client's answer to a notification: nothing waits for it
 		}
+		c.s.stats.requests.add(cmd.Code)
 		size := int64(len(cmd.Body)) + requestOverhead
 		busy := ""
 		switch held := c.s.reqBytes.Load(); {
@@ -189,6 +190,7 @@ func (c *conn) handle(req *remoting.Command, size int64) {
 func (c *conn) send(cmd *remoting.Command) bool {
 	select {
 	case c.out <- cmd:
+		c.s.stats.replies.add(cmd.Code)
 		return true
 	case <-c.dead:
 		return false
