@@ -1,0 +1,177 @@
+package uplink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/edgemq/edgemq/edge"
+	"github.com/edgemq/edgemq/edge/mq"
+	"github.com/edgemq/edgemq/edge/remoting/server"
+	"github.com/edgemq/edgemq/store"
+)
+
+// testLogger writes to the test's log.
+func testLogger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(logWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
+
+type logWriter struct{ t testing.TB }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSuffix(string(p), "\n"))
+	return len(p), nil
+}
+
+// brokerOptions are small, fast settings; so may be nil.
+func brokerOptions(t testing.TB, name string, so *store.Options) *edge.Options {
+	if so == nil {
+		so = &store.Options{SegmentSize: 4 << 20, MaxMessageSize: 64 << 10, QueueSegmentEntries: 4096}
+	}
+	so.MetaNoSync = true
+	return &edge.Options{Store: so, BrokerName: name, MaxMessageSize: 64 << 10, Logger: testLogger(t)}
+}
+
+// openLocal opens the edge broker whose topics go up, in dir; t.Cleanup closes it.
+func openLocal(t testing.TB, dir string, so *store.Options) *edge.Broker {
+	t.Helper()
+	b, err := edge.Open(dir, brokerOptions(t, "gw1", so))
+	if err != nil {
+		t.Fatalf("edge.Open: %v", err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+// hub is an EdgeMQ serving as upstream on loopback.
+type hub struct {
+	b    *edge.Broker
+	srv  *server.Server
+	addr string // what rules dial: the server's, or a proxy's
+}
+
+// startHub opens a hub broker and serves it; with ln (a proxy's listener) given, its routes
+// advertise ln's address, so that every connection goes through the proxy. t.Cleanup stops
+// it.
+func startHub(t testing.TB, advertise string) *hub {
+	t.Helper()
+	b, err := edge.Open(t.TempDir(), brokerOptions(t, "hub", nil))
+	if err != nil {
+		t.Fatalf("edge.Open hub: %v", err)
+	}
+	srv, err := server.Start(b, server.Options{Listen: "127.0.0.1:0", VIPListen: "off", Advertise: advertise, Logger: testLogger(t)})
+	if err != nil {
+		b.Close()
+		t.Fatalf("server.Start: %v", err)
+	}
+	h := &hub{b: b, srv: srv, addr: srv.Addr().String()}
+	t.Cleanup(func() { srv.Close(); b.Close() })
+	return h
+}
+
+// freeListener returns a loopback listener for a proxy.
+func freeListener(t testing.TB) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ln
+}
+
+// readAll returns every message of topic on b, by queue, in queue order.
+func readAll(t testing.TB, b *edge.Broker, topic string) map[int32][]mq.MessageExt {
+	t.Helper()
+	ctx := context.Background()
+	out := map[int32][]mq.MessageExt{}
+	tc, err := b.Topic(topic)
+	if err != nil {
+		return out
+	}
+	for q := range tc.ReadQueues {
+		mq := mq.MessageQueue{Topic: topic, BrokerName: b.Options().BrokerName, QueueID: q}
+		for off := int64(0); ; {
+			res, err := b.Pull(ctx, mqPull(mq, off))
+			if err != nil {
+				t.Fatalf("pull %v: %v", mq, err)
+			}
+			if len(res.Messages) == 0 {
+				break
+			}
+			out[q] = append(out[q], res.Messages...)
+			off = res.NextBeginOffset
+		}
+	}
+	return out
+}
+
+func mqPull(q mq.MessageQueue, off int64) mq.PullRequest {
+	return mq.PullRequest{Group: "CHECK", Queue: q, Offset: off, MaxMsgs: 1024, Filter: "*"}
+}
+
+// count returns the number of messages of topic on b.
+func count(t testing.TB, b *edge.Broker, topic string) int64 {
+	t.Helper()
+	qs, err := b.Queues(topic)
+	if err != nil {
+		return 0
+	}
+	var n int64
+	for _, q := range qs {
+		n += q.MaxOffset - q.MinOffset
+	}
+	return n
+}
+
+// waitFor polls cond every 10 ms until it holds or d passes.
+func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// startUplink starts an Uplink over b; t.Cleanup closes it (before the broker).
+func startUplink(t testing.TB, b *edge.Broker, o Options) *Uplink {
+	t.Helper()
+	if o.Logger == nil {
+		o.Logger = testLogger(t)
+	}
+	if o.BackoffMin == 0 {
+		o.BackoffMin, o.BackoffMax = 20*time.Millisecond, 200*time.Millisecond
+	}
+	u, err := Start(b, &o)
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() { u.Close() })
+	return u
+}
+
+// sendN sends n messages to topic: the i-th with key k<i>, tag t<i%3>, property seq=i and a
+// body naming i, to the queue of i's sharding key (a shard of 8).
+func sendN(t testing.TB, b *edge.Broker, topic string, from, n int) {
+	t.Helper()
+	ctx := context.Background()
+	for i := from; i < from+n; i++ {
+		m := &mq.Message{Topic: topic, Tags: fmt.Sprintf("t%d", i%3), Keys: fmt.Sprintf("k%d", i),
+			Properties: map[string]string{"seq": fmt.Sprint(i), "shard": fmt.Sprint(i % 8)}, Body: []byte(fmt.Sprintf("message %d", i))}
+		if i%2 == 0 {
+			m.Properties[mq.PropertyUniqKey] = fmt.Sprintf("UNIQ%028d", i)
+		}
+		if _, err := b.Send(ctx, m, mq.ShardingKey(fmt.Sprint(i%8))); err != nil {
+			t.Fatalf("send %d: %v", i, err)
+		}
+	}
+}
+
+func errorsIs(err, target error) bool { return errors.Is(err, target) }
