@@ -50,28 +50,54 @@ func openLocal(t testing.TB, dir string, so *store.Options) *edge.Broker {
 
 // hub is an EdgeMQ serving as upstream on loopback.
 type hub struct {
-	b    *edge.Broker
-	srv  *server.Server
-	addr string // what rules dial: the server's, or a proxy's
+	t         testing.TB
+	dir       string
+	advertise string
+	b         *edge.Broker
+	srv       *server.Server
+	addr      string // the server's address
 }
 
-// startHub opens a hub broker and serves it; with ln (a proxy's listener) given, its routes
-// advertise ln's address, so that every connection goes through the proxy. t.Cleanup stops
-// it.
+// startHub opens a hub broker and serves it on a free loopback port; with advertise (a
+// proxy's address) given, its routes advertise it, so that every connection goes through
+// the proxy. t.Cleanup stops it.
 func startHub(t testing.TB, advertise string) *hub {
 	t.Helper()
-	b, err := edge.Open(t.TempDir(), brokerOptions(t, "hub", nil))
+	h := &hub{t: t, dir: t.TempDir(), advertise: advertise}
+	h.start("127.0.0.1:0")
+	t.Cleanup(h.stop)
+	return h
+}
+
+func (h *hub) start(listen string) {
+	h.t.Helper()
+	b, err := edge.Open(h.dir, brokerOptions(h.t, "hub", nil))
 	if err != nil {
-		t.Fatalf("edge.Open hub: %v", err)
+		h.t.Fatalf("edge.Open hub: %v", err)
 	}
-	srv, err := server.Start(b, server.Options{Listen: "127.0.0.1:0", VIPListen: "off", Advertise: advertise, Logger: testLogger(t)})
+	srv, err := server.Start(b, server.Options{Listen: listen, VIPListen: "off", Advertise: h.advertise, Logger: testLogger(h.t)})
 	if err != nil {
 		b.Close()
-		t.Fatalf("server.Start: %v", err)
+		h.t.Fatalf("server.Start: %v", err)
 	}
-	h := &hub{b: b, srv: srv, addr: srv.Addr().String()}
-	t.Cleanup(func() { srv.Close(); b.Close() })
-	return h
+	h.b, h.srv, h.addr = b, srv, srv.Addr().String()
+}
+
+// stop stops the hub; again, it does nothing.
+func (h *hub) stop() {
+	if h.srv == nil {
+		return
+	}
+	h.srv.Close()
+	h.b.Close()
+	h.srv = nil
+}
+
+// restart stops the hub and starts it again on its address, with its data.
+func (h *hub) restart() {
+	h.t.Helper()
+	h.stop()
+	h.start(h.addr)
 }
 
 // freeListener returns a loopback listener for a proxy.
