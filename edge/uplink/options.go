@@ -144,6 +144,14 @@ const (
 	maxNameLen          = 64
 )
 
+// Validate reports the first rule or option that cannot work, as Start would, without a
+// broker: brokerName stands for the broker's name (Gateway's default). The error wraps
+// ErrInvalidRule and names the rule and the field.
+func (o *Options) Validate(brokerName string) error {
+	_, err := o.withDefaults(brokerName)
+	return err
+}
+
 // withDefaults returns the options with defaults filled in and every rule checked, or an
 // error wrapping ErrInvalidRule that names the rule and field.
 func (o *Options) withDefaults(brokerName string) (Options, error) {
