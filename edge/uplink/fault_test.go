@@ -11,9 +11,9 @@ import (
 
 // TestForwardThroughFaults: while the link to the hub is cut, stalled, throttled and has
 // replies dropped after the hub stored a batch, at random moments, and the hub restarts
-// once, every message arrives at least once, in order per queue, and the messages sent
-// twice are only those of batches whose send failed (RuleStats.Resent), at most one batch
-// per failure.
+// once, every message arrives at least once, in order per queue, and the messages stored
+// twice are at most those of the attempts that repeated a failed one (RuleStats.Resent),
+// one batch per failure.
 func TestForwardThroughFaults(t *testing.T) {
 	seed := rand.Uint64()
 	t.Logf("seed %d", seed)

@@ -154,6 +154,9 @@ func (f *queueFwd) forward(ctx context.Context, msgs []mq.MessageExt) {
 		if f.state.Load() != fwdBackingOff {
 			f.state.Store(fwdDraining)
 		}
+		if failed {
+			r.c.resent.Add(int64(len(out)))
+		}
 		n, err := f.send(ctx, out)
 		if n > 0 {
 			last := &msgs[n-1]
@@ -164,9 +167,6 @@ func (f *queueFwd) forward(ctx context.Context, msgs []mq.MessageExt) {
 			r.c.forwarded.Add(int64(n))
 			r.c.forwardedBytes.Add(int64(bytes))
 			r.c.batches.Add(1)
-			if failed {
-				r.c.resent.Add(int64(n))
-			}
 			f.advance(last.QueueOffset + 1)
 			f.floor.Store(last.CommitLogOffset + int64(last.StoreSize))
 			msgs, out = msgs[n:], out[n:]

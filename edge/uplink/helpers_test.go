@@ -110,26 +110,40 @@ func freeListener(t testing.TB) net.Listener {
 	return ln
 }
 
+// puller reads a queue: *edge.Broker and *remoting.Client.
+type puller interface {
+	Pull(ctx context.Context, req mq.PullRequest) (mq.PullResult, error)
+}
+
 // readAll returns every message of topic on b, by queue, in queue order.
 func readAll(t testing.TB, b *edge.Broker, topic string) map[int32][]mq.MessageExt {
 	t.Helper()
-	ctx := context.Background()
-	out := map[int32][]mq.MessageExt{}
 	tc, err := b.Topic(topic)
 	if err != nil {
-		return out
+		return map[int32][]mq.MessageExt{}
 	}
+	var qs []mq.MessageQueue
 	for q := range tc.ReadQueues {
-		mq := mq.MessageQueue{Topic: topic, BrokerName: b.Options().BrokerName, QueueID: q}
+		qs = append(qs, mq.MessageQueue{Topic: topic, BrokerName: b.Options().BrokerName, QueueID: q})
+	}
+	return readQueues(t, b, qs)
+}
+
+// readQueues returns every message of the queues qs, by queue id, in queue order.
+func readQueues(t testing.TB, p puller, qs []mq.MessageQueue) map[int32][]mq.MessageExt {
+	t.Helper()
+	ctx := context.Background()
+	out := map[int32][]mq.MessageExt{}
+	for _, q := range qs {
 		for off := int64(0); ; {
-			res, err := b.Pull(ctx, mqPull(mq, off))
+			res, err := p.Pull(ctx, mqPull(q, off))
 			if err != nil {
-				t.Fatalf("pull %v: %v", mq, err)
+				t.Fatalf("pull %v: %v", q, err)
 			}
 			if len(res.Messages) == 0 {
 				break
 			}
-			out[q] = append(out[q], res.Messages...)
+			out[q.QueueID] = append(out[q.QueueID], res.Messages...)
 			off = res.NextBeginOffset
 		}
 	}
@@ -137,7 +151,7 @@ func readAll(t testing.TB, b *edge.Broker, topic string) map[int32][]mq.MessageE
 }
 
 func mqPull(q mq.MessageQueue, off int64) mq.PullRequest {
-	return mq.PullRequest{Group: "CHECK", Queue: q, Offset: off, MaxMsgs: 1024, Filter: "*"}
+	return mq.PullRequest{Group: "CHECK", Queue: q, Offset: off, MaxMsgs: 32, Filter: "*"}
 }
 
 // count returns the number of messages of topic on b.

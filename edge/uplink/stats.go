@@ -61,7 +61,7 @@ type RuleStats struct {
 	Forwarded, ForwardedBytes, Batches int64
 	// Failures counts failed dials, sends and local reads.
 	Failures int64
-	// Resent counts messages acknowledged after an attempt to send them failed: an upper
+	// Resent counts the messages of every attempt that repeated one that failed: an upper
 	// bound of the duplicates upstream (a failed attempt may have been stored before its
 	// answer was lost).
 	Resent int64

@@ -15,8 +15,12 @@ import (
 // there are more than maxDups.
 func checkSame(t *testing.T, local *edge.Broker, topic string, hub *edge.Broker, up string, maxDups int) int {
 	t.Helper()
-	want := readAll(t, local, topic)
-	got := readAll(t, hub, up)
+	return checkQueues(t, readAll(t, local, topic), readAll(t, hub, up), maxDups)
+}
+
+// checkQueues is checkSame of messages read already, by queue id.
+func checkQueues(t *testing.T, want, got map[int32][]mq.MessageExt, maxDups int) int {
+	t.Helper()
 	dups := 0
 	for q, gs := range got {
 		ws := want[q]
