@@ -100,6 +100,8 @@ func (f *queueFwd) read(ctx context.Context) ([]mq.MessageExt, error) {
 			r.u.lg.Warn("uplink: cursor past the queue's end, restarting at its end", "rule", r.cfg.Name, "queue", f.queue,
 				"cursor", from, "max", res.MaxOffset)
 			f.advance(res.MaxOffset)
+		default: // the broker could not say: try again later
+			return nil, sleep(ctx, localWait/10)
 		}
 		return nil, nil
 	default: // nothing new, or past holes

@@ -46,7 +46,8 @@ type rule struct {
 	bucket *bucket // UpRule.RateLimit; nil: none
 	c      counters
 
-	mu     sync.Mutex // guards client, prod, queues and lastErr; taken before gate.mu
+	dmu    sync.Mutex // one dial at a time; taken before mu
+	mu     sync.Mutex // guards client, prod, queues, cursor and lastEr; a leaf
 	client *remoting.Client
 	prod   *producer.Producer
 	queues map[mq.MessageQueue]*queueFwd
@@ -205,10 +206,13 @@ func (u *Uplink) floor() int64 {
 
 // conn returns the rule's producer, dialing the upstream if it has none.
 func (r *rule) conn(ctx context.Context) (*producer.Producer, error) {
+	r.dmu.Lock()
+	defer r.dmu.Unlock()
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.prod != nil {
-		return r.prod, nil
+	p := r.prod
+	r.mu.Unlock()
+	if p != nil {
+		return p, nil
 	}
 	over := -1
 	if r.cfg.Compress {
@@ -222,13 +226,15 @@ func (r *rule) conn(ctx context.Context) (*producer.Producer, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := producer.New(c, &producer.Options{RetryTimes: -1, SendTimeout: r.u.opts.SendTimeout,
+	p, err = producer.New(c, &producer.Options{RetryTimes: -1, SendTimeout: r.u.opts.SendTimeout,
 		MaxMessageSize: 64 << 20, Logger: r.u.lg})
 	if err != nil {
 		c.Close()
 		return nil, err
 	}
+	r.mu.Lock()
 	r.client, r.prod = c, p
+	r.mu.Unlock()
 	r.u.lg.Info("uplink connected", "rule", r.cfg.Name, "upstream", r.cfg.Upstream.Addrs)
 	return p, nil
 }
