@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # run.sh is the whole interop run (`make test-interop`, CI): for each target broker it starts
-# the broker, runs the rocketmq-client-go suite (scripts/interop/go) and the Apache RocketMQ
-# Java client + mqadmin suite (scripts/interop/java) against it, and stops it; then it prints a
+# the broker, runs the rocketmq-client-go suite (scripts/interop/go), the Apache RocketMQ
+# Java client + mqadmin suite (scripts/interop/java) and the uplink suite (edge/uplink's
+# TestForwardToRocketMQInterop: forwarding to the target as upstream) against it, and stops
+# it; then it prints a
 # table of every scenario against every target and exits non-zero if anything failed.
 #
 # Targets, in this order:
@@ -9,11 +11,11 @@
 #             broker on one address)
 #   rocketmq  a real Apache RocketMQ name server and broker from Maven (rocketmq.sh)
 #
-#   scripts/interop/run.sh [--targets "edgemq rocketmq"] [--suites "go java"] [--keep]
+#   scripts/interop/run.sh [--targets "edgemq rocketmq"] [--suites "go java uplink"] [--keep]
 #
 # Environment (flags win):
 #   INTEROP_TARGETS   targets to run (default "edgemq rocketmq")
-#   INTEROP_SUITES    suites to run (default "go java")
+#   INTEROP_SUITES    suites to run (default "go java uplink")
 #   INTEROP_KEEP=1    keep the work dir (logs, data, reports) instead of deleting it
 #   EDGEMQ_PORT       edgemq serve's address 127.0.0.1:PORT (default 17876; VIP channel PORT-2)
 #   RMQ_NAMESRV_PORT, RMQ_BROKER_PORT   Apache RocketMQ's ports (default 17976, 18911)
@@ -30,7 +32,7 @@ root=$(cd "$here/../.." && pwd)
 GO=${GO:-go}
 MVN=${MVN:-mvn}
 TARGETS=${INTEROP_TARGETS:-"edgemq rocketmq"}
-SUITES=${INTEROP_SUITES:-"go java"}
+SUITES=${INTEROP_SUITES:-"go java uplink"}
 KEEP=${INTEROP_KEEP:-}
 EDGEMQ_PORT=${EDGEMQ_PORT:-17876}
 export RMQ_NAMESRV_PORT=${RMQ_NAMESRV_PORT:-17976}
@@ -41,7 +43,7 @@ while [ $# -gt 0 ]; do
 	--targets) TARGETS=$2; shift 2 ;;
 	--suites) SUITES=$2; shift 2 ;;
 	--keep) KEEP=1; shift ;;
-	-h | --help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | --help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "run.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
 	esac
 done
@@ -169,6 +171,25 @@ run_go() {
 	fi
 }
 
+# run_uplink TARGET: edge/uplink forwarding a few thousand messages to the target as its
+# upstream, read back with our client (about 5 s).
+run_uplink() {
+	local target=$1 log=$work/uplink-$target.log rc
+	say "uplink suite against $target ($NS)"
+	(cd "$root" && INTEROP_NAMESRV=$NS INTEROP_TARGET=$target "$GO" test -count=1 -v -timeout 10m -run 'Interop$' ./edge/uplink) >"$log" 2>&1
+	rc=$?
+	local rows
+	rows=$(sed -nE 's/^ *--- (PASS|FAIL|SKIP): ([^ ]+) .*/\2\t\1/p' "$log")
+	if [ -n "$rows" ]; then
+		while IFS=$'\t' read -r name status; do record uplink "$target" "$name" "$status"; done <<<"$rows"
+	fi
+	if [ $rc -ne 0 ]; then
+		failed=1
+		record uplink "$target" "(suite exit status)" FAIL
+		show_log "$log" 80
+	fi
+}
+
 # run_java TARGET: the Java suite; one row per JUnit test from Surefire's reports.
 run_java() {
 	local target=$1 log=$work/java-$target.log reports=$work/java-$target rc
@@ -217,7 +238,8 @@ for target in $TARGETS; do
 		case $suite in
 		go) run_go "$target" ;;
 		java) run_java "$target" ;;
-		*) echo "run.sh: unknown suite $suite (go, java)" >&2; exit 2 ;;
+		uplink) run_uplink "$target" ;;
+		*) echo "run.sh: unknown suite $suite (go, java, uplink)" >&2; exit 2 ;;
 		esac
 	done
 	$stop
