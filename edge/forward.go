@@ -129,3 +129,16 @@ func metaErr(err error) error {
 	}
 	return err
 }
+
+// Sync makes every message stored so far durable, whatever the flush policy: a mirror that
+// commits its upstream offset only for messages it stored calls it first. Errors:
+// ErrClosed, and the store's.
+func (b *Broker) Sync() error {
+	if err := b.check(); err != nil {
+		return err
+	}
+	if err := b.st.Flush(); err != nil {
+		return appendErr(err)
+	}
+	return nil
+}

@@ -108,6 +108,8 @@ type UpRule struct {
 type Options struct {
 	// Up are the up rules.
 	Up []UpRule
+	// Down are the down rules.
+	Down []DownRule
 	// Gateway is the value of "{gateway}" in topic templates: 1..64 characters of
 	// A-Z a-z 0-9 _ -. Default the broker's name.
 	Gateway string
@@ -199,6 +201,17 @@ func (o *Options) withDefaults(brokerName string) (Options, error) {
 			return r, fmt.Errorf("%w: up rule %d: name %q used twice", ErrInvalidRule, i+1, u.Name)
 		}
 		seen[u.Name] = true
+	}
+	r.Down = append([]DownRule(nil), r.Down...)
+	for i := range r.Down {
+		d := &r.Down[i]
+		if err := d.fill(r.Gateway); err != nil {
+			return r, fmt.Errorf("%w: down rule %d (%q): %w", ErrInvalidRule, i+1, d.Name, err)
+		}
+		if seen[d.Name] {
+			return r, fmt.Errorf("%w: down rule %d: name %q used twice", ErrInvalidRule, i+1, d.Name)
+		}
+		seen[d.Name] = true
 	}
 	return r, nil
 }

@@ -36,7 +36,25 @@ func (s State) String() string {
 
 // Stats is a snapshot of every rule.
 type Stats struct {
-	Up []RuleStats
+	Up   []RuleStats
+	Down []DownStats
+}
+
+// DownStats is a down rule's state, lag and totals since Start.
+type DownStats struct {
+	Name     string
+	Upstream string
+	State    State
+	// Queues is the number of upstream queues mirrored.
+	Queues int
+	// Lag is the messages upstream not yet stored locally, as of each queue's last pull.
+	Lag int64
+	// Received counts the messages stored locally.
+	Received int64
+	// Failures counts failed dials, pulls and local stores.
+	Failures    int64
+	LastError   string
+	LastErrorAt time.Time
 }
 
 // RuleStats is an up rule's state, backlog and totals since Start.
@@ -122,6 +140,34 @@ func (u *Uplink) Stats() Stats {
 			rs.State = Connected
 		}
 		s.Up = append(s.Up, rs)
+	}
+	for _, d := range u.downs {
+		ds := DownStats{Name: d.cfg.Name, Upstream: d.cfg.Upstream.Addrs, Received: d.received.Load(), Failures: d.failures.Load()}
+		d.mu.Lock()
+		ds.LastError, ds.LastErrorAt = d.lastEr, d.lastAt
+		connected := d.client != nil
+		qs := make([]*downQueue, 0, len(d.queues))
+		for _, q := range d.queues {
+			qs = append(qs, q)
+		}
+		d.mu.Unlock()
+		ds.Queues = len(qs)
+		backingOff := false
+		for _, q := range qs {
+			if c := q.cursor.Load(); c >= 0 {
+				ds.Lag += max(0, q.max.Load()-c)
+			}
+			backingOff = backingOff || q.state.Load() == fwdBackingOff
+		}
+		switch {
+		case backingOff || !connected && ds.Failures > 0:
+			ds.State = BackingOff
+		case ds.Lag > 0:
+			ds.State = Draining
+		case connected:
+			ds.State = Connected
+		}
+		s.Down = append(s.Down, ds)
 	}
 	return s
 }

@@ -21,12 +21,14 @@ import (
 //
 // Goroutines, all stopped and waited for by Close: the scanner, which matches topics to the
 // rules at Start and every Options.ScanInterval and starts forwarders; one forwarder per
-// (up rule, local queue); and the remoting clients' own.
+// (up rule, local queue); per down rule, one that dials and routes its topic every
+// ScanInterval, and one mirror per upstream queue; and the remoting clients' own.
 type Uplink struct {
 	b       *edge.Broker
 	opts    Options
 	lg      *slog.Logger
 	rules   []*rule
+	downs   []*down
 	gate    *gate
 	bucket  *bucket      // Options.RateLimit, shared by every rule; nil: none
 	scanPos atomic.Int64 // the broker's write position when the last scan began
@@ -94,6 +96,12 @@ func Start(b *edge.Broker, opts *Options) (*Uplink, error) {
 	}
 	u.wg.Add(1)
 	go u.scanLoop()
+	for _, cfg := range o.Down {
+		d := &down{u: u, cfg: cfg, queues: map[mq.MessageQueue]*downQueue{}}
+		u.downs = append(u.downs, d)
+		u.wg.Add(1)
+		go d.run()
+	}
 	return u, nil
 }
 
@@ -121,6 +129,15 @@ func (u *Uplink) Close() error {
 			}
 		}
 		r.mu.Unlock()
+	}
+	for _, d := range u.downs {
+		d.mu.Lock()
+		if d.client != nil {
+			if err := d.client.Close(); err != nil && !errors.Is(err, remoting.ErrClientClosed) {
+				errs = append(errs, err)
+			}
+		}
+		d.mu.Unlock()
 	}
 	u.release()
 	return errors.Join(errs...)
