@@ -25,6 +25,15 @@
 // priority's go first, and a rule's bandwidth cap (and the Options' shared one) is a token
 // bucket taken batch by batch, so a fresh alarm waits at most for the batch in flight.
 //
+// A down rule (DownRule) mirrors an upstream topic into a local one: for each upstream queue
+// it pulls from its cursor, stores the batch locally (upstream queue i into local queue
+// i mod n), syncs the store, and only then moves its cursor in the meta store and commits
+// the group's offset upstream. Each stored message carries PropertyDownSource (its upstream
+// broker, queue and offset): after a crash between a local store and the cursor's move, the
+// rule finds what it stored past its cursor and goes on after it, so every upstream message
+// is stored locally once. A down rule reads every queue of its topic itself: gateways that
+// share a group do not divide the queues among them.
+//
 // Compression: a rule with Compress sends each message on its own, zlib-compressing bodies
 // of at least CompressOver bytes (the COMPRESSED sysflag, which RocketMQ 4.x and 5.x
 // consumers and EdgeMQ decode); batches travel uncompressed, as RocketMQ's batch send has
