@@ -145,6 +145,7 @@ func TestExampleConfigDefaultsAreTheDefaults(t *testing.T) {
 		{"uplink.send_timeout", c.uplink.SendTimeout, uplink.DefaultOptions.SendTimeout},
 		{"uplink.scan_interval", c.uplink.ScanInterval, uplink.DefaultOptions.ScanInterval},
 		{"uplink.up", len(c.uplink.Up), 0},
+		{"uplink.down", len(c.uplink.Down), 0},
 	} {
 		if !reflect.DeepEqual(tc.got, tc.want) {
 			t.Errorf("%s: file says %v, default is %v", tc.name, tc.got, tc.want)
@@ -271,7 +272,9 @@ func TestConfigRoundTrip(t *testing.T) {
 				BatchSize: 8, BatchBytes: 64 << 10, Linger: 5 * time.Millisecond, Compress: true, CompressOver: 512,
 				RateLimit: 65536, Overflow: uplink.DropOldest},
 			{Name: "telemetry", Topics: []string{"telemetry"}, Upstream: uplink.Upstream{Addrs: "10.0.0.9:9876", Kind: uplink.KindEdgeMQ}},
-		}}
+		},
+		Down: []uplink.DownRule{{Name: "cmd", Topic: "Commands", Upstream: uplink.Upstream{Addrs: "10.0.0.1:9876",
+			Kind: uplink.KindRocketMQ, AccessKey: "ak", SecretKey: "sk"}, Group: "gw7_cmd", LocalTopic: "commands", BatchSize: 16}}}
 	if !reflect.DeepEqual(c.uplink, wantUplink) {
 		t.Errorf("uplink options:\n got %+v\nwant %+v", c.uplink, wantUplink)
 	}
@@ -383,6 +386,8 @@ func TestConfigErrors(t *testing.T) {
 			"t.toml:1: uplink.up = an array of tables: up rule 1: unknown key topic: the keys are name, topics, upstream, ", true},
 		{"bad value in an up rule", "[[uplink.up]]\nname = \"a\"\n[[uplink.up]]\nname = \"b\"\nbatch_size = \"10\"\n",
 			`t.toml:3: uplink.up = an array of tables: up rule 2: batch_size = "10": want a whole number`, false},
+		{"unknown key of a down rule", "[[uplink.down]]\nname = \"a\"\ntopics = \"T\"\n",
+			"t.toml:1: uplink.down = an array of tables: down rule 1: unknown key topics: the keys are name, topic, upstream, ", true},
 		{"bad overflow", "[uplink]\nup = [{name = \"a\", overflow = \"drop\"}]\n",
 			`t.toml:2: uplink.up = [a table]: up rule 1: overflow = "drop": uplink: invalid rule: overflow "drop" (want reject_new or drop_oldest)`, false},
 		{"a subtable of a section", "[store.retention]\nmax_age = \"1h\"\n",

@@ -24,7 +24,8 @@ remoting protocol: the name server and the broker on one address (server.listen,
 reach the VIP address, the port less 2 (server.vip_listen).
 
 With [[uplink.up]] rules in the config file it forwards their topics to upstream brokers,
-store-and-forward, from cursors kept in the data dir.
+store-and-forward, from cursors kept in the data dir; with [[uplink.down]] rules it mirrors
+upstream topics into local ones.
 
 It serves until SIGTERM or SIGINT (Ctrl-C), then stops cleanly: it stops forwarding, accepting
 connections, answers parked pulls, waits at most server.shutdown_timeout for the requests
@@ -114,7 +115,7 @@ func serve(ctx context.Context, c *config, lg *slog.Logger, warnings func() int6
 		return err
 	}
 	var up *uplink.Uplink
-	if len(c.uplink.Up) > 0 {
+	if len(c.uplink.Up) > 0 || len(c.uplink.Down) > 0 {
 		uo := c.uplink
 		uo.Logger = lg
 		if up, err = uplink.Start(b, &uo); err != nil {
@@ -137,7 +138,7 @@ func serve(ctx context.Context, c *config, lg *slog.Logger, warnings func() int6
 	if repaired > 0 {
 		msg = "serving; recovery repaired the store (the warnings above)"
 	}
-	args = append(args, "uplink_rules", len(c.uplink.Up), "recovery_warnings", repaired, logSince(start))
+	args = append(args, "uplink_rules", len(c.uplink.Up)+len(c.uplink.Down), "recovery_warnings", repaired, logSince(start))
 	lg.Info(msg, args...)
 	if err := sdNotify("READY=1\nSTATUS=serving on " + srv.Addr().String()); err != nil {
 		lg.Warn("cannot notify systemd", "err", err)

@@ -610,4 +610,11 @@ var settings = []setting{
 		set:  func(c *config, v []uplink.UpRule) { c.uplink.Up = v },
 		doc:  upDoc,
 	},
+	item[[]uplink.DownRule]{
+		section: "uplink", key: "down",
+		kind: downRulesKind,
+		def:  nil,
+		set:  func(c *config, v []uplink.DownRule) { c.uplink.Down = v },
+		doc:  downDoc,
+	},
 }

@@ -15,16 +15,16 @@ import (
 const upRulesWant = `[[uplink.up]] tables, each with name, topics and upstream (in a flag: ` +
 	`the same as a TOML array of inline tables, [{name = "a", topics = ["T"], upstream = "10.0.0.1:9876"}])`
 
-// upRuleKey is a key of an [[uplink.up]] table: how it is read, and written (the TOML
-// literal, and whether the rule sets it).
-type upRuleKey struct {
+// ruleKey is a key of an [[uplink.up]] or [[uplink.down]] table: how it is read into a rule
+// R, and written (the TOML literal, and whether the rule sets it).
+type ruleKey[R any] struct {
 	key   string
-	read  func(r *uplink.UpRule, v any) error
-	write func(r *uplink.UpRule) (string, bool)
+	read  func(r *R, v any) error
+	write func(r *R) (string, bool)
 }
 
-// upRuleKeys are the keys of an [[uplink.up]] table, each with how it is read and written.
-var upRuleKeys = []upRuleKey{
+// upRuleKeys are the keys of an [[uplink.up]] table.
+var upRuleKeys = []ruleKey[uplink.UpRule]{
 	{"name", func(r *uplink.UpRule, v any) (err error) { r.Name, err = text("").decode(v); return },
 		func(r *uplink.UpRule) (string, bool) { return tomlQuote(r.Name), true }},
 	{"topics", readTopics, func(r *uplink.UpRule) (string, bool) {
@@ -98,79 +98,122 @@ func readTopics(r *uplink.UpRule, v any) error {
 	return errors.New("want a topic name or an array of them")
 }
 
+// rulesKind is the kind of an array of rule tables with keys; what names a rule in errors.
+func rulesKind[R any](keys []ruleKey[R], what, want string) kind[[]R] {
+	decode := func(v any) ([]R, error) {
+		var tables []map[string]any
+		switch x := v.(type) {
+		case []map[string]any:
+			tables = x
+		case []any:
+			for _, e := range x {
+				m, ok := e.(map[string]any)
+				if !ok {
+					return nil, errors.New("want " + want)
+				}
+				tables = append(tables, m)
+			}
+		default:
+			return nil, errors.New("want " + want)
+		}
+		names := make([]string, len(keys))
+		for i, k := range keys {
+			names[i] = k.key
+		}
+		rules := []R{}
+		for i, m := range tables {
+			var r R
+			for _, k := range slices.Sorted(maps.Keys(m)) {
+				j := slices.IndexFunc(keys, func(u ruleKey[R]) bool { return u.key == k })
+				if j < 0 {
+					return nil, fmt.Errorf("%s %d: unknown key %s: the keys are %s", what, i+1, k, list(names))
+				}
+				if err := keys[j].read(&r, m[k]); err != nil {
+					return nil, fmt.Errorf("%s %d: %s = %s: %w", what, i+1, k, tomlValue(m[k]), err)
+				}
+			}
+			rules = append(rules, r)
+		}
+		return rules, nil
+	}
+	format := func(rules []R) string {
+		q := make([]string, len(rules))
+		for i := range rules {
+			var kv []string
+			for _, k := range keys {
+				if v, ok := k.write(&rules[i]); ok {
+					kv = append(kv, k.key+" = "+v)
+				}
+			}
+			q[i] = "{" + strings.Join(kv, ", ") + "}"
+		}
+		return "[" + strings.Join(q, ", ") + "]"
+	}
+	return kind[[]R]{
+		name:   "tables",
+		want:   want,
+		decode: decode,
+		parse: func(s string) ([]R, error) {
+			var v map[string]any
+			if _, err := toml.Decode("v = "+s, &v); err != nil {
+				return nil, errors.New("want " + want)
+			}
+			return decode(v["v"])
+		},
+		toml: format,
+		text: format,
+	}
+}
+
 // upRulesKind reads [[uplink.up]] tables (or an array of inline tables); in a flag, the
 // same array as TOML. The rules themselves are checked by uplink.Start.
-var upRulesKind = kind[[]uplink.UpRule]{
-	name:   "tables",
-	want:   upRulesWant,
-	decode: decodeUpRules,
-	parse: func(s string) ([]uplink.UpRule, error) {
-		var v map[string]any
-		if _, err := toml.Decode("v = "+s, &v); err != nil {
-			return nil, errors.New("want " + upRulesWant)
-		}
-		return decodeUpRules(v["v"])
-	},
-	toml: formatUpRules,
-	text: formatUpRules,
+var upRulesKind = rulesKind(upRuleKeys, "up rule", upRulesWant)
+
+const downRulesWant = `[[uplink.down]] tables, each with name, topic and upstream (in a flag: ` +
+	`the same as a TOML array of inline tables, [{name = "cmd", topic = "Commands", upstream = "10.0.0.1:9876"}])`
+
+// downRuleKeys are the keys of an [[uplink.down]] table.
+var downRuleKeys = []ruleKey[uplink.DownRule]{
+	{"name", func(r *uplink.DownRule, v any) (err error) { r.Name, err = text("").decode(v); return },
+		func(r *uplink.DownRule) (string, bool) { return tomlQuote(r.Name), true }},
+	{"topic", func(r *uplink.DownRule, v any) (err error) { r.Topic, err = text("").decode(v); return },
+		func(r *uplink.DownRule) (string, bool) { return tomlQuote(r.Topic), true }},
+	{"upstream", func(r *uplink.DownRule, v any) (err error) { r.Upstream.Addrs, err = text("").decode(v); return },
+		func(r *uplink.DownRule) (string, bool) { return tomlQuote(r.Upstream.Addrs), true }},
+	{"kind", func(r *uplink.DownRule, v any) error {
+		s, err := text("").decode(v)
+		r.Upstream.Kind = uplink.Kind(s)
+		return err
+	}, func(r *uplink.DownRule) (string, bool) {
+		return tomlQuote(string(r.Upstream.Kind)), r.Upstream.Kind != ""
+	}},
+	{"access_key", func(r *uplink.DownRule, v any) (err error) { r.Upstream.AccessKey, err = text("").decode(v); return },
+		func(r *uplink.DownRule) (string, bool) {
+			return tomlQuote(r.Upstream.AccessKey), r.Upstream.AccessKey != ""
+		}},
+	{"secret_key", func(r *uplink.DownRule, v any) (err error) { r.Upstream.SecretKey, err = text("").decode(v); return },
+		func(r *uplink.DownRule) (string, bool) {
+			return tomlQuote(r.Upstream.SecretKey), r.Upstream.SecretKey != ""
+		}},
+	{"group", func(r *uplink.DownRule, v any) (err error) { r.Group, err = text("").decode(v); return },
+		func(r *uplink.DownRule) (string, bool) { return tomlQuote(r.Group), r.Group != "" }},
+	{"local_topic", func(r *uplink.DownRule, v any) (err error) { r.LocalTopic, err = text("").decode(v); return },
+		func(r *uplink.DownRule) (string, bool) { return tomlQuote(r.LocalTopic), r.LocalTopic != "" }},
+	{"batch_size", func(r *uplink.DownRule, v any) (err error) { r.BatchSize, err = integer[int]().decode(v); return },
+		func(r *uplink.DownRule) (string, bool) { return strconv.Itoa(r.BatchSize), r.BatchSize != 0 }},
 }
 
-// decodeUpRules reads the tables of uplink.up as the TOML decoder gives them.
-func decodeUpRules(v any) ([]uplink.UpRule, error) {
-	var tables []map[string]any
-	switch x := v.(type) {
-	case []map[string]any:
-		tables = x
-	case []any:
-		for _, e := range x {
-			m, ok := e.(map[string]any)
-			if !ok {
-				return nil, errors.New("want " + upRulesWant)
-			}
-			tables = append(tables, m)
-		}
-	default:
-		return nil, errors.New("want " + upRulesWant)
-	}
-	rules := []uplink.UpRule{}
-	for i, m := range tables {
-		var r uplink.UpRule
-		for _, k := range slices.Sorted(maps.Keys(m)) {
-			j := slices.IndexFunc(upRuleKeys, func(u upRuleKey) bool { return u.key == k })
-			if j < 0 {
-				return nil, fmt.Errorf("up rule %d: unknown key %s: the keys are %s", i+1, k, list(upRuleKeyNames()))
-			}
-			if err := upRuleKeys[j].read(&r, m[k]); err != nil {
-				return nil, fmt.Errorf("up rule %d: %s = %s: %w", i+1, k, tomlValue(m[k]), err)
-			}
-		}
-		rules = append(rules, r)
-	}
-	return rules, nil
-}
+// downRulesKind reads [[uplink.down]] tables, as upRulesKind.
+var downRulesKind = rulesKind(downRuleKeys, "down rule", downRulesWant)
 
-// formatUpRules writes rules as a TOML array of inline tables.
-func formatUpRules(rules []uplink.UpRule) string {
-	q := make([]string, len(rules))
-	for i := range rules {
-		var kv []string
-		for _, k := range upRuleKeys {
-			if v, ok := k.write(&rules[i]); ok {
-				kv = append(kv, k.key+" = "+v)
-			}
-		}
-		q[i] = "{" + strings.Join(kv, ", ") + "}"
-	}
-	return "[" + strings.Join(q, ", ") + "]"
-}
-
-func upRuleKeyNames() []string {
-	names := make([]string, len(upRuleKeys))
-	for i, k := range upRuleKeys {
-		names[i] = k.key
-	}
-	return names
-}
+// downDoc is the doc of uplink.down.
+const downDoc = "The down rules: each [[uplink.down]] table mirrors an upstream topic into a local one: " +
+	"every queue of the topic, in order, each upstream message stored locally once (across crashes), " +
+	"synced before the cursor moves and the group's offset is committed upstream. Keys: name (required; " +
+	"names the rule's stored cursors, distinct from the up rules'), topic (required: the upstream topic), " +
+	"upstream (required), kind, access_key and secret_key (as in [[uplink.up]]), group (the upstream " +
+	"consumer group; default <gateway>_<name>), local_topic (default: topic), batch_size (1..1024; " +
+	"default 32). Example: [[uplink.down]] name = \"cmd\" topic = \"Commands\" upstream = \"10.0.0.1:9876\"."
 
 // upDoc is the doc of uplink.up.
 const upDoc = "The up rules: each [[uplink.up]] table forwards local topics to an upstream broker (Apache " +

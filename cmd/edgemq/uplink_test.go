@@ -15,7 +15,7 @@ import (
 
 // TestServeForwardsUp: serve with an up rule (given as a flag) forwards a topic's stored
 // messages to a hub, under the template's name, and stops cleanly; restarted, it sends
-// nothing twice.
+// nothing twice. A down rule mirrors a hub topic into the data dir.
 func TestServeForwardsUp(t *testing.T) {
 	hb, err := edge.Open(t.TempDir(), nil)
 	if err != nil {
@@ -49,14 +49,27 @@ func TestServeForwardsUp(t *testing.T) {
 		}
 	}
 
+	for _, body := range []string{"c1", "c2"} {
+		if _, err := hb.Send(context.Background(), &mq.Message{Topic: "C", Body: []byte(body)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
 	dir := filepath.Join(t.TempDir(), "data")
 	mustRun(t, "send", "-data", dir, "-topic", "T", "-create", "one", "two", "three")
 	rule := `[{name = "r1", topics = ["T"], upstream = "` + srv.Addr().String() + `", kind = "edgemq", topic_template = "{gateway}-{topic}"}]`
-	c, _ := startServe(t, nil, "-data", dir, "-uplink.up", rule, "-uplink.gateway", "gw")
-	if !strings.Contains(c.stderr.String(), "uplink_rules=1") {
+	downRule := `[{name = "d1", topic = "C", upstream = "` + srv.Addr().String() + `", kind = "edgemq", local_topic = "C-local"}]`
+	c, addr := startServe(t, nil, "-data", dir, "-uplink.up", rule, "-uplink.gateway", "gw", "-uplink.down", downRule)
+	if !strings.Contains(c.stderr.String(), "uplink_rules=2") {
 		t.Errorf("startup line does not count the rule:\n%s", c.stderr)
 	}
 	waitCount(3)
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(mustRun(t, "topic", "list", "-server", addr), "C-local") { // made by the first mirrored batch
+		if time.Now().After(deadline) {
+			t.Fatal("C-local not made")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	c.signal(syscall.SIGTERM)
 	if code := c.exit(30 * time.Second); code != 0 {
 		t.Fatalf("exit %d after SIGTERM, want 0\n%s", code, c.stderr)
@@ -81,6 +94,19 @@ func TestServeForwardsUp(t *testing.T) {
 		if m.Properties[mq.PropertyUniqKey] == "" {
 			t.Errorf("message %q upstream without UNIQ_KEY", m.Body)
 		}
+	}
+	lb, err := edge.Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lb.Close()
+	qs, err := lb.Queues("C-local")
+	var n int64
+	for _, q := range qs {
+		n += q.MaxOffset
+	}
+	if err != nil || n != 2 {
+		t.Fatalf("mirrored topic C-local has %d messages (%v), want 2", n, err)
 	}
 }
 
