@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -120,5 +122,27 @@ func TestServeRefusesBadUpRule(t *testing.T) {
 	}
 	if !strings.Contains(c.stderr.String(), `uplink: invalid rule: up rule 1 (\"r1\"): upstream addrs`) {
 		t.Fatalf("stderr does not name the rule:\n%s", c.stderr)
+	}
+}
+
+// TestREADMEUplink: the README's uplink example is a valid config whose rules Start takes.
+func TestREADMEUplink(t *testing.T) {
+	data, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?s)## Forward to an upstream broker.*?```toml\n(.*?)```").FindSubmatch(data)
+	if m == nil {
+		t.Fatal("README has no uplink example")
+	}
+	c := newConfig()
+	if err := parseConfig(c, m[1], "README.md"); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.uplink.Up) != 2 || len(c.uplink.Down) != 1 {
+		t.Fatalf("README example: %d up and %d down rules, want 2 and 1", len(c.uplink.Up), len(c.uplink.Down))
+	}
+	if err := c.uplink.Validate("edgemq"); err != nil {
+		t.Fatal(err)
 	}
 }
