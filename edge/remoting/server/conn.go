@@ -115,8 +115,9 @@ func (c *conn) serve() {
 	c.mu.Unlock()
 	for _, id := range c.s.removeClients(c, ids) {
 		// The broker tells the rest of the client's groups (RocketMQ's Go client never
-		// unregisters: a closed socket is how it leaves).
-		if err := c.s.b.Unregister(context.Background(), id, ""); err != nil {
+		// unregisters: a closed socket is how it leaves). The client's queue locks stay
+		// until they expire: a cut connection may leave a live client consuming them.
+		if err := c.s.b.Disconnect(context.Background(), id); err != nil {
 			lg.Debug("unregister client", "client", id, "err", err)
 		}
 	}
