@@ -60,7 +60,7 @@ func checkQueues(t *testing.T, want, got map[int32][]mq.MessageExt, maxDups int)
 		}
 	}
 	if dups > maxDups {
-		t.Fatalf("%d messages upstream twice, at most %d expected", dups, maxDups)
+		t.Fatalf("%d messages stored twice, at most %d expected", dups, maxDups)
 	}
 	return dups
 }
