@@ -14,7 +14,8 @@ import (
 )
 
 // TestForwardToRocketMQInterop forwards a few thousand messages of two topics, one in
-// batches and one compressed, to the cluster whose name server INTEROP_NAMESRV names
+// batches and one compressed, and mirrors the first back down with a down rule, to and from
+// the cluster whose name server INTEROP_NAMESRV names
 // (Apache RocketMQ from scripts/interop/rocketmq.sh, or edgemq serve with INTEROP_TARGET
 // edgemq), and reads them back with our client: every message, queue by queue in order,
 // with its id, keys, tags, properties and body.
@@ -85,4 +86,29 @@ func TestForwardToRocketMQInterop(t *testing.T) {
 		}
 	}
 	t.Logf("stats: %+v", s.Up)
+
+	// Down: a second gateway mirrors the batched topic back from the upstream, each message
+	// once, queue by queue.
+	r, err := c.Route(ctx, "gw1-"+batched)
+	if err != nil {
+		t.Fatal(err)
+	}
+	upstream := readQueues(t, c, r.ReadQueues())
+	mirror := openLocal(t, t.TempDir(), nil)
+	m := startUplink(t, mirror, Options{Down: []DownRule{{Name: "mirror", Topic: "gw1-" + batched, LocalTopic: "Mirror",
+		Group: fmt.Sprintf("UplinkMirror%d", suffix), Upstream: up}}})
+	waitFor(t, 3*time.Minute, "mirrored", func() bool { d := m.Stats().Down[0]; return d.Received >= total && d.Lag == 0 })
+	checkQueues(t, upstream, readAll(t, mirror, "Mirror"), 0)
+	var committed int64
+	for _, q := range r.ReadQueues() {
+		off, err := c.QueryOffset(ctx, fmt.Sprintf("UplinkMirror%d", suffix), q)
+		if err != nil {
+			t.Fatalf("the mirror group's offset of %v: %v", q, err)
+		}
+		committed += off
+	}
+	if committed != total {
+		t.Fatalf("the mirror group committed %d messages upstream, want %d", committed, total)
+	}
+	t.Logf("down stats: %+v", m.Stats().Down)
 }
