@@ -152,14 +152,19 @@ func (f *queueFwd) forward(ctx context.Context, msgs []mq.MessageExt) {
 		out[i] = f.upstreamMessage(&msgs[i])
 	}
 	failed := false
+	alone := false // the upstream refused the batch as too large: find the culprit alone
 	for len(out) > 0 && ctx.Err() == nil {
 		if f.state.Load() != fwdBackingOff {
 			f.state.Store(fwdDraining)
 		}
-		if failed {
-			r.c.resent.Add(int64(len(out)))
+		batch := out
+		if alone {
+			batch = out[:1]
 		}
-		n, err := f.send(ctx, out)
+		if failed {
+			r.c.resent.Add(int64(len(batch)))
+		}
+		n, err := f.send(ctx, batch)
 		if n > 0 {
 			last := &msgs[n-1]
 			bytes := 0
@@ -189,7 +194,12 @@ func (f *queueFwd) forward(ctx context.Context, msgs []mq.MessageExt) {
 		if ctx.Err() != nil {
 			return
 		}
-		if errors.Is(err, mq.ErrMessageTooLarge) && len(out) == 1 {
+		if errors.Is(err, mq.ErrMessageTooLarge) && len(batch) > 1 {
+			alone = true
+			continue
+		}
+		if errors.Is(err, mq.ErrMessageTooLarge) {
+			alone = false
 			r.c.rejected.Add(1)
 			u.lg.Error("uplink: upstream refuses a message as too large: skipped", "rule", r.cfg.Name, "queue", f.queue,
 				"offset", msgs[0].QueueOffset, "bytes", len(out[0].Body), "err", err)
