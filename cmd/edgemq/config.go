@@ -15,6 +15,7 @@ import (
 
 	"github.com/edgemq/edgemq/edge"
 	"github.com/edgemq/edgemq/edge/remoting/server"
+	"github.com/edgemq/edgemq/edge/uplink"
 	"github.com/edgemq/edgemq/store"
 )
 
@@ -30,6 +31,7 @@ type config struct {
 	store         store.Options
 	broker        edge.Options
 	server        server.Options
+	uplink        uplink.Options
 	// shutdownTimeout is how long serve waits for the server to stop.
 	shutdownTimeout time.Duration
 	// httpListen is the address of serve's HTTP listener, or "off".

@@ -14,6 +14,7 @@ import (
 
 	"github.com/edgemq/edgemq/edge"
 	"github.com/edgemq/edgemq/edge/remoting/server"
+	"github.com/edgemq/edgemq/edge/uplink"
 )
 
 const serveDoc = `
@@ -22,7 +23,11 @@ remoting protocol: the name server and the broker on one address (server.listen,
 :9876), so a client needs only -n 127.0.0.1:9876 (NAMESRV_ADDR). Older Java clients also
 reach the VIP address, the port less 2 (server.vip_listen).
 
-It serves until SIGTERM or SIGINT (Ctrl-C), then stops cleanly: it stops accepting
+With [[uplink.up]] rules in the config file it forwards their topics to upstream brokers,
+store-and-forward, from cursors kept in the data dir; with [[uplink.down]] rules it mirrors
+upstream topics into local ones.
+
+It serves until SIGTERM or SIGINT (Ctrl-C), then stops cleanly: it stops forwarding, accepting
 connections, answers parked pulls, waits at most server.shutdown_timeout for the requests
 being handled (then closes the connections at once), persists consumer offsets and delay
 progress, closes the store, and exits 0. A second signal quits at once, exiting 130 (143
@@ -100,6 +105,9 @@ func serve(ctx context.Context, c *config, lg *slog.Logger, warnings func() int6
 		return fmt.Errorf("server.max_frame_size %s cannot carry a message of broker.max_message_size %s: "+
 			"make it at least %s larger", formatSize(int64(frame)), formatSize(int64(msg)), formatSize(recordSlack))
 	}
+	if err := c.uplink.Validate(cmp.Or(c.broker.BrokerName, edge.DefaultOptions.BrokerName)); err != nil {
+		return err
+	}
 	var mon *monitor
 	if c.httpListen != "off" {
 		var err error
@@ -125,6 +133,16 @@ func serve(ctx context.Context, c *config, lg *slog.Logger, warnings func() int6
 		}
 		return err
 	}
+	var up *uplink.Uplink
+	if len(c.uplink.Up) > 0 || len(c.uplink.Down) > 0 {
+		uo := c.uplink
+		uo.Logger = lg
+		if up, err = uplink.Start(b, &uo); err != nil {
+			srv.Close()
+			b.Close()
+			return err
+		}
+	}
 
 	vip := "off"
 	if a := srv.VIPAddr(); a != nil {
@@ -143,7 +161,7 @@ func serve(ctx context.Context, c *config, lg *slog.Logger, warnings func() int6
 		mon.serving(b, srv)
 		args = append(args, "http", mon.Addr().String())
 	}
-	args = append(args, "recovery_warnings", repaired, logSince(start))
+	args = append(args, "uplink_rules", len(c.uplink.Up)+len(c.uplink.Down), "recovery_warnings", repaired, logSince(start))
 	lg.Info(msg, args...)
 	if err := sdNotify("READY=1\nSTATUS=serving on " + srv.Addr().String()); err != nil {
 		lg.Warn("cannot notify systemd", "err", err)
@@ -159,6 +177,11 @@ func serve(ctx context.Context, c *config, lg *slog.Logger, warnings func() int6
 	stop := time.Now()
 	if err := sdNotify("STOPPING=1"); err != nil {
 		lg.Warn("cannot notify systemd", "err", err)
+	}
+	if up != nil { // forwarding stops first: a batch in flight is sent again next time
+		if err := up.Close(); err != nil {
+			lg.Warn("stopping the uplink", "err", err)
+		}
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), c.shutdownTimeout)
 	err = srv.Shutdown(sctx)

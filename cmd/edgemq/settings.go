@@ -12,6 +12,7 @@ import (
 	"github.com/edgemq/edgemq/edge"
 	"github.com/edgemq/edgemq/edge/mq"
 	"github.com/edgemq/edgemq/edge/remoting/server"
+	"github.com/edgemq/edgemq/edge/uplink"
 	"github.com/edgemq/edgemq/store"
 	"github.com/edgemq/edgemq/store/commitlog"
 	"github.com/edgemq/edgemq/store/cqueue"
@@ -39,6 +40,9 @@ var sections = []section{
 	{name: "http", command: "serve", doc: "The HTTP listener of edgemq serve: Prometheus metrics (/metrics), " +
 		"health (/healthz) and readiness (/readyz) probes, and a status page (/) with its JSON (/api/status). " +
 		"Its keys are flags of edgemq serve alone."},
+	{name: "uplink", command: "serve", doc: "Store-and-forward to upstream brokers (package edge/uplink): " +
+		"the up rules that forward local topics to an Apache RocketMQ cluster or an EdgeMQ hub, and what " +
+		"they share. Its keys are flags of edgemq serve alone."},
 }
 
 // defaultShutdownTimeout is server.shutdown_timeout's default; it belongs to the command.
@@ -560,5 +564,72 @@ var settings = []setting{
 		doc: "The address of the HTTP listener: /metrics (Prometheus), /healthz, /readyz, the status page " +
 			"at / and its JSON at /api/status. It has no authentication: keep it on loopback, or behind a " +
 			"firewall or reverse proxy. \"off\": none.",
+	},
+
+	// [uplink]: uplink.Options.
+	item[string]{
+		section: "uplink", key: "gateway",
+		kind: text("name"),
+		def:  "",
+		set:  func(c *config, v string) { c.uplink.Gateway = v },
+		doc: "The value of {gateway} in the up rules' topic templates: 1 to 64 characters of A-Z a-z " +
+			"0-9 _ -. \"\": the broker's name (broker.broker_name).",
+	},
+	item[int64]{
+		section: "uplink", key: "rate_limit",
+		kind:  size[int64](),
+		def:   uplink.DefaultOptions.RateLimit,
+		check: notNegative[int64](),
+		set:   func(c *config, v int64) { c.uplink.RateLimit = v },
+		doc: "The most message bytes per second all up rules send together; 0: no cap. Under a cap the " +
+			"rules of higher priority go first, batch by batch.",
+	},
+	item[time.Duration]{
+		section: "uplink", key: "backoff_min",
+		kind:  durationKind,
+		def:   uplink.DefaultOptions.BackoffMin,
+		check: positive[time.Duration](),
+		set:   func(c *config, v time.Duration) { c.uplink.BackoffMin = v },
+		doc: "The first wait after an upstream could not be reached or refused a batch; each further " +
+			"failure doubles it, up to backoff_max, each wait drawn between half and all of it.",
+	},
+	item[time.Duration]{
+		section: "uplink", key: "backoff_max",
+		kind:  durationKind,
+		def:   uplink.DefaultOptions.BackoffMax,
+		check: positive[time.Duration](),
+		set:   func(c *config, v time.Duration) { c.uplink.BackoffMax = v },
+		doc:   "The longest wait between two attempts to reach an upstream.",
+	},
+	item[time.Duration]{
+		section: "uplink", key: "send_timeout",
+		kind:  durationKind,
+		def:   uplink.DefaultOptions.SendTimeout,
+		check: positive[time.Duration](),
+		set:   func(c *config, v time.Duration) { c.uplink.SendTimeout = v },
+		doc:   "How long a batch's send, or a connection attempt, may take before it counts as failed.",
+	},
+	item[time.Duration]{
+		section: "uplink", key: "scan_interval",
+		kind:  durationKind,
+		def:   uplink.DefaultOptions.ScanInterval,
+		check: positive[time.Duration](),
+		set:   func(c *config, v time.Duration) { c.uplink.ScanInterval = v },
+		doc: "How often local topics are matched against the up rules again, for topics and queues " +
+			"created since.",
+	},
+	item[[]uplink.UpRule]{
+		section: "uplink", key: "up",
+		kind: upRulesKind,
+		def:  nil,
+		set:  func(c *config, v []uplink.UpRule) { c.uplink.Up = v },
+		doc:  upDoc,
+	},
+	item[[]uplink.DownRule]{
+		section: "uplink", key: "down",
+		kind: downRulesKind,
+		def:  nil,
+		set:  func(c *config, v []uplink.DownRule) { c.uplink.Down = v },
+		doc:  downDoc,
 	},
 }

@@ -9,17 +9,19 @@
 #             broker on one address)
 #   rocketmq  a real Apache RocketMQ name server and broker from Maven (rocketmq.sh)
 #
-#   scripts/interop/run.sh [--targets "edgemq rocketmq"] [--suites "go java consumer"] [--keep]
+#   scripts/interop/run.sh [--targets "edgemq rocketmq"] [--suites "go java consumer uplink"] [--keep]
 #
 # Suites: go and java run against each target; the Java suite's MixedGroupTest puts
 # EdgeMQ's Go consumer (scripts/interop/gomember, built here) and a Java consumer in one
 # group. consumer runs once, before the targets: package consumer's tests with -net=all,
 # every network-capable test again over TCP through edge/remoting/server, and the
-# at-least-once test through a faulty link (netfault) at full size (about 2 minutes).
+# at-least-once test through a faulty link (netfault) at full size (about 2 minutes). uplink
+# runs against each target: edge/uplink forwarding a few thousand messages to it as the
+# upstream, read back with our client (about 5 s).
 #
 # Environment (flags win):
 #   INTEROP_TARGETS   targets to run (default "edgemq rocketmq")
-#   INTEROP_SUITES    suites to run (default "go java consumer")
+#   INTEROP_SUITES    suites to run (default "go java consumer uplink")
 #   INTEROP_KEEP=1    keep the work dir (logs, data, reports) instead of deleting it
 #   EDGEMQ_PORT       edgemq serve's address 127.0.0.1:PORT (default 17876; VIP channel PORT-2)
 #   RMQ_NAMESRV_PORT, RMQ_BROKER_PORT   Apache RocketMQ's ports (default 17976, 18911)
@@ -36,7 +38,7 @@ root=$(cd "$here/../.." && pwd)
 GO=${GO:-go}
 MVN=${MVN:-mvn}
 TARGETS=${INTEROP_TARGETS:-"edgemq rocketmq"}
-SUITES=${INTEROP_SUITES:-"go java consumer"}
+SUITES=${INTEROP_SUITES:-"go java consumer uplink"}
 KEEP=${INTEROP_KEEP:-}
 EDGEMQ_PORT=${EDGEMQ_PORT:-17876}
 export RMQ_NAMESRV_PORT=${RMQ_NAMESRV_PORT:-17976}
@@ -47,7 +49,7 @@ while [ $# -gt 0 ]; do
 	--targets) TARGETS=$2; shift 2 ;;
 	--suites) SUITES=$2; shift 2 ;;
 	--keep) KEEP=1; shift ;;
-	-h | --help) sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | --help) sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "run.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
 	esac
 done
@@ -175,6 +177,24 @@ run_go() {
 	fi
 }
 
+# run_uplink TARGET: edge/uplink's TestForwardToRocketMQInterop with the target as upstream.
+run_uplink() {
+	local target=$1 log=$work/uplink-$target.log rc
+	say "uplink suite against $target ($NS)"
+	(cd "$root" && INTEROP_NAMESRV=$NS INTEROP_TARGET=$target "$GO" test -count=1 -v -timeout 10m -run 'Interop$' ./edge/uplink) >"$log" 2>&1
+	rc=$?
+	local rows
+	rows=$(sed -nE 's/^ *--- (PASS|FAIL|SKIP): ([^ ]+) .*/\2\t\1/p' "$log")
+	if [ -n "$rows" ]; then
+		while IFS=$'\t' read -r name status; do record uplink "$target" "$name" "$status"; done <<<"$rows"
+	fi
+	if [ $rc -ne 0 ]; then
+		failed=1
+		record uplink "$target" "(suite exit status)" FAIL
+		show_log "$log" 80
+	fi
+}
+
 # run_consumer: package consumer's tests with -net=all (against edge/remoting/server, so
 # recorded under target edgemq); one row per test and subtest.
 run_consumer() {
@@ -260,7 +280,8 @@ for target in $TARGETS; do
 		go) run_go "$target" ;;
 		java) run_java "$target" ;;
 		consumer) ;; # ran once, above
-		*) echo "run.sh: unknown suite $suite (go, java, consumer)" >&2; exit 2 ;;
+		uplink) run_uplink "$target" ;;
+		*) echo "run.sh: unknown suite $suite (go, java, consumer, uplink)" >&2; exit 2 ;;
 		esac
 	done
 	$stop
