@@ -2,7 +2,7 @@
 // RocketMQ's own clients (Go, Java; producers, push and pull consumers, mqadmin) use it as
 // they would an Apache RocketMQ name server and broker.
 //
-//	srv, err := server.Start(b, server.Options{Listen: ":9876"})
+//	srv, err := server.Start(b, server.Options{Listen: "127.0.0.1:9876"})
 //	if err != nil {
 //		return err
 //	}
