@@ -3,6 +3,7 @@ package remoting
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -44,6 +45,11 @@ func dialConn(ctx context.Context, cl *Client, addr string) (*clientConn, error)
 	nc, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err
+	}
+	if cl.opts.TLS != nil {
+		if nc, err = clientTLS(ctx, nc, addr, cl.opts.TLS, cl.opts.DialTimeout); err != nil {
+			return nil, err
+		}
 	}
 	return &clientConn{cl: cl, addr: addr, nc: nc, pending: map[int32]*pendingCall{}}, nil
 }
@@ -136,6 +142,12 @@ func (c *clientConn) handleServerRequest(cmd *Command) {
 // write writes one frame, bounded by ctx's deadline and the client's WriteTimeout. A
 // failed write leaves the stream broken: the connection is closed.
 func (c *clientConn) write(ctx context.Context, cmd *Command) error {
+	if !cmd.IsResponse() && !c.cl.opts.Credentials.IsZero() {
+		signed := *cmd
+		signed.Ext = maps.Clone(cmd.Ext)
+		c.cl.opts.Credentials.Sign(&signed)
+		cmd = &signed
+	}
 	b, err := cmd.AppendFrame(nil)
 	if err != nil {
 		return err
