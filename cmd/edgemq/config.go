@@ -30,6 +30,7 @@ type config struct {
 	store         store.Options
 	broker        edge.Options
 	server        server.Options
+	security      security // TLS and ACL files, read into server when serve starts
 	// shutdownTimeout is how long serve waits for the server to stop.
 	shutdownTimeout time.Duration
 }

@@ -433,3 +433,14 @@ func TestACLRefusesChangesUnsigned(t *testing.T) {
 		}
 	}
 }
+
+// TestExampleACLLoads: configs/acl.toml loads.
+func TestExampleACLLoads(t *testing.T) {
+	a, err := LoadACL(filepath.Join("..", "..", "..", "configs", "acl.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Accounts() != 2 {
+		t.Errorf("%d accounts, want 2", a.Accounts())
+	}
+}
