@@ -52,7 +52,7 @@ func TestVerifySignatureGolden(t *testing.T) {
 			if !VerifySignature(goldenCreds.SecretKey, cmd) {
 				t.Fatalf("signature %q does not verify", cmd.Ext[ExtSignature])
 			}
-			all := Signature(goldenCreds.SecretKey, cmd.Ext, cmd.Body, "")
+			all := Signature(goldenCreds.SecretKey, cmd.Ext, cmd.Body)
 			if got := all == cmd.Ext[ExtSignature]; got != tc.javaStyle {
 				t.Errorf("signature over every field = %v, want %v", got, tc.javaStyle)
 			}
@@ -124,21 +124,37 @@ func TestSignatureVectors(t *testing.T) {
 		name string
 		ext  map[string]string
 		body []byte
-		skip string
+		skip []string
 		want string
 	}{
-		{"empty", nil, nil, "", "OoSiGO5mZSCbtw6EUl3YN2RaGWU="},
-		{"sorted values then body", map[string]string{"b": "2", "a": "1", ExtSignature: "ignored"}, []byte("x"), "", Signature("k", nil, []byte("12x"), "")},
-		{"skip", map[string]string{"b": "2", "a": "1", ExtSecurityToken: "t"}, nil, ExtSecurityToken, Signature("k", map[string]string{"z": "12"}, nil, "")},
+		{"empty", nil, nil, nil, "OoSiGO5mZSCbtw6EUl3YN2RaGWU="},
+		{"sorted values then body", map[string]string{"b": "2", "a": "1", ExtSignature: "ignored"}, []byte("x"), nil, Signature("k", nil, []byte("12x"))},
+		{"skip", map[string]string{"b": "2", "a": "1", ExtSecurityToken: "t"}, nil, []string{ExtSecurityToken}, Signature("k", map[string]string{"z": "12"}, nil)},
 	} {
-		if got := Signature("k", tc.ext, tc.body, tc.skip); got != tc.want {
+		if got := Signature("k", tc.ext, tc.body, tc.skip...); got != tc.want {
 			t.Errorf("%s: got %q, want %q", tc.name, got, tc.want)
 		}
 	}
 	// "abc\x00" keyed by 12345678.
 	ext := map[string]string{"b": "c", "a": "ab", ExtSignature: "x"}
-	if got, want := Signature("12345678", ext, []byte{0}, ""), "4bbGZ7zDPi5BP31MMzib/YQ/tOw="; got != want {
+	if got, want := Signature("12345678", ext, []byte{0}), "4bbGZ7zDPi5BP31MMzib/YQ/tOw="; got != want {
 		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+// TestVerifyUniqueKeyQuery: a Java client up to 4.9.3 adds _UNIQUE_KEY_QUERY after signing;
+// later ones sign it.
+func TestVerifyUniqueKeyQuery(t *testing.T) {
+	for _, tc := range []struct {
+		version int16
+		ok      bool
+	}{{version493, true}, {version493 + 1, false}} {
+		req := &Command{Code: QueryMessage, Version: tc.version, Ext: map[string]string{"topic": "T", "key": "k"}}
+		goldenCreds.Sign(req)
+		req.Ext[uniqueKeyQuery] = "true"
+		if got := VerifySignature(goldenCreds.SecretKey, req); got != tc.ok {
+			t.Errorf("version %d: verifies %v, want %v", tc.version, got, tc.ok)
+		}
 	}
 }
 
@@ -152,7 +168,7 @@ func FuzzVerifySignature(f *testing.F) {
 	f.Add(ExtSignature, "x", "s", []byte{0}, "")
 	f.Add(ExtSecurityToken, "abc", "secret", []byte("é"), "tok")
 	f.Fuzz(func(t *testing.T, k, v, secret string, body []byte, token string) {
-		req := &Command{Code: SendMessageV2, Ext: map[string]string{k: v}, Body: body}
+		req := NewRequest(SendMessageV2, map[string]string{k: v}, body)
 		VerifySignature(secret, req) // unsigned: must not panic
 		c := Credentials{AccessKey: "ak", SecretKey: secret, SecurityToken: token}
 		c.Sign(req)
