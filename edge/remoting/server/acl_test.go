@@ -444,3 +444,36 @@ func TestExampleACLLoads(t *testing.T) {
 		t.Errorf("%d accounts, want 2", a.Accounts())
 	}
 }
+
+// FuzzACLCheck: whatever the code, extension fields and body, the check does not panic, and
+// a request that is unsigned or signed with a wrong secret passes only where RocketMQ's
+// name server would (route lookups).
+func FuzzACLCheck(f *testing.F) {
+	tab := func() *aclTable {
+		t, err := parseACL(testACL)
+		if err != nil {
+			f.Fatal(err)
+		}
+		return t
+	}()
+	f.Add(int16(remoting.SendMessageV2), "b", "T", []byte("m"), "producer")
+	f.Add(int16(remoting.HeartBeat), "x", "y", heartbeatBody("c", "g", "T", "*"), "consumer")
+	f.Add(int16(remoting.LockBatchMQ), "", "", []byte(`{"consumerGroup":"g","clientId":"c","mqSet":[{"topic":"T"}]}`), "admin-key")
+	f.Add(int16(remoting.PullMessage), "topic", "%RETRY%g", []byte{}, "generous")
+	f.Add(int16(remoting.GetRouteInfoByTopic), "topic", "T", []byte(nil), "")
+	f.Fuzz(func(t *testing.T, code int16, k, v string, body []byte, ak string) {
+		ext := map[string]string{k: v}
+		open := openCodes[code]
+		unsigned := remoting.NewRequest(code, ext, body)
+		if err := tab.check("127.0.0.1", unsigned); err == nil && !open {
+			t.Fatalf("an unsigned request of code %d passes: %v", code, ext)
+		}
+		forged := signedReq(remoting.Credentials{AccessKey: ak, SecretKey: "not-any-accounts-secret"}, code, ext, body)
+		if err := tab.check("127.0.0.1", forged); err == nil && !open {
+			t.Fatalf("a request signed with a wrong secret passes: code %d %v", code, forged.Ext)
+		}
+		// A valid signature: the answer depends on the account, but never panics.
+		tab.check("127.0.0.1", signedReq(credAdmin, code, ext, body))
+		tab.check("127.0.0.1", signedReq(credConsumer, code, ext, body))
+	})
+}
