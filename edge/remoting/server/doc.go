@@ -42,6 +42,14 @@
 // group's offsets, both oneway. Offset message ids (send replies, pulled records) carry the
 // address the client reached the broker at, where VIEW_MESSAGE_BY_ID finds the message.
 //
+// Security: Options.TLS makes both addresses TLS only, or, with Options.TLSPermissive,
+// TLS for connections whose first byte starts a TLS handshake and plain TCP for the rest
+// (LoadTLS reads the PEM files, with client certificates required when given a CA).
+// Options.ACL (LoadACL) turns on RocketMQ's plain ACL: every request but a route lookup must
+// carry the AccessKey and Signature of an account allowed to make it, as RocketMQ's clients
+// add them (Java's AclClientRPCHook, rocketmq-client-go's WithCredentials), else it is
+// answered NO_PERMISSION (16) and not carried out. ACL.Reload re-reads the accounts.
+//
 // A client leaves its groups (and frees its queue locks) when its last connection closes:
 // RocketMQ's Go client never unregisters. Each connection handles up to
 // Options.MaxInFlight requests at once and answers them in any order; a client that does
