@@ -1,13 +1,17 @@
 package main
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
 	"os/signal"
 	"syscall"
 
+	"github.com/edgemq/edgemq/edge/remoting"
 	"github.com/edgemq/edgemq/edge/remoting/server"
 )
 
@@ -123,4 +127,54 @@ func (m tlsMode) String() string {
 		return "permissive"
 	}
 	return "off"
+}
+
+// The environment variables of the client commands' security (with -server): the account
+// they sign requests with, and TLS.
+const (
+	accessKeyEnv = "EDGEMQ_ACCESS_KEY"
+	secretKeyEnv = "EDGEMQ_SECRET_KEY"
+	// tlsEnv: "" or "off" plain TCP; "on" TLS verifying the server by the system's CAs (or
+	// tlsCAEnv's); "insecure" TLS without verifying the server, as RocketMQ's clients do.
+	tlsEnv   = "EDGEMQ_TLS"
+	tlsCAEnv = "EDGEMQ_TLS_CA"
+)
+
+// clientSecurityDoc ends the help of the commands that work on a server.
+const clientSecurityDoc = `
+Against a server with an ACL, $` + accessKeyEnv + ` and $` + secretKeyEnv + ` give the account
+requests are signed with; against one with TLS, $` + tlsEnv + `=on (verifying the server by the
+system's CAs, or by the PEM file $` + tlsCAEnv + `) or $` + tlsEnv + `=insecure (not verifying it).`
+
+// clientSecurity returns the credentials and TLS config of the client commands, from the
+// environment.
+func clientSecurity() (remoting.Credentials, *tls.Config, error) {
+	cred := remoting.Credentials{AccessKey: os.Getenv(accessKeyEnv), SecretKey: os.Getenv(secretKeyEnv)}
+	if (cred.AccessKey == "") != (cred.SecretKey == "") {
+		return cred, nil, fmt.Errorf("$%s and $%s go together", accessKeyEnv, secretKeyEnv)
+	}
+	mode, ca := os.Getenv(tlsEnv), os.Getenv(tlsCAEnv)
+	switch mode {
+	case "", "off":
+		if ca != "" {
+			return cred, nil, fmt.Errorf("$%s is set but $%s is not on", tlsCAEnv, tlsEnv)
+		}
+		return cred, nil, nil
+	case "insecure":
+		return cred, &tls.Config{InsecureSkipVerify: true}, nil
+	case "on":
+		cfg := &tls.Config{}
+		if ca != "" {
+			pem, err := os.ReadFile(ca)
+			if err != nil {
+				return cred, nil, fmt.Errorf("$%s: %w", tlsCAEnv, err)
+			}
+			cfg.RootCAs = x509.NewCertPool()
+			if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+				return cred, nil, fmt.Errorf("$%s: %s holds no PEM certificate", tlsCAEnv, ca)
+			}
+		}
+		return cred, cfg, nil
+	}
+	return cred, nil, fmt.Errorf("$%s: want off, on or insecure, got %q", tlsEnv, mode)
 }

@@ -1,6 +1,14 @@
 package main
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -105,5 +113,77 @@ func TestServeTLSNeedsFiles(t *testing.T) {
 	}
 	if !strings.Contains(c.stderr.String(), "server.tls_mode needs server.tls_cert and server.tls_key") {
 		t.Errorf("stderr:\n%s", c.stderr)
+	}
+}
+
+// selfSigned writes a self-signed certificate for 127.0.0.1 and its key, PEM, into dir.
+func selfSigned(t *testing.T, dir string) (cert, key string) {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "127.0.0.1"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalECPrivateKey(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, key = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	for _, f := range []struct {
+		path, typ string
+		der       []byte
+	}{{cert, "CERTIFICATE", der}, {key, "EC PRIVATE KEY", kder}} {
+		if err := os.WriteFile(f.path, pem.EncodeToMemory(&pem.Block{Type: f.typ, Bytes: f.der}), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return cert, key
+}
+
+// TestClientCommandsWithTLSAndACL: with $EDGEMQ_TLS, $EDGEMQ_TLS_CA and the account's keys,
+// send and consume work against a server with TLS only and an ACL; without the keys or TLS
+// they fail.
+func TestClientCommandsWithTLSAndACL(t *testing.T) {
+	dir := t.TempDir()
+	cert, key := selfSigned(t, dir)
+	acl := filepath.Join(dir, "acl.toml")
+	if err := os.WriteFile(acl, []byte("[[accounts]]\naccessKey = \"cli-user\"\nsecretKey = \"cli-secret\"\n"+
+		"defaultTopicPerm = \"PUB|SUB\"\ndefaultGroupPerm = \"SUB\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, "topic", "create", "-data", filepath.Join(dir, "data"), "-name", "Secured")
+	c, addr := startServe(t, nil, "-data", filepath.Join(dir, "data"), "-server.tls_mode", "on",
+		"-server.tls_cert", cert, "-server.tls_key", key, "-server.acl", acl)
+	send := []string{"send", "-server", addr, "-topic", "Secured", "hello"}
+	t.Setenv(tlsEnv, "on")
+	t.Setenv(tlsCAEnv, cert)
+	if code, out, errOut := edgemq(t, send...); code != 1 || !strings.Contains(errOut, "no permission") {
+		t.Fatalf("send without the account's keys: exit %d\n%s%s", code, out, errOut)
+	}
+	t.Setenv(accessKeyEnv, "cli-user")
+	t.Setenv(secretKeyEnv, "cli-secret")
+	mustRun(t, send...)
+	if out := mustRun(t, "consume", "-server", addr, "-topic", "Secured", "-group", "cli", "-n", "1", "-wait", "10s"); !strings.Contains(out, "hello") {
+		t.Errorf("consume printed %q, want the message", out)
+	}
+	t.Setenv(tlsCAEnv, "")
+	t.Setenv(tlsEnv, "")
+	if code, out, errOut := edgemq(t, send...); code != 1 {
+		t.Fatalf("send without TLS to a TLS-only server: exit %d\n%s%s", code, out, errOut)
+	}
+	t.Setenv(tlsEnv, "bogus")
+	if code, _, errOut := edgemq(t, send...); code != 1 || !strings.Contains(errOut, tlsEnv) {
+		t.Fatalf("a bad %s: exit %d\n%s", tlsEnv, code, errOut)
+	}
+	c.signal(syscall.SIGTERM)
+	if code := c.exit(30 * time.Second); code != 0 {
+		t.Fatalf("exit %d\n%s", code, c.stderr)
 	}
 }
