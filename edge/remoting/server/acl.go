@@ -16,10 +16,6 @@ import (
 	"github.com/edgemq/edgemq/edge/remoting"
 )
 
-// ErrACL is returned by LoadACL and ACL.Reload for an accounts file that does not read or
-// parse; the error names the file and what is wrong.
-var ErrACL = errors.New("server: invalid ACL file")
-
 // ACL is RocketMQ's plain ACL: accounts with a secret key, each allowed to publish to and
 // subscribe from topics and consumer groups. A request must carry an account's AccessKey
 // and a Signature by its secret key (see remoting.Credentials); the server answers any

@@ -3,15 +3,11 @@ package server
 import (
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"net"
 	"os"
 	"sync"
 )
-
-// ErrTLS is returned by LoadTLS for a certificate, key or CA file that does not load.
-var ErrTLS = errors.New("server: invalid TLS files")
 
 // LoadTLS returns the TLS config of a server certificate chain and key in PEM files and,
 // when clientCAFile is not "", of the CA certificates (PEM) that must have signed every
