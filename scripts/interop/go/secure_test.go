@@ -3,6 +3,7 @@ package interop
 import (
 	"context"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -68,8 +69,27 @@ func secureSendAndConsume(t *testing.T, scenario string, tls bool) {
 // TestSecureACL: with credentials, a producer and a push consumer work through the ACL.
 func TestSecureACL(t *testing.T) { secureSendAndConsume(t, "secure_acl", false) }
 
-// TestSecureTLS: the same over TLS (WithTls), against a broker that speaks only TLS.
-func TestSecureTLS(t *testing.T) { secureSendAndConsume(t, "secure_tls", true) }
+// tlsChildEnv marks the process that runs TestSecureTLS's clients.
+const tlsChildEnv = "INTEROP_TLS_CHILD"
+
+// TestSecureTLS: the same over TLS (WithTls), against a broker that speaks only TLS. The
+// clients run in a process of their own: rocketmq-client-go's WithTls sets a process-wide
+// default (its DefaultRemotingClientConfig), so every later client of this process would
+// speak TLS too.
+func TestSecureTLS(t *testing.T) {
+	needSecure(t, tlsEnv)
+	if os.Getenv(tlsChildEnv) != "" {
+		secureSendAndConsume(t, "secure_tls", true)
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestSecureTLS$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), tlsChildEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS: TestSecureTLS") {
+		// run.sh reads "--- PASS" lines as rows: the child's are not the parent's.
+		t.Fatalf("the TLS clients' process: %v\n%s", err, strings.ReplaceAll(string(out), "--- ", "-- "))
+	}
+}
 
 // TestSecureACLRefused: a wrong secret, no credentials, and an account without PUB are
 // answered NO_PERMISSION (code 16).
