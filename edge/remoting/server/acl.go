@@ -254,51 +254,65 @@ var openCodes = map[int16]bool{
 	remoting.GetBrokerClusterInfo: true,
 }
 
-// resources returns what req needs; an error when its body does not say (a heartbeat that
-// does not decode).
-func resources(req *remoting.Command) ([]resource, error) {
-	ext := req.Ext
+// resources returns what req needs, read from it with the parsers its handler uses, so
+// that both see the same topic and group. A request whose header or body does not parse
+// needs nothing here: its handler refuses it, changing nothing.
+func resources(req *remoting.Command) []resource {
+	group := func(g string) resource { return resource{name: g, group: true, need: permSub} }
 	switch req.Code {
-	case remoting.SendMessage:
-		return []resource{topicResource(ext["topic"], permPub)}, nil
-	case remoting.SendMessageV2, remoting.SendBatchMessage:
-		return []resource{topicResource(ext["b"], permPub)}, nil
+	case remoting.SendMessage, remoting.SendMessageV2, remoting.SendBatchMessage:
+		if h, err := remoting.ParseSendHeader(req.Code, req.Ext); err == nil {
+			return []resource{topicResource(h.Topic, permPub)}
+		}
 	case remoting.ConsumerSendMsgBack:
-		return []resource{{name: ext["group"], group: true, need: permSub}}, nil
-	case remoting.PullMessage, remoting.LitePullMessage, remoting.QueryConsumerOffset, remoting.UpdateConsumerOffset:
-		return []resource{topicResource(ext["topic"], permSub), {name: ext["consumerGroup"], group: true, need: permSub}}, nil
+		if h, err := remoting.ParseSendBackHeader(req.Ext); err == nil {
+			return []resource{group(h.Group)}
+		}
+	case remoting.PullMessage, remoting.LitePullMessage:
+		if h, err := remoting.ParsePullHeader(req.Ext); err == nil {
+			return []resource{topicResource(h.Topic, permSub), group(h.ConsumerGroup)}
+		}
+	case remoting.QueryConsumerOffset:
+		if h, err := remoting.ParseQueryOffsetHeader(req.Ext); err == nil {
+			return []resource{topicResource(h.Topic, permSub), group(h.ConsumerGroup)}
+		}
+	case remoting.UpdateConsumerOffset:
+		if h, err := remoting.ParseUpdateOffsetHeader(req.Ext); err == nil {
+			return []resource{topicResource(h.Topic, permSub), group(h.ConsumerGroup)}
+		}
 	case remoting.QueryMessage:
-		return []resource{topicResource(ext["topic"], permSub)}, nil
-	case remoting.UnregisterClient, remoting.GetConsumerListByGroup:
-		if g := ext["consumerGroup"]; g != "" {
-			return []resource{{name: g, group: true, need: permSub}}, nil
+		if h, err := remoting.ParseQueryMessageHeader(req.Ext); err == nil {
+			return []resource{topicResource(h.Topic, permSub)}
 		}
-		return nil, nil
+	case remoting.UnregisterClient:
+		if h, err := remoting.ParseUnregisterHeader(req.Ext); err == nil && h.ConsumerGroup != "" {
+			return []resource{group(h.ConsumerGroup)}
+		}
+	case remoting.GetConsumerListByGroup:
+		if h, err := remoting.ParseConsumerListHeader(req.Ext); err == nil {
+			return []resource{group(h.ConsumerGroup)}
+		}
 	case remoting.LockBatchMQ, remoting.UnlockBatchMQ:
-		lr, err := remoting.DecodeLockRequest(req.Body)
-		if err != nil {
-			return nil, err
-		}
-		rs := []resource{{name: lr.ConsumerGroup, group: true, need: permSub}}
-		for _, q := range lr.Queues {
-			rs = append(rs, topicResource(q.Topic, permSub))
-		}
-		return rs, nil
-	case remoting.HeartBeat:
-		hd, err := remoting.DecodeHeartbeatData(req.Body)
-		if err != nil {
-			return nil, err
-		}
-		var rs []resource
-		for _, c := range hd.Consumers {
-			rs = append(rs, resource{name: c.Group, group: true, need: permSub})
-			for _, s := range c.Subscriptions {
-				rs = append(rs, topicResource(s.Topic, permSub))
+		if lr, err := remoting.DecodeLockRequest(req.Body); err == nil {
+			rs := []resource{group(lr.ConsumerGroup)}
+			for _, q := range lr.Queues {
+				rs = append(rs, topicResource(q.Topic, permSub))
 			}
+			return rs
 		}
-		return rs, nil
+	case remoting.HeartBeat:
+		if hb, err := remoting.DecodeHeartbeat(req.Body); err == nil {
+			var rs []resource
+			for _, c := range hb.Consumers {
+				rs = append(rs, group(c.Group))
+				for _, sub := range c.Subscriptions {
+					rs = append(rs, topicResource(sub.Topic, permSub))
+				}
+			}
+			return rs
+		}
 	}
-	return nil, nil
+	return nil
 }
 
 // check returns why the request req from host may not be carried out, or nil.
@@ -329,11 +343,7 @@ func (t *aclTable) check(host string, req *remoting.Command) error {
 	if adminCodes[req.Code] {
 		return fmt.Errorf("acl: request code %d needs an admin account; AccessKey %s is not", req.Code, ak)
 	}
-	rs, err := resources(req)
-	if err != nil {
-		return fmt.Errorf("acl: %v", err)
-	}
-	for _, r := range rs {
+	for _, r := range resources(req) {
 		owned, ok := a.topics[r.name]
 		def := a.defaultTopic
 		if r.group {

@@ -48,6 +48,7 @@ accessKey = "generous"
 secretKey = "generous-secret"
 defaultTopicPerm = "PUB|SUB"
 defaultGroupPerm = "SUB"
+topicPerms = ["Closed=DENY"]
 groupPerms = ["closed=DENY"]
 `
 
@@ -137,6 +138,12 @@ func TestAddrPattern(t *testing.T) {
 	}
 }
 
+// v1SendExt is a SEND_MESSAGE header (the long form) for topic, queue 0.
+func v1SendExt(topic string) map[string]string {
+	return map[string]string{"producerGroup": "pg", "topic": topic, "defaultTopic": "TBW102", "defaultTopicQueueNums": "4",
+		"queueId": "0", "sysFlag": "0", "bornTimestamp": "1700000000000", "flag": "0", "properties": "", "reconsumeTimes": "0", "unitMode": "false"}
+}
+
 // TestACLPermissions: what each account may do, request by request.
 func TestACLPermissions(t *testing.T) {
 	a := writeACL(t, testACL)
@@ -146,7 +153,15 @@ func TestACLPermissions(t *testing.T) {
 	offset := func(group, topic string) map[string]string {
 		return map[string]string{"consumerGroup": group, "topic": topic, "queueId": "0", "commitOffset": "1"}
 	}
-	v1 := func(topic string) map[string]string { return map[string]string{"producerGroup": "pg", "topic": topic} }
+	v1 := func(topic string) map[string]string { return v1SendExt(topic) }
+	// A header in the other form than its code says is read in that form (ParseSendHeader).
+	v1Short := func(topic string) map[string]string { return sendExt(topic, 0, "") }
+	query := func(topic string) map[string]string {
+		return map[string]string{"topic": topic, "key": "k", "maxNum": "32", "beginTimestamp": "0", "endTimestamp": "1"}
+	}
+	sendBack := func(group string) map[string]string {
+		return map[string]string{"group": group, "offset": "0", "delayLevel": "0", "originMsgId": "X", "originTopic": "T"}
+	}
 	for _, tc := range []struct {
 		name string
 		cred remoting.Credentials
@@ -163,6 +178,9 @@ func TestACLPermissions(t *testing.T) {
 		{"producer batch to T", credProducer, "", remoting.SendBatchMessage, send("T"), []byte("m"), true},
 		{"producer not to X", credProducer, "", remoting.SendMessageV2, send("X"), []byte("m"), false},
 		{"producer V1 not to X", credProducer, "", remoting.SendMessage, v1("X"), []byte("m"), false},
+		{"producer V1 code, short header, not to X", credProducer, "", remoting.SendMessage, v1Short("X"), []byte("m"), false},
+		{"producer V2 code, long header, not to X", credProducer, "", remoting.SendMessageV2, v1("X"), []byte("m"), false},
+		{"producer V2 code, long header, to T", credProducer, "", remoting.SendMessageV2, v1("T"), []byte("m"), true},
 		{"producer does not pull", credProducer, "", remoting.PullMessage, pull("g", "T"), nil, false},
 		{"producer cannot create topics", credProducer, "", remoting.UpdateAndCreateTopic, map[string]string{"topic": "X"}, nil, false},
 		{"producer cannot reset offsets", credProducer, "", remoting.InvokeBrokerToResetOffset, map[string]string{"topic": "T", "group": "g"}, nil, false},
@@ -184,15 +202,19 @@ func TestACLPermissions(t *testing.T) {
 		{"consumer heartbeat of g2", credConsumer, "", remoting.HeartBeat, nil, heartbeatBody("c", "g2", "T", "*"), false},
 		{"consumer heartbeat subscribing X", credConsumer, "", remoting.HeartBeat, nil, heartbeatBody("c", "g", "X", "*"), false},
 		{"producer heartbeat", credProducer, "", remoting.HeartBeat, nil, []byte(`{"clientID":"p","producerDataSet":[{"groupName":"pg"}],"consumerDataSet":[]}`), true},
-		{"heartbeat that does not decode", credConsumer, "", remoting.HeartBeat, nil, []byte("{"), false},
-		{"consumer sends back in g", credConsumer, "", remoting.ConsumerSendMsgBack, map[string]string{"group": "g"}, nil, true},
-		{"consumer sends back in g2", credConsumer, "", remoting.ConsumerSendMsgBack, map[string]string{"group": "g2"}, nil, false},
+		{"heartbeat that does not decode: its handler refuses it", credConsumer, "", remoting.HeartBeat, nil, []byte("{"), true},
+		{"consumer sends back in g", credConsumer, "", remoting.ConsumerSendMsgBack, sendBack("g"), nil, true},
+		{"consumer sends back in g2", credConsumer, "", remoting.ConsumerSendMsgBack, sendBack("g2"), nil, false},
 		{"consumer lists g", credConsumer, "", remoting.GetConsumerListByGroup, map[string]string{"consumerGroup": "g"}, nil, true},
 		{"consumer lists g2", credConsumer, "", remoting.GetConsumerListByGroup, map[string]string{"consumerGroup": "g2"}, nil, false},
 		{"consumer unregisters from g2", credConsumer, "", remoting.UnregisterClient, map[string]string{"clientID": "c", "consumerGroup": "g2"}, nil, false},
-		{"consumer queries messages of T", credConsumer, "", remoting.QueryMessage, map[string]string{"topic": "T"}, nil, true},
-		{"consumer queries messages of X", credConsumer, "", remoting.QueryMessage, map[string]string{"topic": "X"}, nil, false},
+		{"consumer queries messages of T", credConsumer, "", remoting.QueryMessage, query("T"), nil, true},
+		{"consumer queries messages of X", credConsumer, "", remoting.QueryMessage, query("X"), nil, false},
 		{"generous default perms", credGenerous, "", remoting.PullMessage, pull("any", "any"), nil, true},
+		{"generous sends", credGenerous, "", remoting.SendMessage, v1("Open"), []byte("m"), true},
+		{"generous denied topic", credGenerous, "", remoting.SendMessage, v1("Closed"), []byte("m"), false},
+		{"generous denied topic, V1 code with the short header", credGenerous, "", remoting.SendMessage, v1Short("Closed"), []byte("m"), false},
+		{"generous denied topic, V2 code with the long header", credGenerous, "", remoting.SendMessageV2, v1("Closed"), []byte("m"), false},
 		{"generous denied group", credGenerous, "", remoting.PullMessage, pull("closed", "any"), nil, false},
 		{"nobody: no default permission", credNobody, "", remoting.SendMessageV2, send("T"), []byte("m"), false},
 		{"nobody reads offsets", credNobody, "", remoting.GetMaxOffset, map[string]string{"topic": "T", "queueId": "0"}, nil, true},
@@ -348,8 +370,7 @@ func TestACLRefusesChangesUnsigned(t *testing.T) {
 		body    []byte
 		changes bool
 	}{
-		{remoting.SendMessage, map[string]string{"producerGroup": "pg", "topic": "T", "defaultTopic": "TBW102", "defaultTopicQueueNums": "4",
-			"queueId": "0", "sysFlag": "0", "bornTimestamp": "1700000000000", "flag": "0", "properties": "", "reconsumeTimes": "0", "unitMode": "false"}, []byte("v1"), true},
+		{remoting.SendMessage, v1SendExt("T"), []byte("v1"), true},
 		{remoting.SendMessageV2, sendExt("T", 0, ""), []byte("v2"), true},
 		{remoting.SendBatchMessage, sendExt("T", 0, ""), batch, true},
 		{remoting.SendMessageV2, sendExt("NewTopic", 0, ""), []byte("auto-created"), true},
