@@ -32,6 +32,7 @@ type config struct {
 	broker        edge.Options
 	server        server.Options
 	uplink        uplink.Options
+	security      security // TLS and ACL files, read into server when serve starts
 	// shutdownTimeout is how long serve waits for the server to stop.
 	shutdownTimeout time.Duration
 	// httpListen is the address of serve's HTTP listener, or "off".

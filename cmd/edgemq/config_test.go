@@ -137,6 +137,11 @@ func TestExampleConfigDefaultsAreTheDefaults(t *testing.T) {
 		{"server.max_inflight", c.server.MaxInFlight, sv.MaxInFlight},
 		{"server.idle_timeout", c.server.IdleTimeout, sv.IdleTimeout},
 		{"server.write_timeout", c.server.WriteTimeout, sv.WriteTimeout},
+		{"server.tls_mode", c.security.tlsMode, tlsOff},
+		{"server.tls_cert", c.security.tlsCert, ""},
+		{"server.tls_key", c.security.tlsKey, ""},
+		{"server.tls_client_ca", c.security.tlsClientCA, ""},
+		{"server.acl", c.security.acl, ""},
 		{"server.shutdown_timeout", c.shutdownTimeout, 10 * time.Second},
 		{"http.listen", c.httpListen, "127.0.0.1:9877"},
 		{"uplink.gateway", c.uplink.Gateway, ""},
@@ -284,6 +289,11 @@ func TestConfigRoundTrip(t *testing.T) {
 	}
 	if c.httpListen != "off" {
 		t.Errorf("http.listen: got %q, want off", c.httpListen)
+	}
+	wantSecurity := security{tlsMode: tlsPermissive, tlsCert: "/etc/edgemq/cert.pem", tlsKey: "/etc/edgemq/key.pem",
+		tlsClientCA: "/etc/edgemq/clients.pem", acl: "/etc/edgemq/acl.toml"}
+	if c.security != wantSecurity {
+		t.Errorf("security:\n got %+v\nwant %+v", c.security, wantSecurity)
 	}
 	if c.dataDir != "/var/lib/edgemq" || c.logLevel != slog.LevelDebug || c.logFormat != logJSON || c.logTimestamps != timestampsOn {
 		t.Errorf("data_dir %q, log_level %v, log_format %v, log_timestamps %v", c.dataDir, c.logLevel, c.logFormat, c.logTimestamps)

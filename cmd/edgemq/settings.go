@@ -464,7 +464,8 @@ var settings = []setting{
 		set:   func(c *config, v string) { c.server.Listen = v },
 		doc: "The address that answers both name-server and broker requests: a client needs only " +
 			"this one name-server address (-n 127.0.0.1:9876, NAMESRV_ADDR). Port 0 takes any free port, " +
-			"which the startup line reports.",
+			"which the startup line reports. The default serves this machine alone; \":9876\" serves " +
+			"every interface, best with tls_mode and acl (serve warns without them).",
 	},
 	item[string]{
 		section: "server", key: "vip_listen",
@@ -542,6 +543,50 @@ var settings = []setting{
 		set:   func(c *config, v time.Duration) { c.server.WriteTimeout = v },
 		doc: "A connection whose reply is not written in this long is closed: a client that does not " +
 			"read cannot hold the server's memory.",
+	},
+	item[tlsMode]{
+		section: "server", key: "tls_mode",
+		kind: oneOf("mode", choice[tlsMode]{"off", tlsOff}, choice[tlsMode]{"on", tlsOn},
+			choice[tlsMode]{"permissive", tlsPermissive}),
+		def: defaultTLSMode,
+		set: func(c *config, v tlsMode) { c.security.tlsMode = v },
+		doc: "Whether both addresses speak TLS. off: plain TCP. on: TLS only, from the first byte, " +
+			"as RocketMQ's clients with TLS on (Java: -Dtls.enable=true; Go: WithTls(true)). " +
+			"permissive: TLS and plain clients alike, told apart by their first byte. on and " +
+			"permissive need tls_cert and tls_key.",
+	},
+	item[string]{
+		section: "server", key: "tls_cert",
+		kind: text("file"),
+		def:  defaultTLSFile,
+		set:  func(c *config, v string) { c.security.tlsCert = v },
+		doc:  "The server's certificate chain, a PEM file, for tls_mode on or permissive.",
+	},
+	item[string]{
+		section: "server", key: "tls_key",
+		kind: text("file"),
+		def:  defaultTLSFile,
+		set:  func(c *config, v string) { c.security.tlsKey = v },
+		doc:  "The private key of tls_cert, a PEM file.",
+	},
+	item[string]{
+		section: "server", key: "tls_client_ca",
+		kind: text("file"),
+		def:  defaultTLSFile,
+		set:  func(c *config, v string) { c.security.tlsClientCA = v },
+		doc: "CA certificates, a PEM file: when set, every TLS client must show a certificate they " +
+			"signed. \"\": clients need none.",
+	},
+	item[string]{
+		section: "server", key: "acl",
+		kind: text("file"),
+		def:  defaultACL,
+		set:  func(c *config, v string) { c.security.acl = v },
+		doc: "The accounts file of RocketMQ's plain ACL (TOML with the keys of RocketMQ's " +
+			"plain_acl.yml; see the README's Security section). When set, every request must be " +
+			"signed by an account allowed to make it (clients: AclClientRPCHook in Java, " +
+			"WithCredentials in Go), else it is answered NO_PERMISSION. SIGHUP re-reads it; a file " +
+			"that does not load leaves the accounts in force. \"\": no ACL.",
 	},
 	item[time.Duration]{
 		section: "server", key: "shutdown_timeout",

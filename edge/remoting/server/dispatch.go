@@ -59,6 +59,9 @@ func init() {
 // dispatch answers req. A handler's panic is a bug of ours, not the client's: it is logged
 // and answered SYSTEM_ERROR, and the server goes on.
 func (s *Server) dispatch(c *conn, req *remoting.Command) (resp *remoting.Command) {
+	if resp := s.authorize(c, req); resp != nil {
+		return resp
+	}
 	h, ok := handlers[req.Code]
 	if !ok {
 		s.lg.Debug("request code not supported", "remote", c.remote, "code", req.Code)

@@ -79,10 +79,13 @@ func Start(b *edge.Broker, opts Options) (*Server, error) {
 		}
 	}
 	s := newServer(b, o)
-	s.ln, s.vip = ln, vip
+	s.ln, s.vip = tlsListener(ln, o), vip
+	if vip != nil {
+		s.vip = tlsListener(vip, o)
+	}
 	s.mainTCP, _ = ln.Addr().(*net.TCPAddr)
 	s.accepts.Add(1)
-	go s.acceptLoop(ln, false)
+	go s.acceptLoop(s.ln, false)
 	if s.vip != nil {
 		s.accepts.Add(1)
 		go s.acceptLoop(s.vip, true)
