@@ -85,11 +85,9 @@ type jsonHeader struct {
 	ExtFields map[string]json.RawMessage `json:"extFields"`
 }
 
-// decodeJSONHeader reads a JSON header. Numbers may be JSON numbers or strings holding
-// them; the language an enum name (an unknown name is OTHER) or its number; extension
-// values strings, numbers or booleans (kept as their text); null and absent fields are
-// zero.
-func decodeJSONHeader(h []byte) (*Command, error) {
+// decodeJSONHeaderSlow reads any JSON header with encoding/json, as decodeJSONHeader
+// describes.
+func decodeJSONHeaderSlow(h []byte) (*Command, error) {
 	var jh jsonHeader
 	if err := json.Unmarshal(h, &jh); err != nil {
 		return nil, fmt.Errorf("%w: JSON header: %v", ErrMalformed, err)
