@@ -49,6 +49,7 @@ type conn struct {
 	remote string
 	host   netip.AddrPort // the store host of the message ids it is told (storeHost)
 	born   netip.AddrPort // the client's address, the born host of its messages
+	maxMsg int            // the broker's largest message body
 
 	ctx    context.Context // the requests' context: ends once they are answered, or at Close
 	cancel context.CancelFunc
@@ -98,6 +99,7 @@ func newConn(s *Server, nc net.Conn, vip bool) *conn {
 		wdone:   make(chan struct{}),
 		clients: map[string]struct{}{}}
 	c.host = s.storeHost(c)
+	c.maxMsg = s.b.Options().MaxMessageSize
 	c.ctx, c.cancel = context.WithCancel(s.ctx)
 	c.pulls, c.stopPulls = context.WithCancel(c.ctx)
 	return c

@@ -77,7 +77,7 @@ func (s *Server) send(c *conn, req *remoting.Command, size int64) (reply *remoti
 	// The broker takes bodies as they are; a compressed one is inflated here, no larger
 	// than the broker would take it.
 	mx := mq.MessageExt{Message: mq.Message{Body: req.Body}, SysFlag: h.SysFlag}
-	if err := remoting.DecompressBody(&mx, s.b.Options().MaxMessageSize); err != nil {
+	if err := remoting.DecompressBody(&mx, c.maxMsg); err != nil {
 		return req.Reply(remoting.MessageIllegal, err.Error()), false
 	}
 	body := mx.Body
