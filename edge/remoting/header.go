@@ -31,9 +31,9 @@ func decodeHeader(t SerializeType, h []byte) (*Command, error) {
 	return nil, fmt.Errorf("%w: unknown header encoding %d", ErrMalformed, t)
 }
 
-// sortedKeys returns m's keys in order, so that headers encode the same every time.
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
+// sortedKeys appends m's keys to keys in order, so that headers encode the same every
+// time. Callers pass a small array's slice, so that a usual header allocates nothing.
+func sortedKeys(keys []string, m map[string]string) []string {
 	for k := range m {
 		keys = append(keys, k)
 	}
@@ -62,7 +62,8 @@ func appendJSONHeader(dst []byte, c *Command) []byte {
 	dst = append(dst, `,"remark":`...)
 	dst = appendJSONString(dst, c.Remark)
 	dst = append(dst, `,"extFields":{`...)
-	for i, k := range sortedKeys(c.Ext) {
+	var arr [16]string
+	for i, k := range sortedKeys(arr[:0], c.Ext) {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
@@ -176,7 +177,8 @@ func appendBinaryHeader(dst []byte, c *Command) ([]byte, error) {
 	dst = append(dst, c.Remark...)
 	lenAt := len(dst)
 	dst = append(dst, 0, 0, 0, 0)
-	for _, k := range sortedKeys(c.Ext) {
+	var arr [16]string
+	for _, k := range sortedKeys(arr[:0], c.Ext) {
 		v := c.Ext[k]
 		if len(k) > math.MaxInt16 {
 			return dst, fmt.Errorf("%w: extension key of %d bytes", ErrFrameTooLarge, len(k))
