@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"io"
@@ -20,8 +19,8 @@ import (
 // SYSTEM_BUSY replies and change notifications.
 const outSlack = 64
 
-// readBufSize is the read buffer of a connection: a few frames of the usual size; a larger
-// frame is read straight into its own memory.
+// readBufSize is the read buffer of a connection while it has bytes to read: a few frames
+// of the usual size; a larger frame is read straight into its own memory.
 const readBufSize = 8 << 10
 
 // maxWriteBatch is how many bytes of queued frames the writer gathers into one write.
@@ -162,8 +161,11 @@ func (c *conn) readLoop() error {
 	// Read what the socket holds at once, as Netty does: frames a client sent just before
 	// it closed are in hand before the replies to the first ones reach it, so its reset
 	// (data to a closed socket) cannot drop them from the receive buffer. The reader
-	// never waits on the store or the writer but for room to answer SYSTEM_BUSY.
-	r := remoting.NewReader(bufio.NewReaderSize(c.nc, readBufSize), c.s.opts.MaxFrameSize)
+	// never waits on the store or the writer but for room to answer SYSTEM_BUSY. An idle
+	// connection holds no read buffer (connReader).
+	cr := newConnReader(c.nc)
+	defer cr.release()
+	r := remoting.NewReader(cr, c.s.opts.MaxFrameSize)
 	for {
 		if c.stopped.Load() {
 			return nil
