@@ -44,6 +44,8 @@
 //
 // A client leaves its groups (and frees its queue locks) when its last connection closes:
 // RocketMQ's Go client never unregisters. Each connection handles up to
-// Options.MaxInFlight requests at once and answers them in any order; a client that does
-// not read its replies is disconnected after Options.WriteTimeout.
+// Options.MaxInFlight requests at once and answers them in any order, but stores its sends
+// in the order they came (pipelined async sends of one producer keep their order); a client
+// that does not read its replies is disconnected after Options.WriteTimeout, and holds up
+// no other. An idle connection holds no read or write buffer.
 package server
