@@ -76,13 +76,17 @@ func (cr *connReader) fill() error {
 		if cr.buf == nil {
 			cr.buf = readBufs.Get().(*[]byte)
 		}
-		n, rerr = rawRead(fd, *cr.buf)
+		for {
+			if n, rerr = rawRead(fd, *cr.buf); rerr != syscall.EINTR {
+				break
+			}
+		}
 		if rerr == syscall.EAGAIN {
 			readBufs.Put(cr.buf) // nothing yet: wait without a buffer
 			cr.buf = nil
 			return false
 		}
-		return rerr != syscall.EINTR
+		return true
 	})
 	if err != nil {
 		return err // the read deadline, or the connection closed
