@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"strconv"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -98,4 +99,42 @@ func TestStuckReaderDoesNotStallStore(t *testing.T) {
 		}
 		stuck.Close()
 	})
+}
+
+// TestLargePullReply: a pull reply whose body is larger than the writer copies (written
+// from its own memory) arrives whole, between small replies on the same connection.
+func TestLargePullReply(t *testing.T) {
+	b := openBroker(t, nil)
+	if err := b.CreateTopic(edge.TopicConfig{Name: "T", ReadQueues: 1, WriteQueues: 1}); err != nil {
+		t.Fatal(err)
+	}
+	s := startServer(t, b, Options{})
+	c := dial(t, s.Addr())
+	var bodies []string
+	for i := range 20 {
+		body := strings.Repeat(strconv.Itoa(i%10), 1000)
+		bodies = append(bodies, body)
+		c.mustCall(remoting.Success, remoting.SendMessageV2, sendExt("T", 0, ""), []byte(body))
+	}
+	before := c.write(remoting.NewRequest(remoting.GetMaxOffset, map[string]string{"topic": "T", "queueId": "0"}, nil))
+	pull := c.write(remoting.NewRequest(remoting.PullMessage, pullHeader("g", "T", 0, 0, int(remoting.PullSubscription), 0, "*"), nil))
+	after := c.write(remoting.NewRequest(remoting.GetMaxOffset, map[string]string{"topic": "T", "queueId": "0"}, nil))
+	r := c.wait(pull)
+	if r.Code != remoting.Success || len(r.Body) <= bodyInline {
+		t.Fatalf("pull: code %d, body of %d bytes; want a body over %d", r.Code, len(r.Body), bodyInline)
+	}
+	recs := decodeRecords(t, r.Body)
+	if len(recs) != len(bodies) {
+		t.Fatalf("pulled %d records, want %d", len(recs), len(bodies))
+	}
+	for i, rec := range recs {
+		if rec.body != bodies[i] {
+			t.Fatalf("record %d: body %.20q..., want %.20q...", i, rec.body, bodies[i])
+		}
+	}
+	for _, ch := range []chan *remoting.Command{before, after} {
+		if r := c.wait(ch); r.Code != remoting.Success || r.Ext["offset"] != "20" {
+			t.Fatalf("max offset: code %d, ext %v", r.Code, r.Ext)
+		}
+	}
 }
