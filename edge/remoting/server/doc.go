@@ -54,6 +54,9 @@
 // unregisters. Its queue locks stay until they expire (edge.Options.LockLifetime), as
 // RocketMQ's broker keeps them: a connection may close under a client that lives on,
 // reconnects and still consumes the queues it locked. Each connection handles up to
-// Options.MaxInFlight requests at once and answers them in any order; a client that does
-// not read its replies is disconnected after Options.WriteTimeout.
+// Options.MaxInFlight requests at once and answers them in any order, but carries out its
+// sends and offset commits in the order they came (pipelined async sends of one producer
+// keep their order, a consumer's offset never moves back); a client that does not read its
+// replies is disconnected after Options.WriteTimeout, and holds up no other. An idle
+// connection holds no read or write buffer.
 package server
