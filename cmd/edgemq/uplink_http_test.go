@@ -3,6 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -191,5 +197,58 @@ func TestUplinkMetricsAndStatus(t *testing.T) {
 		t.Errorf("down rule: %+v, want %+v", got, d)
 	} else {
 		between("d1 lag", float64(*got.Lag), float64(d.Lag), float64(d2.Lag))
+	}
+}
+
+// TestServeUplinkStatus: serve with an up rule reports it on /api/status and /metrics.
+func TestServeUplinkStatus(t *testing.T) {
+	hb, err := edge.Open(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { hb.Close() })
+	hub, err := server.Start(hb, server.Options{Listen: "127.0.0.1:0", VIPListen: "off"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { hub.Close() })
+	dir := filepath.Join(t.TempDir(), "data")
+	mustRun(t, "send", "-data", dir, "-topic", "T", "-create", "one", "two")
+	rule := `[{name = "r1", topics = ["T"], upstream = "` + hub.Addr().String() + `", kind = "edgemq"}]`
+	c, _ := startServe(t, nil, "-data", dir, "-uplink.up", rule)
+	base := "http://" + regexp.MustCompile(` http=(127\.0\.0\.1:\d+)`).FindStringSubmatch(c.stderr.String())[1]
+	get := func(path string) string {
+		t.Helper()
+		resp, err := http.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var st statusJSON
+		if err := json.Unmarshal([]byte(get("/api/status")), &st); err != nil {
+			t.Fatal(err)
+		}
+		if u := st.Uplink; u.Configured && len(u.Rules) == 1 && u.Rules[0].Name == "r1" && u.Rules[0].Forwarded == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("uplink status %+v, want r1 with 2 forwarded", st.Uplink)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if body := get("/metrics"); !strings.Contains(body, `edgemq_uplink_forwarded_messages_total{rule="r1"} 2`+"\n") {
+		t.Errorf("metrics lack r1's forwarded messages:\n%s", body)
+	}
+	c.signal(syscall.SIGTERM)
+	if code := c.exit(30 * time.Second); code != 0 {
+		t.Fatalf("exit %d after SIGTERM, want 0\n%s", code, c.stderr)
 	}
 }
