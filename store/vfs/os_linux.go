@@ -17,7 +17,11 @@ func (osFS) Usage(dir string) (Usage, error) {
 		return Usage{}, fmt.Errorf("vfs: statfs %s: %w", dir, err)
 	}
 	bs := uint64(st.Bsize) //nolint:unconvert // Bsize is int32 on some platforms
-	return Usage{Total: uint64(st.Blocks) * bs, Free: uint64(st.Bavail) * bs}, nil
+	// As df counts: the blocks in use, plus those an unprivileged writer may still take.
+	// Blocks reserved for root (and any other gap between free and available blocks) are
+	// neither, so a file system with a large reserve is not taken for a full one.
+	used := uint64(st.Blocks) - min(uint64(st.Bfree), uint64(st.Blocks))
+	return Usage{Total: (used + uint64(st.Bavail)) * bs, Free: uint64(st.Bavail) * bs}, nil
 }
 
 // Allocate reserves blocks with fallocate. Where the file system cannot (UBIFS, some FUSE

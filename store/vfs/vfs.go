@@ -42,11 +42,11 @@ type FS interface {
 
 // Usage is what statfs says of a file system, in bytes.
 type Usage struct {
-	Total uint64 // size of the file system
+	Total uint64 // bytes in use plus Free: the size df's Use% divides by (no root reserve)
 	Free  uint64 // bytes available to an unprivileged writer
 }
 
-// UsedRatio returns the fraction of the file system in use, 0..1.
+// UsedRatio returns the fraction of the file system in use, 0..1: df's Use%.
 func (u Usage) UsedRatio() float64 {
 	if u.Total == 0 {
 		return 0
