@@ -35,6 +35,11 @@ type Options struct {
 	FlushInterval time.Duration
 	// FlushBytes makes an async log flush once this many bytes are unflushed. Default 4 MiB.
 	FlushBytes int64
+	// Linger, with FlushSync, is how long an fsync waits for more appends to share it, 0 to
+	// commitlog.MaxLinger: acknowledgements come up to Linger later, and a slow stream of
+	// appends takes one fsync (one rewrite of the log's last page) per Linger instead of one
+	// per append. The wait ends early once a page of records is unflushed. Default 0.
+	Linger time.Duration
 	// QueueFlushInterval is how often consume queues are fsynced and the dispatch checkpoint
 	// written. Default 1 s.
 	QueueFlushInterval time.Duration
@@ -225,6 +230,7 @@ func (o *Options) logOptions() *commitlog.Options {
 		Flush:             o.Flush,
 		FlushInterval:     o.FlushInterval,
 		FlushBytes:        o.FlushBytes,
+		Linger:            o.Linger,
 		MaxAge:            o.MaxAge,
 		MaxBytes:          o.MaxBytes,
 		MaxUsedRatio:      o.MaxUsedRatio,

@@ -132,6 +132,17 @@ var settings = []setting{
 			"flush runs every flush_interval or once flush_bytes are unflushed.",
 	},
 	item[time.Duration]{
+		section: "store", key: "linger",
+		kind:  durationKind,
+		def:   commitlog.DefaultOptions.Linger,
+		check: between(durationKind, 0, commitlog.MaxLinger),
+		set:   func(c *config, v time.Duration) { c.store.Linger = v },
+		doc: "With flush = \"sync\", how long an fsync waits for more sends to share it (ended early " +
+			"once 4KiB of records wait). A send returns up to this much later, and a slow stream of " +
+			"sends rewrites the log's last page (flash wear) once per linger instead of once per " +
+			"send. 0: no wait beyond group commit.",
+	},
+	item[time.Duration]{
 		section: "store", key: "flush_interval",
 		kind:  durationKind,
 		def:   commitlog.DefaultOptions.FlushInterval,

@@ -771,6 +771,30 @@ func (l *Log) gather() {
 	}
 }
 
+// linger waits, before a sync-mode fsync, until Linger has passed since the flusher was
+// woken or a page of records (LingerPage) is unflushed, so that the appends of a slow stream
+// share fsyncs. Appends wake the flusher, which then checks the unflushed bytes again.
+func (l *Log) linger() {
+	if l.written.Load()-l.durable.Load() >= LingerPage {
+		return
+	}
+	if l.gatherTimer == nil {
+		l.gatherTimer = time.NewTimer(l.opts.Linger)
+	} else {
+		l.gatherTimer.Reset(l.opts.Linger)
+	}
+	defer l.gatherTimer.Stop()
+	for l.written.Load()-l.durable.Load() < LingerPage {
+		select {
+		case <-l.kick:
+		case <-l.gatherTimer.C:
+			return
+		case <-l.done:
+			return
+		}
+	}
+}
+
 // checkpointEvery bounds how often the flusher rewrites the checkpoint.
 const checkpointEvery = 100 * time.Millisecond
 
@@ -779,7 +803,11 @@ func (l *Log) flushOnce(final bool, lastCkpt *time.Time) {
 		return
 	}
 	if l.opts.Flush == FlushSync && !final {
-		l.gather()
+		if l.opts.Linger > 0 {
+			l.linger()
+		} else {
+			l.gather()
+		}
 	}
 	n0 := l.appends.Load()
 	target := l.written.Load()

@@ -82,6 +82,14 @@ type Options struct {
 	FlushInterval time.Duration
 	// FlushBytes makes an async log flush once this many bytes are unflushed. Default 4 MiB.
 	FlushBytes int64
+	// Linger, with FlushSync, is how long an fsync waits for more appends to share it,
+	// counted from the append that wakes the flusher: a waiter is acknowledged up to Linger
+	// (plus the fsync) later, and the fsyncs of a slow stream of appends, each of which
+	// rewrites the log's last 4 KiB page (flash wear), fall to one per Linger. The wait ends
+	// early once a page of records (LingerPage bytes) is unflushed, where more waiting no
+	// longer saves a page write. Default 0: group commit only, no waiting but a short gather
+	// of appenders that just took part in an fsync. At most MaxLinger; negative is refused.
+	Linger time.Duration
 	// MaxAge deletes a sealed segment once its newest record is older than this.
 	// Default 72 h; negative disables age retention.
 	MaxAge time.Duration
@@ -161,6 +169,13 @@ var DefaultOptions = Options{
 	Now:               time.Now,
 }
 
+// MaxLinger is the largest Linger.
+const MaxLinger = time.Second
+
+// LingerPage is the unflushed bytes that end a Linger early: a page of the page cache, what
+// each fsync writes at least.
+const LingerPage = 4096
+
 // MinSegmentSize is the smallest SegmentSize Open accepts.
 const MinSegmentSize = 64 << 10
 
@@ -231,6 +246,8 @@ func (o *Options) withDefaults() (Options, error) {
 		return r, fmt.Errorf("commitlog: unknown Flush mode %d (want FlushSync or FlushAsync)", r.Flush)
 	case r.FlushInterval < 0:
 		return r, fmt.Errorf("commitlog: FlushInterval %v is negative (want > 0, or 0 for the default %v)", r.FlushInterval, d.FlushInterval)
+	case r.Linger < 0 || r.Linger > MaxLinger:
+		return r, fmt.Errorf("commitlog: Linger %v out of range [0, %v]", r.Linger, MaxLinger)
 	case r.FlushBytes < 0:
 		return r, fmt.Errorf("commitlog: FlushBytes %d is negative (want > 0, or 0 for the default %d)", r.FlushBytes, d.FlushBytes)
 	case r.RetentionInterval < 0:
