@@ -230,7 +230,7 @@ type ext4Image struct {
 
 // newExt4Image makes and mounts an ext4 image of size bytes (sparse), or skips the test
 // when the machine cannot.
-func newExt4Image(t *testing.T, size int64) *ext4Image {
+func newExt4Image(t testing.TB, size int64) *ext4Image {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: loop devices and mount")
