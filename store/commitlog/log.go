@@ -622,6 +622,22 @@ func (l *Log) AfterAppend(end int64) {
 	}
 }
 
+// AfterAppendLazy is AfterAppend for records whose appender does not wait for them to be
+// durable: with FlushSync it does not wake the flusher, which covers them with the next fsync
+// another appender asks for, or else within FlushInterval (or once FlushBytes are unflushed),
+// as with FlushAsync.
+func (l *Log) AfterAppendLazy(end int64) {
+	end = min(end, l.written.Load())
+	l.maybeDropBehind(end)
+	l.kickPrefault(end)
+	if end-l.durable.Load() >= l.opts.FlushBytes {
+		select {
+		case l.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
 func batchSize(payloads [][]byte, d int64) int64 {
 	var n int64
 	for _, p := range payloads {
@@ -720,22 +736,24 @@ func (l *Log) Size() int64 { return int64(len(*l.segs.Load())) * l.opts.SegmentS
 
 func (l *Log) flushLoop() {
 	defer l.wg.Done()
-	var tick <-chan time.Time
-	if l.opts.Flush == FlushAsync {
-		t := time.NewTicker(l.opts.FlushInterval)
-		defer t.Stop()
-		tick = t.C
-	}
+	// With FlushSync the ticker covers the records of lazy appends (AfterAppendLazy).
+	t := time.NewTicker(l.opts.FlushInterval)
+	defer t.Stop()
 	lastCkpt := time.Now()
 	for {
+		wait := l.opts.Flush == FlushSync
 		select {
 		case <-l.kick:
-		case <-tick:
+		case <-t.C:
+			if l.written.Load() == l.durable.Load() {
+				continue
+			}
+			wait = false // nobody asked: no gathering or lingering
 		case <-l.done:
-			l.flushOnce(true, &lastCkpt)
+			l.flushOnce(true, false, &lastCkpt)
 			return
 		}
-		l.flushOnce(false, &lastCkpt)
+		l.flushOnce(false, wait, &lastCkpt)
 	}
 }
 
@@ -798,11 +816,12 @@ func (l *Log) linger() {
 // checkpointEvery bounds how often the flusher rewrites the checkpoint.
 const checkpointEvery = 100 * time.Millisecond
 
-func (l *Log) flushOnce(final bool, lastCkpt *time.Time) {
+// flushOnce fsyncs what was written; wait lets a sync-mode flush gather or linger first.
+func (l *Log) flushOnce(final, wait bool, lastCkpt *time.Time) {
 	if l.failed.Load() {
 		return
 	}
-	if l.opts.Flush == FlushSync && !final {
+	if wait {
 		if l.opts.Linger > 0 {
 			l.linger()
 		} else {
@@ -857,6 +876,9 @@ func (l *Log) flushOnce(final bool, lastCkpt *time.Time) {
 	}
 	l.fcond.Broadcast()
 	l.fmu.Unlock()
+	if err == nil && target > from && l.opts.OnDurable != nil {
+		l.opts.OnDurable(target)
+	}
 }
 
 func (l *Log) prepareLoop() {

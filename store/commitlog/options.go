@@ -78,7 +78,8 @@ type Options struct {
 	SegmentSize int64
 	// Flush is the flush policy. Default FlushSync.
 	Flush FlushMode
-	// FlushInterval is how often an async log flushes. Default 500 ms.
+	// FlushInterval is how often an async log flushes, and the longest a sync log leaves
+	// the records of lazy appends (AfterAppendLazy) unflushed. Default 500 ms.
 	FlushInterval time.Duration
 	// FlushBytes makes an async log flush once this many bytes are unflushed. Default 4 MiB.
 	FlushBytes int64
@@ -146,6 +147,9 @@ type Options struct {
 	Now func() time.Time
 	// Logger receives recovery and retention reports. Default: discard.
 	Logger *slog.Logger
+	// OnDurable, if set, is called from the flusher after each fsync that made more records
+	// durable, with the new durable position. It must not block or append.
+	OnDurable func(durable int64)
 	// OnRetention, if set, is called from the retention goroutine after segments were
 	// deleted, with the new minimum position. It must not call Close.
 	OnRetention func(minPos int64)
