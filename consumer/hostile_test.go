@@ -41,10 +41,10 @@ func TestHostileOptions(t *testing.T) {
 		{"bad FromWhere", &Options{Group: "g", FromWhere: -1}, "FromWhere"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := NewPushConsumer(b, tc.o); !errors.Is(err, ErrInvalidOptions) || !strings.Contains(err.Error(), tc.says) {
+			if _, err := NewPushConsumer(consumerBroker(t, b), tc.o); !errors.Is(err, ErrInvalidOptions) || !strings.Contains(err.Error(), tc.says) {
 				t.Errorf("NewPushConsumer: %v, want %v naming %q", err, ErrInvalidOptions, tc.says)
 			}
-			if _, err := NewPullConsumer(b, tc.o, nil); !errors.Is(err, ErrInvalidOptions) || !strings.Contains(err.Error(), tc.says) {
+			if _, err := NewPullConsumer(consumerBroker(t, b), tc.o, nil); !errors.Is(err, ErrInvalidOptions) || !strings.Contains(err.Error(), tc.says) {
 				t.Errorf("NewPullConsumer: %v, want %v naming %q", err, ErrInvalidOptions, tc.says)
 			}
 		})
@@ -55,10 +55,10 @@ func TestHostileOptions(t *testing.T) {
 	if _, err := NewPullConsumer(nil, &Options{Group: "g"}, nil); !errors.Is(err, ErrInvalidOptions) {
 		t.Errorf("NewPullConsumer(nil broker): %v", err)
 	}
-	if _, err := NewPullConsumer(b, &Options{Group: "g"}, &PullOptions{PullThresholdForAll: -1}); !errors.Is(err, ErrInvalidOptions) {
+	if _, err := NewPullConsumer(consumerBroker(t, b), &Options{Group: "g"}, &PullOptions{PullThresholdForAll: -1}); !errors.Is(err, ErrInvalidOptions) {
 		t.Errorf("NewPullConsumer(negative PullThresholdForAll): %v", err)
 	}
-	if _, err := NewPushConsumer(b, &Options{Group: "g", MaxReconsumeTimes: -1}); err != nil {
+	if _, err := NewPushConsumer(consumerBroker(t, b), &Options{Group: "g", MaxReconsumeTimes: -1}); err != nil {
 		t.Errorf("MaxReconsumeTimes -1 (16): %v", err)
 	}
 }
@@ -66,12 +66,14 @@ func TestHostileOptions(t *testing.T) {
 // TestHostileCalls: the consumers' entry points refuse hostile arguments with an error and
 // never panic: empty or malformed topics and expressions, nil listeners, nil contexts,
 // queues that do not exist, calls in the wrong state, and a broker that is a typed nil.
-func TestHostileCalls(t *testing.T) {
+func TestHostileCalls(t *testing.T) { overNet(t, true, testHostileCalls) }
+
+func testHostileCalls(t *testing.T) {
 	b := testBroker(t, nil)
 	createTopic(t, b, "T", 2)
 	ctx := context.Background()
 
-	pc, err := NewPushConsumer(b, fastOptions(t, "g"))
+	pc, err := NewPushConsumer(consumerBroker(t, b), fastOptions(t, "g"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +113,7 @@ func TestHostileCalls(t *testing.T) {
 		t.Errorf("Start on a nil broker: %v", err)
 	}
 
-	lc, err := NewPullConsumer(b, fastOptions(t, "g"), nil)
+	lc, err := NewPullConsumer(consumerBroker(t, b), fastOptions(t, "g"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +158,13 @@ func TestHostileCalls(t *testing.T) {
 	if err := lc.Pause([]mq.MessageQueue{{Topic: "Nope"}}); !errors.Is(err, ErrNotAssigned) {
 		t.Errorf("Pause of a queue not assigned: %v", err)
 	}
-	if _, err := lc.OffsetForTimestamp(mq.MessageQueue{Topic: "T", QueueID: 99}, time.Time{}); !errors.Is(err, mq.ErrInvalidQueue) {
+	// RocketMQ's protocol answers a queue the topic lacks with INVALID_PARAMETER (29), the
+	// code of every bad argument: over the network the error is mq.ErrInvalidArgument.
+	wantQueueErr := mq.ErrInvalidQueue
+	if isNet(t) {
+		wantQueueErr = mq.ErrInvalidArgument
+	}
+	if _, err := lc.OffsetForTimestamp(mq.MessageQueue{Topic: "T", QueueID: 99}, time.Time{}); !errors.Is(err, wantQueueErr) {
 		t.Errorf("OffsetForTimestamp of a queue the topic lacks: %v", err)
 	}
 	if _, err := lc.Committed(mq.MessageQueue{Topic: "Nope"}); !errors.Is(err, mq.ErrTopicNotExist) {

@@ -16,7 +16,7 @@ import (
 // newLite returns a pull consumer that is shut down at cleanup.
 func newLite(t testing.TB, b Broker, o *Options, p *PullOptions) *PullConsumer {
 	t.Helper()
-	lc, err := NewPullConsumer(b, o, p)
+	lc, err := NewPullConsumer(consumerBroker(t, b), o, p)
 	if err != nil {
 		t.Fatalf("NewPullConsumer: %v", err)
 	}
@@ -167,7 +167,9 @@ func testPullPollQueueOrder(t *testing.T) {
 
 // TestPullLongPolling: an idle Poll waits in a broker long poll (a handful of pulls, no
 // busy loop) and returns as soon as a message arrives, well before the poll times out.
-func TestPullLongPolling(t *testing.T) {
+func TestPullLongPolling(t *testing.T) { overNet(t, true, testPullLongPolling) }
+
+func testPullLongPolling(t *testing.T) {
 	b := testBroker(t, nil)
 	createTopic(t, b, "T", 1)
 	cb := &countPulls{Broker: b}
@@ -279,6 +281,10 @@ func testPullPollContext(t *testing.T) {
 // both; a subscribed consumer is a CONSUME_ACTIVELY member of its group, an assigned one is
 // no member at all.
 func TestPullSubscribeAssignExclusive(t *testing.T) {
+	overNet(t, true, testPullSubscribeAssignExclusive)
+}
+
+func testPullSubscribeAssignExclusive(t *testing.T) {
 	b := testBroker(t, nil)
 	createTopic(t, b, "T", 2)
 	mqs := []mq.MessageQueue{{Topic: "T"}}
@@ -456,7 +462,9 @@ func testPullCommitSyncResume(t *testing.T) {
 
 // TestPullAutoCommit: with auto-commit the position after the last polled message (not
 // the last pulled one) is committed at Shutdown, and every PersistInterval.
-func TestPullAutoCommit(t *testing.T) {
+func TestPullAutoCommit(t *testing.T) { overNet(t, true, testPullAutoCommit) }
+
+func testPullAutoCommit(t *testing.T) {
 	queue := mq.MessageQueue{Topic: "T"}
 	t.Run("shutdown", func(t *testing.T) {
 		b := testBroker(t, nil)
@@ -610,7 +618,9 @@ func testPullFlowControl(t *testing.T) {
 
 // TestPullRetryTopicRestored: a message of the group's retry topic is polled with its
 // original topic.
-func TestPullRetryTopicRestored(t *testing.T) {
+func TestPullRetryTopicRestored(t *testing.T) { overNet(t, true, testPullRetryTopicRestored) }
+
+func testPullRetryTopicRestored(t *testing.T) {
 	b := testBroker(t, nil)
 	createTopic(t, b, "T", 1)
 	sendN(t, b, "T", "m", 1, nil)
@@ -636,7 +646,9 @@ func TestPullRetryTopicRestored(t *testing.T) {
 
 // TestPullBroadcasting: every broadcasting member polls every message and keeps its
 // offsets in its own file.
-func TestPullBroadcasting(t *testing.T) {
+func TestPullBroadcasting(t *testing.T) { overNet(t, true, testPullBroadcasting) }
+
+func testPullBroadcasting(t *testing.T) {
 	b := testBroker(t, nil)
 	createTopic(t, b, "T", 2)
 	var lcs [2]*PullConsumer
@@ -668,19 +680,21 @@ func TestPullBroadcasting(t *testing.T) {
 
 // TestPullBadInput: options, subscriptions and assignments the consumer cannot use are
 // refused with errors that say why.
-func TestPullBadInput(t *testing.T) {
+func TestPullBadInput(t *testing.T) { overNet(t, true, testPullBadInput) }
+
+func testPullBadInput(t *testing.T) {
 	b := testBroker(t, nil)
 	createTopic(t, b, "T", 2)
 	if _, err := NewPullConsumer(nil, fastOptions(t, "g"), nil); !errors.Is(err, ErrInvalidOptions) {
 		t.Fatalf("nil broker: %v, want %v", err, ErrInvalidOptions)
 	}
-	if _, err := NewPullConsumer(b, &Options{}, nil); !errors.Is(err, ErrInvalidOptions) {
+	if _, err := NewPullConsumer(consumerBroker(t, b), &Options{}, nil); !errors.Is(err, ErrInvalidOptions) {
 		t.Fatalf("empty group: %v, want %v", err, ErrInvalidOptions)
 	}
-	if _, err := NewPullConsumer(b, nil, nil); !errors.Is(err, ErrInvalidOptions) {
+	if _, err := NewPullConsumer(consumerBroker(t, b), nil, nil); !errors.Is(err, ErrInvalidOptions) {
 		t.Fatalf("nil options: %v, want %v", err, ErrInvalidOptions)
 	}
-	if _, err := NewPullConsumer(b, fastOptions(t, "g"), &PullOptions{PullThresholdForAll: -1}); !errors.Is(err, ErrInvalidOptions) {
+	if _, err := NewPullConsumer(consumerBroker(t, b), fastOptions(t, "g"), &PullOptions{PullThresholdForAll: -1}); !errors.Is(err, ErrInvalidOptions) {
 		t.Fatalf("negative PullThresholdForAll: %v, want %v", err, ErrInvalidOptions)
 	}
 	for _, c := range []struct {

@@ -160,7 +160,7 @@ func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 // startConsumer starts a push consumer with one subscription; it is shut down at cleanup.
 func startConsumer(t testing.TB, b Broker, o *Options, topic string, l Listener) *PushConsumer {
 	t.Helper()
-	pc, err := NewPushConsumer(b, o)
+	pc, err := NewPushConsumer(consumerBroker(t, b), o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -81,6 +81,10 @@ func (c *orderChecker) check(t *testing.T) {
 // TestOrderlyInOrderOneGoroutinePerQueue: each queue's messages reach the listener in queue
 // order, one call at a time, with many workers available; queues are locked at the broker.
 func TestOrderlyInOrderOneGoroutinePerQueue(t *testing.T) {
+	overNet(t, true, testOrderlyInOrderOneGoroutinePerQueue)
+}
+
+func testOrderlyInOrderOneGoroutinePerQueue(t *testing.T) {
 	b := testBroker(t, nil)
 	createTopic(t, b, "T", 4)
 	for i := range 400 {
@@ -107,7 +111,9 @@ func TestOrderlyInOrderOneGoroutinePerQueue(t *testing.T) {
 
 // TestOrderlyDLQAfterMaxReconsume: a message the listener keeps suspending goes to the DLQ
 // after MaxReconsumeTimes reconsumes, and the queue moves on in order.
-func TestOrderlyDLQAfterMaxReconsume(t *testing.T) {
+func TestOrderlyDLQAfterMaxReconsume(t *testing.T) { overNet(t, true, testOrderlyDLQAfterMaxReconsume) }
+
+func testOrderlyDLQAfterMaxReconsume(t *testing.T) {
 	b := testBroker(t, nil)
 	createTopic(t, b, "T", 1)
 	sendN(t, b, "T", "m", 4, nil) // m1 is the poison

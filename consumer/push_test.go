@@ -14,9 +14,11 @@ import (
 	"github.com/edgemq/edgemq/edge"
 )
 
-func TestMixedListeners(t *testing.T) {
+func TestMixedListeners(t *testing.T) { overNet(t, true, testMixedListeners) }
+
+func testMixedListeners(t *testing.T) {
 	b := testBroker(t, nil)
-	pc, err := NewPushConsumer(b, fastOptions(t, "g"))
+	pc, err := NewPushConsumer(consumerBroker(t, b), fastOptions(t, "g"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,14 +31,16 @@ func TestMixedListeners(t *testing.T) {
 	if err := pc.Subscribe("T2", "*", ol); !errors.Is(err, ErrMixedListeners) {
 		t.Fatalf("Subscribe orderly after concurrent: %v, want ErrMixedListeners", err)
 	}
-	if _, err := NewPushConsumer(b, &Options{}); !errors.Is(err, ErrInvalidOptions) {
+	if _, err := NewPushConsumer(consumerBroker(t, b), &Options{}); !errors.Is(err, ErrInvalidOptions) {
 		t.Fatalf("no group: %v", err)
 	}
 }
 
 // TestHooksAndStats: every message reaches the listener once, the hooks run around each
 // call, and the stats count pulls, consumes and the lag.
-func TestHooksAndStats(t *testing.T) {
+func TestHooksAndStats(t *testing.T) { overNet(t, true, testHooksAndStats) }
+
+func testHooksAndStats(t *testing.T) {
 	b := testBroker(t, nil)
 	createTopic(t, b, "T", 4)
 	sendN(t, b, "T", "m", 100, nil)
@@ -75,7 +79,9 @@ func TestHooksAndStats(t *testing.T) {
 
 // TestFlowControl: a queue's cache never holds more than PullThresholdForQueue messages
 // plus one pull batch while the listener is blocked.
-func TestFlowControl(t *testing.T) {
+func TestFlowControl(t *testing.T) { overNet(t, true, testFlowControl) }
+
+func testFlowControl(t *testing.T) {
 	b := testBroker(t, nil)
 	createTopic(t, b, "T", 1)
 	sendN(t, b, "T", "m", 100, nil)
@@ -104,7 +110,9 @@ func TestFlowControl(t *testing.T) {
 
 // TestFlowControlMaxSpan: a concurrent queue stops pulling while the offsets it caches span
 // more than ConsumeConcurrentlyMaxSpan (the count threshold stays far away).
-func TestFlowControlMaxSpan(t *testing.T) {
+func TestFlowControlMaxSpan(t *testing.T) { overNet(t, true, testFlowControlMaxSpan) }
+
+func testFlowControlMaxSpan(t *testing.T) {
 	b := testBroker(t, nil)
 	createTopic(t, b, "T", 1)
 	sendN(t, b, "T", "m", 200, nil)
@@ -133,7 +141,9 @@ func TestFlowControlMaxSpan(t *testing.T) {
 
 // TestOffsetIllegal: a stored offset beyond the queue's end is corrected from
 // NextBeginOffset, stored, and the queue is consumed again from there.
-func TestOffsetIllegal(t *testing.T) {
+func TestOffsetIllegal(t *testing.T) { overNet(t, true, testOffsetIllegal) }
+
+func testOffsetIllegal(t *testing.T) {
 	b := testBroker(t, nil)
 	createTopic(t, b, "T", 1)
 	sendN(t, b, "T", "old", 5, nil)
@@ -153,6 +163,10 @@ func TestOffsetIllegal(t *testing.T) {
 // TestRetryTopicSubscriptionAndRedelivery: a clustering consumer subscribes to its group's
 // retry topic; a failed message is sent back and comes again with its original topic.
 func TestRetryTopicSubscriptionAndRedelivery(t *testing.T) {
+	overNet(t, true, testRetryTopicSubscriptionAndRedelivery)
+}
+
+func testRetryTopicSubscriptionAndRedelivery(t *testing.T) {
 	b := testBroker(t, nil)
 	createTopic(t, b, "T", 2)
 	var mu sync.Mutex
@@ -214,7 +228,9 @@ func TestRetryTopicSubscriptionAndRedelivery(t *testing.T) {
 
 // TestAckIndexPartialSuccess: with ConsumeSuccess and AckIndex 1 of a batch of 4, only the
 // last two messages come back.
-func TestAckIndexPartialSuccess(t *testing.T) {
+func TestAckIndexPartialSuccess(t *testing.T) { overNet(t, true, testAckIndexPartialSuccess) }
+
+func testAckIndexPartialSuccess(t *testing.T) {
 	b := testBroker(t, nil)
 	createTopic(t, b, "T", 1)
 	sendN(t, b, "T", "m", 4, nil)
@@ -250,7 +266,9 @@ func TestAckIndexPartialSuccess(t *testing.T) {
 }
 
 // TestPanicCountsAsFailure: a listener panic is recovered and the batch is sent back.
-func TestPanicCountsAsFailure(t *testing.T) {
+func TestPanicCountsAsFailure(t *testing.T) { overNet(t, true, testPanicCountsAsFailure) }
+
+func testPanicCountsAsFailure(t *testing.T) {
 	b := testBroker(t, nil)
 	createTopic(t, b, "T", 1)
 	sendN(t, b, "T", "m", 1, nil)

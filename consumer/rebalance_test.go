@@ -26,7 +26,9 @@ func queuesOf(pc *PushConsumer, topic string) map[int32]bool {
 // TestRebalanceJoinLeave: a second member takes half of the queues (no queue consumed by
 // both once settled), every message is consumed at least once, and when it leaves the
 // first member takes all queues again.
-func TestRebalanceJoinLeave(t *testing.T) {
+func TestRebalanceJoinLeave(t *testing.T) { overNet(t, true, testRebalanceJoinLeave) }
+
+func testRebalanceJoinLeave(t *testing.T) {
 	b := testBroker(t, nil)
 	createTopic(t, b, "T", 4)
 	sendN(t, b, "T", "a", 40, nil)

@@ -307,6 +307,22 @@ func (m *member) updateSubs(subs []mq.Subscription) bool {
 // (RocketMQ's Go client never sends UNREGISTER_CLIENT). Unknown clients and groups are no
 // error. Errors: ErrClosed, ctx.Err(), mq.ErrInvalidArgument for an empty client id.
 func (b *Broker) Unregister(ctx context.Context, clientID, group string) error {
+	return b.unregister(ctx, clientID, group, true)
+}
+
+// Disconnect removes clientID from all its groups, as a producer and as a consumer, as
+// Unregister(ctx, clientID, "") does, but keeps the queue locks it holds: they expire
+// after Options.LockLifetime unless renewed. A network server calls it when a client's
+// connection closes: a connection may close under a client that lives on and still
+// consumes the queues it locked (until its own lock expiry, shorter than the broker's),
+// and another member must not lock them before then. RocketMQ's broker likewise keeps a
+// client's locks when its channel closes. Errors: ErrClosed, ctx.Err(),
+// mq.ErrInvalidArgument for an empty client id.
+func (b *Broker) Disconnect(ctx context.Context, clientID string) error {
+	return b.unregister(ctx, clientID, "", false)
+}
+
+func (b *Broker) unregister(ctx context.Context, clientID, group string, freeLocks bool) error {
 	if err := b.checkCtx(ctx); err != nil {
 		return err
 	}
@@ -340,7 +356,9 @@ func (b *Broker) Unregister(ctx context.Context, clientID, group string) error {
 		}
 	}
 	g.mu.Unlock()
-	b.locks.releaseClient(group, clientID)
+	if freeLocks {
+		b.locks.releaseClient(group, clientID)
+	}
 	g.notes.post(notes)
 	return nil
 }

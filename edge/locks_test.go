@@ -119,6 +119,32 @@ func TestLocksFreedByUnregisterNotByExpiry(t *testing.T) {
 	})
 }
 
+// TestDisconnectKeepsLocks: a client whose connection closed leaves its groups at once,
+// but its queue locks live on until their lifetime ends: it may still be consuming them.
+func TestDisconnectKeepsLocks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := openBroker(t, &Options{LockLifetime: 60 * time.Second})
+		for _, id := range []string{"a", "b"} {
+			mustHeartbeat(t, b, mq.Heartbeat{ClientID: id, Consumers: []mq.ConsumerData{hbConsumer("g")}})
+		}
+		wantLocked(t, lockQs(t, b, "a", lockQ0), lockQ0)
+		if err := b.Disconnect(context.Background(), "a"); err != nil {
+			t.Fatal(err)
+		}
+		if got := consumerIDs(t, b, "g"); !slices.Equal(got, []string{"b"}) {
+			t.Fatalf("members after a disconnected: %v, want [b]", got)
+		}
+		wantLocked(t, lockQs(t, b, "b", lockQ0))
+		time.Sleep(59 * time.Second)
+		wantLocked(t, lockQs(t, b, "b", lockQ0))
+		time.Sleep(2 * time.Second)
+		wantLocked(t, lockQs(t, b, "b", lockQ0), lockQ0)
+		if err := b.Disconnect(context.Background(), ""); !errors.Is(err, mq.ErrInvalidArgument) {
+			t.Fatalf("Disconnect of an empty client id: %v", err)
+		}
+	})
+}
+
 func TestLockBadInput(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := lockBroker(t)

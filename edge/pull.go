@@ -171,7 +171,7 @@ func (b *Broker) pullOnce(req *mq.PullRequest, maxMsgs int, filter store.Filter)
 		bytes += int64(len(m.Body))
 		res.Messages[i] = b.ext(m)
 	}
-	b.stats.out(req.Group, int64(len(g.Messages)), bytes)
+	b.stats.out(req.Group, req.Queue.Topic, int64(len(g.Messages)), bytes)
 	return res, -1, nil
 }
 

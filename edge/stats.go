@@ -9,12 +9,16 @@ import (
 
 	"github.com/edgemq/edgemq/edge/mq"
 	"github.com/edgemq/edgemq/store"
+	"github.com/edgemq/edgemq/store/commitlog"
 )
 
-// TopicStats counts what producers sent to a topic since the broker opened.
+// TopicStats counts what producers sent to a topic, and what consumer groups pulled from it
+// (all groups together), since the broker opened.
 type TopicStats struct {
-	MessagesIn int64
-	BytesIn    int64
+	MessagesIn  int64
+	BytesIn     int64
+	MessagesOut int64
+	BytesOut    int64
 }
 
 // GroupStats counts what a consumer group pulled since the broker opened.
@@ -34,8 +38,9 @@ type QueueLag struct {
 type counters struct{ n, bytes atomic.Int64 }
 
 type statsTable struct {
-	topics sync.Map // string -> *counters
-	groups sync.Map // string -> *counters
+	topics    sync.Map // string -> *counters
+	groups    sync.Map // string -> *counters
+	topicsOut sync.Map // string -> *counters
 }
 
 func counter(m *sync.Map, k string) *counters {
@@ -55,20 +60,25 @@ func (c *counters) add(n, bytes int64) {
 
 func (s *statsTable) in(topic string, n, bytes int64) { counter(&s.topics, topic).add(n, bytes) }
 
-func (s *statsTable) out(group string, n, bytes int64) { counter(&s.groups, group).add(n, bytes) }
+func (s *statsTable) out(group, topic string, n, bytes int64) {
+	counter(&s.groups, group).add(n, bytes)
+	counter(&s.topicsOut, topic).add(n, bytes)
+}
 
-// TopicStats returns the send counters of topic: zero for a topic never sent to. They stay
-// readable after Close.
+// TopicStats returns the send and pull counters of topic: zero for a topic never sent to
+// nor pulled from. They stay readable after Close.
 func (b *Broker) TopicStats(topic string) TopicStats {
+	var s TopicStats
 	if b == nil {
-		return TopicStats{}
+		return s
 	}
-	c, ok := b.stats.topics.Load(topic)
-	if !ok {
-		return TopicStats{}
+	if c, ok := b.stats.topics.Load(topic); ok {
+		s.MessagesIn, s.BytesIn = c.(*counters).load()
 	}
-	n, bytes := c.(*counters).load()
-	return TopicStats{MessagesIn: n, BytesIn: bytes}
+	if c, ok := b.stats.topicsOut.Load(topic); ok {
+		s.MessagesOut, s.BytesOut = c.(*counters).load()
+	}
+	return s
 }
 
 // GroupStats returns the pull counters of group: zero for a group that never pulled a
@@ -146,6 +156,14 @@ type StoreStats struct {
 	MinPos, MaxPos int64
 	// DurablePos: every message below it is on disk.
 	DurablePos int64
+	// DispatchedPos: every message below it is in its consume queue, where consumers find
+	// it. MaxPos-DurablePos is the flush lag, DurablePos-DispatchedPos the dispatch lag.
+	DispatchedPos int64
+	// Fsyncs is the latency of the commit log's fsyncs since the broker opened.
+	Fsyncs commitlog.FsyncHistogram
+	// SegmentsDeleted and BytesDeleted count the commit log's segment files deleted since
+	// the broker opened, by retention or to make room on a full disk.
+	SegmentsDeleted, BytesDeleted int64
 	// Recovery says what the store's recovery cut when the broker opened, after a crash or
 	// power cut: records and bytes of the commit log, the .broken files that keep them
 	// (made, deleted, left), and consume-queue entries.
@@ -158,7 +176,13 @@ func (b *Broker) StoreStats() (StoreStats, error) {
 		return StoreStats{}, err
 	}
 	l := b.st.Log()
-	return StoreStats{SegmentBytes: l.Size(), MinPos: l.MinPos(), MaxPos: l.Written(), DurablePos: l.Durable(), Recovery: b.st.Recovery()}, nil
+	ls := l.Stats()
+	// Each position read before the one it trails: a later read is only larger.
+	dispatched := b.st.DispatchedPos()
+	durable := l.Durable()
+	return StoreStats{SegmentBytes: l.Size(), MinPos: l.MinPos(), MaxPos: l.Written(), DurablePos: durable,
+		DispatchedPos: dispatched, Fsyncs: ls.Fsyncs, SegmentsDeleted: ls.SegmentsDeleted, BytesDeleted: ls.BytesDeleted,
+		Recovery: b.st.Recovery()}, nil
 }
 
 // TrafficStats sums the counters of every topic and every group since the broker opened.

@@ -26,7 +26,8 @@ Examples:
   edgemq topic update -name Orders -read 4     # still 8 write queues, still ordered
   edgemq topic delete -name Orders
 
-topic list never writes to the data dir, and fails if there is none; topic create makes one.
+topic list changes nothing in the data dir (after a crash, opening it recovers the store as
+serve would), and fails if there is none; topic create makes one.
 System topics (retry %RETRY%group, dead-letter %DLQ%group, the schedule topic of delayed
 messages) are hidden unless -all.`
 
@@ -201,7 +202,8 @@ Examples:
   edgemq offset show -group billing
   edgemq offset reset -group billing -topic Orders -to 2026-11-30T08:00:00Z
 
-offset show never writes to the data dir. A group's consumers should be stopped while its
+offset show changes nothing in the data dir (after a crash, opening it recovers the store as
+serve would). A group's consumers should be stopped while its
 offsets are reset, or they will commit their old positions again.`
 
 func offsetCommand(fs *flag.FlagSet) runFunc {
@@ -364,14 +366,48 @@ func printLags(out io.Writer, lags []lagJSON, asJSON bool) error {
 	return tw.Flush()
 }
 
+// printRecovery prints one line on what recovery cut at open, and one on the .broken files
+// if there are any.
+func printRecovery(out io.Writer, r recoveryJSON) error {
+	line := "recovery at open: nothing cut"
+	if r.Records+r.Bytes+r.QueueEntries > 0 || r.EmptySegmentsRemoved+r.BrokenMade+r.BrokenDeleted > 0 {
+		line = fmt.Sprintf("recovery at open: cut %s records (%s), %s queue entries in %d queues; removed %d empty segments; made %d .broken files, deleted %d",
+			humanCount(r.Records), humanBytes(r.Bytes), humanCount(r.QueueEntries), r.Queues, r.EmptySegmentsRemoved, r.BrokenMade, r.BrokenDeleted)
+	}
+	if _, err := fmt.Fprintln(out, line); err != nil {
+		return err
+	}
+	if r.BrokenFiles > 0 {
+		_, err := fmt.Fprintf(out, ".broken files kept: %d (%s)\n", r.BrokenFiles, humanBytes(r.BrokenBytes))
+		return err
+	}
+	return nil
+}
+
 const statsDoc = `
-stats never writes to the data dir, and fails if there is none. System topics are hidden
+stats changes nothing in the data dir (after a crash, opening it recovers the store as serve
+would, and stats says what that cut), and fails if there is none. System topics are hidden
 unless -all.`
 
 // statsJSON is what stats -json prints.
 type statsJSON struct {
 	Queues    []queueJSON   `json:"queues"`
 	Commitlog commitlogJSON `json:"commitlog"`
+	Recovery  recoveryJSON  `json:"recovery"`
+}
+
+// recoveryJSON is what the store's recovery cut when the broker opened, and the .broken
+// files (cut bytes kept for inspection) in the commitlog's directory.
+type recoveryJSON struct {
+	Records              int64 `json:"records"`
+	Bytes                int64 `json:"bytes"`
+	QueueEntries         int64 `json:"queueEntries"`
+	Queues               int   `json:"queues"`
+	EmptySegmentsRemoved int   `json:"emptySegmentsRemoved"`
+	BrokenMade           int   `json:"brokenMade"`
+	BrokenDeleted        int   `json:"brokenDeleted"`
+	BrokenFiles          int   `json:"brokenFiles"`
+	BrokenBytes          int64 `json:"brokenBytes"`
 }
 
 type queueJSON struct {
@@ -441,7 +477,9 @@ func statsCommand(fs *flag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
-		st := statsJSON{Queues: []queueJSON{}, Commitlog: commitlogJSON{ss.SegmentBytes, ss.MinPos, ss.MaxPos, ss.DurablePos}}
+		r := ss.Recovery
+		st := statsJSON{Queues: []queueJSON{}, Commitlog: commitlogJSON{ss.SegmentBytes, ss.MinPos, ss.MaxPos, ss.DurablePos},
+			Recovery: recoveryJSON{r.Records, r.Bytes, r.QueueEntries, r.Queues, r.EmptyRemoved, r.BrokenMade, r.BrokenDeleted, r.BrokenFiles, r.BrokenBytes}}
 		for _, q := range qs {
 			if b.IsSystemTopic(q.Topic) && !*all && q.Topic != *topic {
 				continue
@@ -459,8 +497,10 @@ func statsCommand(fs *flag.FlagSet) runFunc {
 		if err := tw.Flush(); err != nil {
 			return err
 		}
-		_, err = fmt.Fprintf(out, "\ncommitlog: %s of segments, positions %d..%d (%s of records)\n",
-			humanBytes(ss.SegmentBytes), ss.MinPos, ss.MaxPos, humanBytes(ss.MaxPos-ss.MinPos))
-		return err
+		if _, err := fmt.Fprintf(out, "\ncommitlog: %s of segments, positions %d..%d (%s of records)\n",
+			humanBytes(ss.SegmentBytes), ss.MinPos, ss.MaxPos, humanBytes(ss.MaxPos-ss.MinPos)); err != nil {
+			return err
+		}
+		return printRecovery(out, st.Recovery)
 	}
 }

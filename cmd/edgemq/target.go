@@ -16,6 +16,7 @@ import (
 	"github.com/edgemq/edgemq/edge"
 	"github.com/edgemq/edgemq/edge/mq"
 	"github.com/edgemq/edgemq/edge/remoting"
+	"github.com/edgemq/edgemq/edge/remoting/server"
 )
 
 // A target is what the admin and client commands work on: the broker of a data dir opened
@@ -450,6 +451,17 @@ func (t remoteTarget) StoreStats(ctx context.Context) (edge.StoreStats, error) {
 			st.MinPos, st.MaxPos = num("commitLogMinOffset"), num("commitLogMaxOffset")
 			st.DurablePos = cmp.Or(num("commitLogDurableOffset"), st.MaxPos)
 		}
+		// Recovery: summed over the brokers (an Apache RocketMQ broker has none of these).
+		r := &st.Recovery
+		r.Records += num(server.KeyRecoveryRecords)
+		r.Bytes += num(server.KeyRecoveryBytes)
+		r.QueueEntries += num(server.KeyRecoveryQueueEntries)
+		r.Queues += int(num(server.KeyRecoveryQueues))
+		r.EmptyRemoved += int(num(server.KeyRecoveryEmptyRemoved))
+		r.BrokenMade += int(num(server.KeyRecoveryBrokenMade))
+		r.BrokenDeleted += int(num(server.KeyRecoveryBrokenDeleted))
+		r.BrokenFiles += int(num(server.KeyBrokenFiles))
+		r.BrokenBytes += num(server.KeyBrokenBytes)
 	}
 	return st, nil
 }

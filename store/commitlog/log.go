@@ -81,6 +81,7 @@ type Log struct {
 	rkick  chan struct{} // capacity 1: wake the retention loop
 
 	rec       RecoveryStats // what Open's recovery cut; written by Open only
+	stats     logStats      // fsync latency and deletions (stats.go)
 	brokenGen int64         // the number of Open's recovery in the names of .broken files
 
 	done chan struct{}
@@ -839,7 +840,7 @@ func (l *Log) flushOnce(final, wait bool, lastCkpt *time.Time) {
 	if target > from {
 		for _, s := range *l.segs.Load() {
 			if s.base+s.size > from && s.base < target {
-				if err = s.file.Sync(); err != nil {
+				if err = l.syncTimed(s.file); err != nil {
 					err = fmt.Errorf("%w: fsync %s: %w", ErrFlush, s.path, err)
 					break
 				}

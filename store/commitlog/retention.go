@@ -63,6 +63,7 @@ func (l *Log) destroy(segs []*segment) {
 	if len(segs) == 0 {
 		return
 	}
+	l.stats.deleted(segs)
 	for _, s := range segs {
 		if err := s.markDeleted(l.fs); err != nil {
 			l.lg.Warn("delete segment", "segment", s.path, "err", err)

@@ -115,8 +115,9 @@ func (c *conn) serve() {
 	c.mu.Unlock()
 	for _, id := range c.s.removeClients(c, ids) {
 		// The broker tells the rest of the client's groups (RocketMQ's Go client never
-		// unregisters: a closed socket is how it leaves).
-		if err := c.s.b.Unregister(context.Background(), id, ""); err != nil {
+		// unregisters: a closed socket is how it leaves). The client's queue locks stay
+		// until they expire: a cut connection may leave a live client consuming them.
+		if err := c.s.b.Disconnect(context.Background(), id); err != nil {
 			lg.Debug("unregister client", "client", id, "err", err)
 		}
 	}
@@ -149,6 +150,7 @@ func (c *conn) readLoop() error {
 		if cmd.IsResponse() {
 			continue // a client's answer to a notification: nothing waits for it
 		}
+		c.s.stats.requests.add(cmd.Code)
 		size := int64(len(cmd.Body)) + requestOverhead
 		busy := ""
 		switch held := c.s.reqBytes.Load(); {
@@ -189,6 +191,7 @@ func (c *conn) handle(req *remoting.Command, size int64) {
 func (c *conn) send(cmd *remoting.Command) bool {
 	select {
 	case c.out <- cmd:
+		c.s.stats.replies.add(cmd.Code)
 		return true
 	case <-c.dead:
 		return false

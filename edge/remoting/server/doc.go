@@ -42,8 +42,10 @@
 // group's offsets, both oneway. Offset message ids (send replies, pulled records) carry the
 // address the client reached the broker at, where VIEW_MESSAGE_BY_ID finds the message.
 //
-// A client leaves its groups (and frees its queue locks) when its last connection closes:
-// RocketMQ's Go client never unregisters. Each connection handles up to
+// A client leaves its groups when its last connection closes: RocketMQ's Go client never
+// unregisters. Its queue locks stay until they expire (edge.Options.LockLifetime), as
+// RocketMQ's broker keeps them: a connection may close under a client that lives on,
+// reconnects and still consumes the queues it locked. Each connection handles up to
 // Options.MaxInFlight requests at once and answers them in any order; a client that does
 // not read its replies is disconnected after Options.WriteTimeout.
 package server

@@ -45,6 +45,8 @@ type Server struct {
 	maxReqBytes int64
 	started     time.Time // when Start returned, for runtime info
 
+	stats serverStats // counters behind Stats (stats.go)
+
 	mu      sync.Mutex                    // guards conns and clients
 	conns   map[*conn]struct{}            // open connections
 	clients map[string]map[*conn]struct{} // client id -> the connections it heartbeats on
@@ -174,6 +176,7 @@ func (s *Server) admit(nc net.Conn, vip bool) {
 	}
 	c := newConn(s, nc, vip)
 	s.conns[c] = struct{}{}
+	s.stats.accepted.Add(1)
 	s.wg.Add(1)
 	s.mu.Unlock()
 	go c.serve()

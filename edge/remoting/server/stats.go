@@ -1,0 +1,59 @@
+package server
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// Stats counts what the server did since Start.
+type Stats struct {
+	// Conns is the number of client connections open now, ConnsAccepted the number
+	// accepted since Start (connections refused for MaxConns or during shutdown excluded).
+	Conns         int
+	ConnsAccepted int64
+	// Requests counts the requests read, by request code (RocketMQ's RequestCode), refused
+	// ones (SYSTEM_BUSY) and one-way ones included; clients' answers to notifications are
+	// not requests.
+	Requests map[int16]int64
+	// Replies counts the replies queued for writing, by response code (remoting.Success,
+	// remoting.SystemBusy, ...).
+	Replies map[int16]int64
+}
+
+// serverStats holds the counters behind Stats; each is safe for concurrent use.
+type serverStats struct {
+	accepted atomic.Int64
+	requests codeCounts
+	replies  codeCounts
+}
+
+// codeCounts counts events by remoting code. A code's counter is made on its first event;
+// later events find it without locking.
+type codeCounts struct {
+	m sync.Map // int16 -> *atomic.Int64
+}
+
+func (cc *codeCounts) add(code int16) {
+	if v, ok := cc.m.Load(code); ok {
+		v.(*atomic.Int64).Add(1)
+		return
+	}
+	v, _ := cc.m.LoadOrStore(code, new(atomic.Int64))
+	v.(*atomic.Int64).Add(1)
+}
+
+func (cc *codeCounts) snapshot() map[int16]int64 {
+	out := map[int16]int64{}
+	cc.m.Range(func(k, v any) bool {
+		out[k.(int16)] = v.(*atomic.Int64).Load()
+		return true
+	})
+	return out
+}
+
+// Stats returns the server's counters. It is safe to call at any time, after Shutdown or
+// Close too.
+func (s *Server) Stats() Stats {
+	return Stats{Conns: s.Conns(), ConnsAccepted: s.stats.accepted.Load(),
+		Requests: s.stats.requests.snapshot(), Replies: s.stats.replies.snapshot()}
+}
