@@ -41,7 +41,10 @@ type Options struct {
 	// per append. The wait ends early once a page of records is unflushed. Default 0.
 	Linger time.Duration
 	// QueueFlushInterval is how often consume queues are fsynced and the dispatch checkpoint
-	// written. Default 1 s.
+	// written. Default 10 s: each time costs the device about 80 KB on ext4 (the queue files'
+	// pages, the checkpoint's temporary file, rename and directory fsync, and their journal
+	// commits), which at 1 s was 8× the payload of 100 messages a second of 100 bytes (flash
+	// wear). Recovery replays what the checkpoint does not cover, at most QueueFlushBytes.
 	QueueFlushInterval time.Duration
 	// QueueFlushBytes also syncs the queues and writes the checkpoint once the dispatcher
 	// has covered this many bytes of log since the last time, bounding what recovery after
@@ -117,7 +120,7 @@ type Arrival struct {
 // DefaultOptions holds the defaults that zero fields take.
 var DefaultOptions = Options{
 	QueueSegmentEntries: 65536,
-	QueueFlushInterval:  time.Second,
+	QueueFlushInterval:  10 * time.Second,
 	QueueFlushBytes:     32 << 20,
 	MaxDispatchLag:      32 << 20,
 	MaxMessageSize:      4 << 20,

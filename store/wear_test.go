@@ -101,14 +101,18 @@ func BenchmarkWear(b *testing.B) {
 		flush  commitlog.FlushMode
 		linger time.Duration
 		every  time.Duration // async flush interval
+		qflush time.Duration // QueueFlushInterval
 	}
 	var cells []cell
 	for _, rate := range []int{100, 1000, 10000} {
 		for _, l := range []time.Duration{0, time.Millisecond, 2 * time.Millisecond, 5 * time.Millisecond, 9 * time.Millisecond} {
-			cells = append(cells, cell{fmt.Sprintf("rate=%d/sync/linger=%v", rate, l), rate, commitlog.FlushSync, l, 0})
+			cells = append(cells, cell{fmt.Sprintf("rate=%d/sync/linger=%v", rate, l), rate, commitlog.FlushSync, l, 0, 0})
 		}
 		for _, e := range []time.Duration{100 * time.Millisecond, 500 * time.Millisecond} {
-			cells = append(cells, cell{fmt.Sprintf("rate=%d/async/every=%v", rate, e), rate, commitlog.FlushAsync, 0, e})
+			cells = append(cells, cell{fmt.Sprintf("rate=%d/async/every=%v", rate, e), rate, commitlog.FlushAsync, 0, e, 0})
+		}
+		for _, q := range []time.Duration{time.Second, 10 * time.Second} {
+			cells = append(cells, cell{fmt.Sprintf("rate=%d/async/every=500ms/qflush=%v", rate, q), rate, commitlog.FlushAsync, 0, 500 * time.Millisecond, q})
 		}
 	}
 	if only := os.Getenv("EDGEMQ_WEAR_ONLY"); only != "" { // a comma-separated list of rates
@@ -128,7 +132,7 @@ func BenchmarkWear(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				wearRun(b, dir, c.rate, &Options{Flush: c.flush, Linger: c.linger, FlushInterval: c.every})
+				wearRun(b, dir, c.rate, &Options{Flush: c.flush, Linger: c.linger, FlushInterval: c.every, QueueFlushInterval: c.qflush})
 				os.RemoveAll(dir)
 			}
 		})

@@ -164,7 +164,9 @@ var settings = []setting{
 		def:   store.DefaultOptions.QueueFlushInterval,
 		check: positive[time.Duration](),
 		set:   func(c *config, v time.Duration) { c.store.QueueFlushInterval = v },
-		doc:   "How often consume queues are fsynced and the dispatch checkpoint written.",
+		doc: "How often consume queues are fsynced and the dispatch checkpoint written. Each time " +
+			"costs the device about 80KB on ext4 (flash wear); recovery replays at most " +
+			"queue_flush_bytes of log whatever the interval.",
 	},
 	item[int64]{
 		section: "store", key: "queue_flush_bytes",
