@@ -16,7 +16,7 @@ import (
 
 // Send stores m on a write queue of its topic chosen by sel (round robin when nil) and
 // returns where. With the sync flush policy (the store's default) it returns once the message
-// is on disk. A message with a delay level (mq.Message.SetDelayLevel) is held in the schedule
+// is on disk, unless the topic's Durability says otherwise (TopicConfig.Durability). A message with a delay level (mq.Message.SetDelayLevel) is held in the schedule
 // topic and delivered to its topic and queue when due.
 //
 // A send to a group's retry topic (what a client does when its send-back failed) stores the
@@ -149,6 +149,7 @@ func (b *Broker) prepareSend(ctx context.Context, m *mq.Message, sel mq.QueueSel
 		return nil, err
 	}
 	storeCopy(m, q, s)
+	s.Durability = tp.cfg.Durability
 	o.apply(s)
 	return tp, b.prepare(s)
 }
