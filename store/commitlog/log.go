@@ -20,8 +20,9 @@ import (
 // reads run concurrently with appends and with each other.
 //
 // Goroutines (all stopped and waited for by Close):
-//   - the flusher: fsyncs written bytes (on demand in sync mode, on a timer or byte count in
-//     async mode), wakes appenders waiting for durability, and writes the checkpoint;
+//   - the flusher: fsyncs written bytes (on demand in sync mode, after Linger, and on a timer
+//     for lazy appends; on a timer or byte count in async mode), wakes appenders waiting for
+//     durability, and writes the checkpoint;
 //   - the preparer: creates and preallocates the next segment file ahead of need;
 //   - the retention loop: deletes expired or over-quota segments and unmaps idle ones.
 type Log struct {
