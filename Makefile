@@ -7,6 +7,10 @@
 #   make bench      benchmarks of BENCH_PKGS, also written to bench.out
 #   make fuzz       every fuzz target in the module for FUZZTIME each (scripts/fuzz.sh)
 #   make cross      static release binaries for the gateway platforms (scripts/cross.sh)
+#   make package    .deb packages for amd64, arm64 and armhf (arm v7) into dist/ with dpkg-deb
+#                   (scripts/package.sh; make package VERSION=1.2.0 sets the version)
+#   make check-package  build and check the .debs, then install, remove and purge one, and
+#                   scripts/install.sh, in scratch roots (scripts/check-package.sh; root, ~1 min)
 #   make test-arm   the suite of ARM_PKGS for linux/arm64 and linux/arm v7 under qemu-user
 #                   (scripts/test-arm.sh; needs qemu-user-static)
 #   make run        build, then run the demo with its data under ./data
@@ -17,6 +21,10 @@
 #   make test-ext4  EXT4_CUTS power cuts per flush mode of real ext4 on a loop device under a
 #                   store's appends (scripts/test-ext4.sh; root, losetup, mkfs.ext4)
 #   make check-unit systemd-analyze verify of configs/edgemq.service (scripts/check-unit.sh)
+#   make check-metrics  promtool check metrics on a real scrape of edgemq serve
+#                   (scripts/check-metrics.sh; installs Debian's prometheus if promtool is missing)
+#   make test-ui    the status page in headless Chromium against edgemq serve (scripts/ui; installs
+#                   Debian's chromium if missing); screenshot in $ARTIFACTS_DIR or out/ui
 #                   until Ctrl-C: RocketMQ clients reach it at -n 127.0.0.1:9876
 #   make clean      remove build outputs
 
@@ -34,7 +42,7 @@ ARM_PKGS   ?= ./...
 
 export GO VERSION FUZZTIME FUZZ_PKGS ARM_PKGS
 
-.PHONY: all build test lint contract-deps fmt-check vet bench fuzz cross test-arm test-interop test-ext4 check-unit run serve clean
+.PHONY: all build test lint contract-deps fmt-check vet bench fuzz cross test-arm test-interop test-ext4 check-unit check-metrics test-ui run serve clean
 
 all: build
 
@@ -71,6 +79,14 @@ fuzz:
 cross:
 	bash scripts/cross.sh
 
+.PHONY: package check-package
+
+package:
+	bash scripts/package.sh
+
+check-package:
+	bash scripts/check-package.sh
+
 test-arm:
 	bash scripts/test-arm.sh
 
@@ -82,6 +98,12 @@ test-ext4:
 
 check-unit:
 	bash scripts/check-unit.sh
+
+check-metrics:
+	bash scripts/check-metrics.sh
+
+test-ui:
+	bash scripts/ui/run.sh
 
 # run builds, then runs the demo (cmd/edgemq demo.go) on the embedded defaults with its data
 # under ./data: producers, long-polling consumers, then throughput, latency and lag.
@@ -95,4 +117,4 @@ serve: build
 
 # clean leaves ./data alone: it may hold a demo store someone wants to keep.
 clean:
-	rm -rf bin bench.out
+	rm -rf bin bench.out dist

@@ -32,11 +32,13 @@ type config struct {
 	server        server.Options
 	// shutdownTimeout is how long serve waits for the server to stop.
 	shutdownTimeout time.Duration
+	// httpListen is the address of serve's HTTP listener, or "off".
+	httpListen string
 }
 
 // newConfig returns the config of no file and no flags.
 func newConfig() *config {
-	return &config{dataDir: defaultDataDir, shutdownTimeout: defaultShutdownTimeout}
+	return &config{dataDir: defaultDataDir, shutdownTimeout: defaultShutdownTimeout, httpListen: defaultHTTPListen}
 }
 
 // options returns the broker options the config describes, logging to stderr.

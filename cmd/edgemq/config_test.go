@@ -138,6 +138,7 @@ func TestExampleConfigDefaultsAreTheDefaults(t *testing.T) {
 		{"server.idle_timeout", c.server.IdleTimeout, sv.IdleTimeout},
 		{"server.write_timeout", c.server.WriteTimeout, sv.WriteTimeout},
 		{"server.shutdown_timeout", c.shutdownTimeout, 10 * time.Second},
+		{"http.listen", c.httpListen, "127.0.0.1:9877"},
 	} {
 		if !reflect.DeepEqual(tc.got, tc.want) {
 			t.Errorf("%s: file says %v, default is %v", tc.name, tc.got, tc.want)
@@ -261,6 +262,9 @@ func TestConfigRoundTrip(t *testing.T) {
 	if !reflect.DeepEqual(c.server, wantServer) || c.shutdownTimeout != 5*time.Second {
 		t.Errorf("server options:\n got %+v, shutdown_timeout %v\nwant %+v, 5s", c.server, c.shutdownTimeout, wantServer)
 	}
+	if c.httpListen != "off" {
+		t.Errorf("http.listen: got %q, want off", c.httpListen)
+	}
 	if c.dataDir != "/var/lib/edgemq" || c.logLevel != slog.LevelDebug || c.logFormat != logJSON || c.logTimestamps != timestampsOn {
 		t.Errorf("data_dir %q, log_level %v, log_format %v, log_timestamps %v", c.dataDir, c.logLevel, c.logFormat, c.logTimestamps)
 	}
@@ -347,7 +351,7 @@ func TestConfigErrors(t *testing.T) {
 			"t.toml:2: unknown key broker.flush: flush belongs in [store]\n" +
 				"t.toml:3: unknown key broker.foo: [broker] has max_message_size, compress_over, ", true},
 		{"unknown top-level key", "frobnicate = 1\n",
-			"t.toml:1: unknown key frobnicate: the top-level keys are data_dir, log_level, log_format and log_timestamps, and the sections [store], [broker] and [server]", false},
+			"t.toml:1: unknown key frobnicate: the top-level keys are data_dir, log_level, log_format and log_timestamps, and the sections [store], [broker], [server] and [http]", false},
 		{"a flat key of the old format", "max_age = \"1h\"\n",
 			"t.toml:1: unknown key max_age: max_age belongs in [store]", false},
 		{"a top-level key in a section", "[store]\ndata_dir = \"/d\"\n",
@@ -355,11 +359,11 @@ func TestConfigErrors(t *testing.T) {
 		{"unknown section, a typo", "data_dir = \"/d\"\n[stor]\nflush = \"sync\"\n",
 			"t.toml:2: unknown section [stor]: did you mean [store]?", false},
 		{"unknown section", "[uplink]\nname = \"x\"\n[uplink.rules]\ntopic = \"T\"\n",
-			"t.toml:1: unknown section [uplink]: the sections are [store], [broker] and [server]", false},
+			"t.toml:1: unknown section [uplink]: the sections are [store], [broker], [server] and [http]", false},
 		{"unknown implied section", "\n[acl.accounts]\nname = \"x\"\n",
-			"t.toml:2: unknown section [acl]: the sections are [store], [broker] and [server]", false},
+			"t.toml:2: unknown section [acl]: the sections are [store], [broker], [server] and [http]", false},
 		{"unknown array of tables", "[[uplink]]\nname = \"a\"\n[[uplink]]\nname = \"b\"\n",
-			"t.toml:3: unknown section [uplink]: the sections are [store], [broker] and [server]", false},
+			"t.toml:3: unknown section [uplink]: the sections are [store], [broker], [server] and [http]", false},
 		{"a subtable of a section", "[store.retention]\nmax_age = \"1h\"\n",
 			"t.toml:1: unknown key store.retention: [store] has segment_size, flush, ", true},
 		{"a section that is not a table", "store = 5\n",

@@ -110,7 +110,7 @@ func TestServeWatchdog(t *testing.T) {
 	sock, nc := notifySocket(t)
 	ch := notifications(t, nc)
 	c := startChild(t, []string{"NOTIFY_SOCKET=" + sock, "WATCHDOG_USEC=400000"}, "serve", "-data", dir,
-		"-server.listen", "127.0.0.1:0", "-server.vip_listen", "off",
+		"-server.listen", "127.0.0.1:0", "-server.vip_listen", "off", "-http.listen", "127.0.0.1:0",
 		"-store.segment_size", "256KiB", "-broker.max_message_size", "32KiB", "-store.queue_segment_entries", "1024")
 	ready := next(t, ch, "READY=1", 60*time.Second)
 	addr, ok := strings.CutPrefix(ready, "READY=1\nSTATUS=serving on ")

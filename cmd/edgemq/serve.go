@@ -33,6 +33,13 @@ log_level). Lines carry no time unless stderr is a terminal (log_timestamps): jo
 stamps them. The startup line gives the bound addresses, the data dir and what recovery
 found; the last line how long the stop took.
 
+It serves HTTP on http.listen (default 127.0.0.1:9877, loopback only; "off": none), up
+before the store opens: /metrics in the Prometheus text format (edgemq_* per topic, group and
+queue lag, store, disk, recovery, connections and requests; process_* and go_*), /healthz
+(200 while serving or recovering, 503 with the reason when the store's health check fails),
+/readyz (200 once recovery is done and the listeners are up, 503 before and while stopping),
+a status page at / that refreshes itself, and its JSON at /api/status.
+
 Under systemd (Type=notify, configs/edgemq.service) it reports READY=1 once recovery is done
 and its listeners are up, a STATUS= line (topics, message rates, connections, commitlog size,
 disk use) every 10s, and STOPPING=1 when it begins to stop. With WatchdogSec it sends the
@@ -47,7 +54,8 @@ flag); 130 or 143 a second signal.
 
 Examples:
   edgemq serve -config /etc/edgemq/edgemq.toml
-  edgemq serve -data ./data -server.listen 127.0.0.1:9876 -server.vip_listen off`
+  edgemq serve -data ./data -server.listen 127.0.0.1:9876 -server.vip_listen off
+  edgemq serve -data ./data -http.listen 0.0.0.0:9877   # metrics for a remote Prometheus`
 
 // serveCommand runs the broker as a daemon: the remoting server over a broker on the data
 // dir, until a signal.
@@ -62,9 +70,11 @@ func serveCommand(fs *flag.FlagSet) runFunc {
 			return err
 		}
 		lg, warnings := c.newLogger(errOut)
+		recent := newRecentLog(recentErrors)
+		lg = slog.New(newRecentHandler(lg.Handler(), recent))
 		signalLogger.Store(lg)
 		defer signalLogger.Store(nil)
-		if err := serve(ctx, c, lg, warnings.Load); err != nil {
+		if err := serve(ctx, c, lg, warnings.Load, recent); err != nil {
 			lg.Error("serve failed", "err", err)
 			return loggedError{err}
 		}
@@ -78,8 +88,9 @@ type loggedError struct{ error }
 func (e loggedError) Unwrap() error { return e.error }
 
 // serve opens the broker, serves it until ctx ends, and stops cleanly. warnings counts the
-// log's warnings so far: those of opening the store are what recovery repaired.
-func serve(ctx context.Context, c *config, lg *slog.Logger, warnings func() int64) error {
+// log's warnings so far: those of opening the store are what recovery repaired; recent
+// keeps the last of them for the status page.
+func serve(ctx context.Context, c *config, lg *slog.Logger, warnings func() int64, recent *recentLog) error {
 	start := time.Now()
 	if err := c.prepare(create); err != nil {
 		return err
@@ -88,6 +99,14 @@ func serve(ctx context.Context, c *config, lg *slog.Logger, warnings func() int6
 		cmp.Or(c.broker.MaxMessageSize, edge.DefaultOptions.MaxMessageSize); frame < msg+recordSlack {
 		return fmt.Errorf("server.max_frame_size %s cannot carry a message of broker.max_message_size %s: "+
 			"make it at least %s larger", formatSize(int64(frame)), formatSize(int64(msg)), formatSize(recordSlack))
+	}
+	var mon *monitor
+	if c.httpListen != "off" {
+		var err error
+		if mon, err = startMonitor(c.httpListen, lg, recent, healthStall(statusEvery, *c.optionsLogging(lg))); err != nil {
+			return fmt.Errorf("%w: choose another with -http.listen, or -http.listen off", err)
+		}
+		defer mon.shutdown(context.Background()) // on the error paths; a stop shuts it down before the store closes
 	}
 	before := warnings()
 	b, err := edge.Open(c.dataDir, c.optionsLogging(lg))
@@ -120,6 +139,10 @@ func serve(ctx context.Context, c *config, lg *slog.Logger, warnings func() int6
 	if repaired > 0 {
 		msg = "serving; recovery repaired the store (the warnings above)"
 	}
+	if mon != nil {
+		mon.serving(b, srv)
+		args = append(args, "http", mon.Addr().String())
+	}
 	args = append(args, "recovery_warnings", repaired, logSince(start))
 	lg.Info(msg, args...)
 	if err := sdNotify("READY=1\nSTATUS=serving on " + srv.Addr().String()); err != nil {
@@ -129,6 +152,9 @@ func serve(ctx context.Context, c *config, lg *slog.Logger, warnings func() int6
 
 	<-ctx.Done()
 	rep.stop()
+	if mon != nil {
+		mon.stopping()
+	}
 	stopping()
 	stop := time.Now()
 	if err := sdNotify("STOPPING=1"); err != nil {
@@ -142,6 +168,11 @@ func serve(ctx context.Context, c *config, lg *slog.Logger, warnings func() int6
 			"shutdown_timeout", formatDuration(c.shutdownTimeout))
 	} else if err != nil {
 		lg.Warn("stopping the server", "err", err)
+	}
+	if mon != nil {
+		hctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		mon.shutdown(hctx)
+		cancel()
 	}
 	if err := b.Close(); err != nil {
 		return fmt.Errorf("close the store: %w", err)

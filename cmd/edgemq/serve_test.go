@@ -21,7 +21,8 @@ import (
 // without the VIP address, and returns it with the address its startup line reports.
 func startServe(t *testing.T, env []string, args ...string) (*child, string) {
 	t.Helper()
-	args = append(append([]string{"serve"}, args...), "-server.listen", "127.0.0.1:0", "-server.vip_listen", "off")
+	args = append(append([]string{"serve"}, args...), "-server.listen", "127.0.0.1:0", "-server.vip_listen", "off",
+		"-http.listen", "127.0.0.1:0")
 	c := startChild(t, env, args...)
 	return c, c.servingAddr()
 }
@@ -246,8 +247,10 @@ func TestServeFailsToStart(t *testing.T) {
 			"server.max_frame_size 1MiB cannot carry a message of broker.max_message_size 1MiB: make it at least 64KiB larger"},
 		{"bad flag", []string{"-server.idle_timeout", "forever"}, 2,
 			`invalid value "forever" for flag -server.idle_timeout`},
-		{"address in use", []string{"-data", data, "-server.listen", busy.Addr().String(), "-server.vip_listen", "off"}, 1,
+		{"address in use", []string{"-data", data, "-server.listen", busy.Addr().String(), "-server.vip_listen", "off", "-http.listen", "off"}, 1,
 			"address already in use: another process has that address; choose one with -server.listen"},
+		{"http address in use", []string{"-data", data, "-server.listen", "127.0.0.1:0", "-server.vip_listen", "off", "-http.listen", busy.Addr().String()}, 1,
+			"address already in use: choose another with -http.listen, or -http.listen off"},
 		{"an argument", []string{"-data", data, "now"}, 2, `serve takes no arguments besides its flags, got ["now"]`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -265,7 +268,7 @@ func TestServeFailsToStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	code, _, errOut := edgemq(t, "serve", "-data", data, "-server.listen", "127.0.0.1:0", "-server.vip_listen", "off")
+	code, _, errOut := edgemq(t, "serve", "-data", data, "-server.listen", "127.0.0.1:0", "-server.vip_listen", "off", "-http.listen", "off")
 	if want := "pid " + strconv.Itoa(os.Getpid()); code != 1 || !strings.Contains(errOut, "open data dir "+data) || !strings.Contains(errOut, want) {
 		t.Fatalf("serve on a held data dir: exit %d, stderr %q, want %q", code, errOut, want)
 	}
@@ -390,7 +393,7 @@ func TestServeLogLevel(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
 	sock, notify := notifySocket(t)
 	c := startChild(t, []string{"NOTIFY_SOCKET=" + sock}, "serve", "-data", dir, "-log_level", "warn",
-		"-server.listen", "127.0.0.1:0", "-server.vip_listen", "off")
+		"-server.listen", "127.0.0.1:0", "-server.vip_listen", "off", "-http.listen", "127.0.0.1:0")
 	msg := notified(t, notify)
 	addr, ok := strings.CutPrefix(msg, "READY=1\nSTATUS=serving on ")
 	if !ok {

@@ -36,6 +36,9 @@ var sections = []section{
 	{name: "server", command: "serve", doc: "The RocketMQ remoting server of edgemq serve (package " +
 		"edge/remoting/server): its addresses and limits, and how long a stop waits. Its keys are flags " +
 		"of edgemq serve alone; other commands accept and ignore them, so that one file serves all."},
+	{name: "http", command: "serve", doc: "The HTTP listener of edgemq serve: Prometheus metrics (/metrics), " +
+		"health (/healthz) and readiness (/readyz) probes, and a status page (/) with its JSON (/api/status). " +
+		"Its keys are flags of edgemq serve alone."},
 }
 
 // defaultShutdownTimeout is server.shutdown_timeout's default; it belongs to the command.
@@ -558,5 +561,17 @@ var settings = []setting{
 		doc: "How long a stop (SIGTERM, SIGINT) waits for the requests being handled and their " +
 			"replies; then the connections are closed at once. The store is closed after either, and " +
 			"always cleanly. Keep it below systemd's TimeoutStopSec.",
+	},
+
+	// [http]: serve's metrics, probes and status page.
+	item[string]{
+		section: "http", key: "listen",
+		kind:  text("address"),
+		def:   defaultHTTPListen,
+		check: rule[string]{`host:port, such as "127.0.0.1:9877", or "off"`, func(s string) bool { return s == "off" || hostPort(s) }},
+		set:   func(c *config, v string) { c.httpListen = v },
+		doc: "The address of the HTTP listener: /metrics (Prometheus), /healthz, /readyz, the status page " +
+			"at / and its JSON at /api/status. It has no authentication: keep it on loopback, or behind a " +
+			"firewall or reverse proxy. \"off\": none.",
 	},
 }

@@ -1,6 +1,7 @@
 package remoting
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"net"
@@ -22,7 +23,15 @@ type clientConn struct {
 	addr string
 	nc   net.Conn
 
-	wmu sync.Mutex // serializes frame writes
+	wmu       sync.Mutex // guards the write fields below
+	wcond     *sync.Cond // on wmu: a batch was written, or the writer left
+	wbuf      []byte     // frames queued for the next write
+	spare     []byte     // the buffer of the last write, for reuse
+	writing   bool       // a goroutine is writing a batch
+	wseq      uint64     // frames queued so far
+	wdone     uint64     // frames written (or failed) so far
+	wfailFrom uint64     // first frame of the batch that failed; 0: none
+	werr      error      // sticky: the write that failed
 
 	mu      sync.Mutex             // guards pending and err
 	pending map[int32]*pendingCall // requests waiting for their reply, by Opaque
@@ -38,6 +47,9 @@ type pendingCall struct {
 	timer  *time.Timer // async calls: fails the call at its timeout
 }
 
+// readBufferSize is the reader's buffer of a connection's socket.
+const readBufferSize = 64 << 10
+
 // dialConn connects to addr; the caller starts the reader.
 func dialConn(ctx context.Context, cl *Client, addr string) (*clientConn, error) {
 	d := net.Dialer{Timeout: cl.opts.DialTimeout, KeepAlive: 15 * time.Second}
@@ -45,7 +57,9 @@ func dialConn(ctx context.Context, cl *Client, addr string) (*clientConn, error)
 	if err != nil {
 		return nil, err
 	}
-	return &clientConn{cl: cl, addr: addr, nc: nc, pending: map[int32]*pendingCall{}}, nil
+	c := &clientConn{cl: cl, addr: addr, nc: nc, pending: map[int32]*pendingCall{}}
+	c.wcond = sync.NewCond(&c.wmu)
+	return c, nil
 }
 
 // alive reports whether the connection can carry requests.
@@ -65,7 +79,8 @@ func (c *clientConn) close() {
 // from the broker to handleServerRequest.
 func (c *clientConn) readLoop() {
 	defer c.cl.wg.Done()
-	r := NewReader(c.nc, c.cl.opts.MaxFrameSize)
+	// Buffered: a reply is one read, and a burst of replies a few, not two each.
+	r := NewReader(bufio.NewReaderSize(c.nc, readBufferSize), c.cl.opts.MaxFrameSize)
 	var err error
 	for {
 		var cmd *Command
@@ -133,23 +148,54 @@ func (c *clientConn) handleServerRequest(cmd *Command) {
 	}
 }
 
-// write writes one frame, bounded by ctx's deadline and the client's WriteTimeout. A
-// failed write leaves the stream broken: the connection is closed.
-func (c *clientConn) write(ctx context.Context, cmd *Command) error {
-	b, err := cmd.AppendFrame(nil)
-	if err != nil {
-		return err
-	}
-	deadline := time.Now().Add(c.cl.opts.WriteTimeout)
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
-	}
+// write writes one frame, maybe together with others, each write bounded by the client's
+// WriteTimeout (not by a caller's ctx: a frame cut short would break the stream for all).
+// A failed write leaves the stream broken: the connection is closed, and the frames of
+// that write and every later one fail.
+func (c *clientConn) write(_ context.Context, cmd *Command) error {
+	// Group commit: the frame joins the queue; a goroutine that finds no write under way
+	// writes everything queued in one call, then the frames queued meanwhile, until its
+	// own is out. The others wait for theirs. So many requests in flight on one
+	// connection cost a few writes, not one each.
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	c.nc.SetWriteDeadline(deadline)
-	if _, err := c.nc.Write(b); err != nil {
-		c.nc.Close() // a frame may be half written
-		return fmt.Errorf("%w: write to %s: %v", mq.ErrUnavailable, c.addr, err)
+	if c.werr != nil {
+		return c.werr
+	}
+	n := len(c.wbuf)
+	var err error
+	if c.wbuf, err = cmd.AppendFrame(c.wbuf); err != nil {
+		c.wbuf = c.wbuf[:n]
+		return err
+	}
+	c.wseq++
+	mine := c.wseq
+	for c.writing && c.wdone < mine {
+		c.wcond.Wait()
+	}
+	if c.wdone < mine {
+		c.writing = true
+		for c.wdone < mine {
+			buf, upto := c.wbuf, c.wseq
+			c.wbuf = c.spare[:0]
+			c.wmu.Unlock()
+			c.nc.SetWriteDeadline(time.Now().Add(c.cl.opts.WriteTimeout))
+			_, err := c.nc.Write(buf)
+			c.wmu.Lock()
+			c.spare = buf
+			if err != nil && c.werr == nil {
+				c.nc.Close() // a frame may be half written
+				c.werr = fmt.Errorf("%w: write to %s: %v", mq.ErrUnavailable, c.addr, err)
+				c.wfailFrom = c.wdone + 1
+			}
+			c.wdone = upto
+			c.wcond.Broadcast()
+		}
+		c.writing = false
+		c.wcond.Broadcast() // a waiter whose frame is still queued writes next
+	}
+	if c.wfailFrom != 0 && mine >= c.wfailFrom {
+		return c.werr
 	}
 	return nil
 }

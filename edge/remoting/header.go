@@ -90,6 +90,14 @@ type jsonHeader struct {
 // values strings, numbers or booleans (kept as their text); null and absent fields are
 // zero.
 func decodeJSONHeader(h []byte) (*Command, error) {
+	if c, ok := scanFastJSONHeader(h); ok {
+		return c, nil
+	}
+	return decodeJSONHeaderGeneral(h)
+}
+
+// decodeJSONHeaderGeneral is decodeJSONHeader through encoding/json, for every header.
+func decodeJSONHeaderGeneral(h []byte) (*Command, error) {
 	var jh jsonHeader
 	if err := json.Unmarshal(h, &jh); err != nil {
 		return nil, fmt.Errorf("%w: JSON header: %v", ErrMalformed, err)

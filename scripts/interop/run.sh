@@ -9,11 +9,17 @@
 #             broker on one address)
 #   rocketmq  a real Apache RocketMQ name server and broker from Maven (rocketmq.sh)
 #
-#   scripts/interop/run.sh [--targets "edgemq rocketmq"] [--suites "go java"] [--keep]
+#   scripts/interop/run.sh [--targets "edgemq rocketmq"] [--suites "go java consumer"] [--keep]
+#
+# Suites: go and java run against each target; the Java suite's MixedGroupTest puts
+# EdgeMQ's Go consumer (scripts/interop/gomember, built here) and a Java consumer in one
+# group. consumer runs once, before the targets: package consumer's tests with -net=all,
+# every network-capable test again over TCP through edge/remoting/server, and the
+# at-least-once test through a faulty link (netfault) at full size (about 2 minutes).
 #
 # Environment (flags win):
 #   INTEROP_TARGETS   targets to run (default "edgemq rocketmq")
-#   INTEROP_SUITES    suites to run (default "go java")
+#   INTEROP_SUITES    suites to run (default "go java consumer")
 #   INTEROP_KEEP=1    keep the work dir (logs, data, reports) instead of deleting it
 #   EDGEMQ_PORT       edgemq serve's address 127.0.0.1:PORT (default 17876; VIP channel PORT-2)
 #   RMQ_NAMESRV_PORT, RMQ_BROKER_PORT   Apache RocketMQ's ports (default 17976, 18911)
@@ -30,7 +36,7 @@ root=$(cd "$here/../.." && pwd)
 GO=${GO:-go}
 MVN=${MVN:-mvn}
 TARGETS=${INTEROP_TARGETS:-"edgemq rocketmq"}
-SUITES=${INTEROP_SUITES:-"go java"}
+SUITES=${INTEROP_SUITES:-"go java consumer"}
 KEEP=${INTEROP_KEEP:-}
 EDGEMQ_PORT=${EDGEMQ_PORT:-17876}
 export RMQ_NAMESRV_PORT=${RMQ_NAMESRV_PORT:-17976}
@@ -41,7 +47,7 @@ while [ $# -gt 0 ]; do
 	--targets) TARGETS=$2; shift 2 ;;
 	--suites) SUITES=$2; shift 2 ;;
 	--keep) KEEP=1; shift ;;
-	-h | --help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | --help) sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "run.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
 	esac
 done
@@ -95,7 +101,7 @@ start_edgemq() {
 	port_open "$EDGEMQ_PORT" && { echo "run.sh: port $EDGEMQ_PORT is in use (set EDGEMQ_PORT)" >&2; return 1; }
 	say "starting edgemq serve on 127.0.0.1:$EDGEMQ_PORT"
 	"$work/edgemq" serve -data "$work/edgemq-data" -server.listen "127.0.0.1:$EDGEMQ_PORT" \
-		-server.vip_listen "127.0.0.1:$((EDGEMQ_PORT - 2))" >"$work/edgemq.log" 2>&1 </dev/null &
+		-server.vip_listen "127.0.0.1:$((EDGEMQ_PORT - 2))" -http.listen off >"$work/edgemq.log" 2>&1 </dev/null &
 	edgemq_pid=$!
 	local i
 	for ((i = 0; i < 300; i++)); do
@@ -169,13 +175,47 @@ run_go() {
 	fi
 }
 
+# run_consumer: package consumer's tests with -net=all (against edge/remoting/server, so
+# recorded under target edgemq); one row per test and subtest.
+run_consumer() {
+	local log=$work/consumer.log rc
+	say "consumer suite over TCP (-net=all)"
+	(cd "$root" && "$GO" test -race -count=1 -v -timeout 20m ./consumer -net=all) >"$log" 2>&1
+	rc=$?
+	local rows
+	rows=$(sed -nE 's/^ *--- (PASS|FAIL|SKIP): ([^ ]+) .*/\2\t\1/p' "$log" | grep -E '/net|FaultyLink')
+	if [ -n "$rows" ]; then
+		while IFS=$'\t' read -r name status; do record consumer edgemq "$name" "$status"; done <<<"$rows"
+	fi
+	grep -E 'summary:|^(ok|FAIL|panic:)' "$log" | sed 's/^ */    /'
+	if [ $rc -ne 0 ]; then
+		failed=1
+		record consumer edgemq "(suite exit status)" FAIL
+		show_log "$log" 80
+	fi
+}
+
+# build_gomember: EdgeMQ's Go consumer as a group member for the Java suite's mixed groups.
+gomember=
+build_gomember() {
+	[ -n "$gomember" ] && return 0
+	if (cd "$root" && "$GO" build -o "$work/gomember" ./scripts/interop/gomember) >"$work/gomember-build.log" 2>&1; then
+		gomember=$work/gomember
+	else
+		show_log "$work/gomember-build.log"
+		record java build "gomember builds" FAIL
+		failed=1
+	fi
+}
+
 # run_java TARGET: the Java suite; one row per JUnit test from Surefire's reports.
 run_java() {
 	local target=$1 log=$work/java-$target.log reports=$work/java-$target rc
+	build_gomember
 	say "java suite against $target ($NS)"
 	# shellcheck disable=SC2086
 	"$MVN" -B -f "$here/java/pom.xml" test -Dnamesrv="$NS" -Dinterop.target="$target" \
-		-Dinterop.reports="$reports" ${JAVA_SUITE_ARGS:-} >"$log" 2>&1
+		-Dinterop.reports="$reports" -Dinterop.gomember="$gomember" ${JAVA_SUITE_ARGS:-} >"$log" 2>&1
 	rc=$?
 	python3 - "$reports" "$target" >>"$results" <<'PY'
 import glob, sys, xml.etree.ElementTree as ET
@@ -198,6 +238,8 @@ PY
 	fi
 }
 
+case " $SUITES " in *" consumer "*) run_consumer ;; esac
+
 for target in $TARGETS; do
 	NS=
 	case $target in
@@ -217,7 +259,8 @@ for target in $TARGETS; do
 		case $suite in
 		go) run_go "$target" ;;
 		java) run_java "$target" ;;
-		*) echo "run.sh: unknown suite $suite (go, java)" >&2; exit 2 ;;
+		consumer) ;; # ran once, above
+		*) echo "run.sh: unknown suite $suite (go, java, consumer)" >&2; exit 2 ;;
 		esac
 	done
 	$stop
@@ -230,7 +273,7 @@ rows, targets = {}, sys.argv[2].split()
 for line in open(sys.argv[1]):
     suite, target, name, status = line.rstrip("\n").split("\t")
     rows.setdefault((suite, name), {})[target] = status
-order = {"run": 0, "go": 1, "java": 2}
+order = {"run": 0, "consumer": 1, "go": 2, "java": 3}
 keys = sorted(rows, key=lambda k: (order.get(k[0], 9), k[1]))
 w = max([len(f"{s} {n}") for s, n in keys] + [8])
 print()

@@ -120,6 +120,8 @@ func startBroker(ctx context.Context, k kind, c config) (*broker, time.Duration,
 		b.cmd = exec.Command(c.edgemqBin, "serve", "-data", filepath.Join(dir, "data"),
 			"-server.listen", addr, "-store.flush", k.flush(),
 			"-server.max_conns", strconv.Itoa(c.maxConns), "-log_level", "warn",
+			// No HTTP listener: its default port would collide with other runs.
+			"-http.listen", "off",
 			// A new group with no offset (the Java benchmark Consumer consumes from the last
 			// offset) reads a queue from its start as RocketMQ does while the queue's first
 			// message is in memory, however long the pre-fill took.

@@ -192,9 +192,11 @@ func goSend(ctx context.Context, b *broker, p params, m metrics) error {
 	time.Sleep(p.sendWarm)
 	n0, f0 := acked.Load(), fails.n.Load()
 	cpu := meterCPU(b.pids()...)
+	cm := meterClient()
 	time.Sleep(p.sendTime)
 	n, f := acked.Load()-n0, fails.n.Load()-f0
 	used, wall := cpu.used()
+	ccpu, _ := cm.since()
 	stop.Store(true)
 	wg.Wait()
 	if n == 0 {
@@ -206,6 +208,7 @@ func goSend(ctx context.Context, b *broker, p params, m metrics) error {
 	m["go_send_failed"] = float64(f)
 	m["go_send_rate"] = float64(n) / wall.Seconds()
 	m["go_send_cpu_us"] = perMsg(used, n)
+	m["go_send_client_cpu_us"] = perMsg(ccpu, n)
 	return nil
 }
 
@@ -267,6 +270,7 @@ func goConsume(ctx context.Context, b *broker, p params, m metrics) error {
 		return fmt.Errorf("subscribe: %w", err)
 	}
 	cpu := meterCPU(b.pids()...)
+	cm := meterClient()
 	if err := c.Start(); err != nil {
 		return fmt.Errorf("start consumer: %w", err)
 	}
@@ -277,6 +281,8 @@ func goConsume(ctx context.Context, b *broker, p params, m metrics) error {
 		return fmt.Errorf("consume: %d of %d messages in 5 minutes", got.Load(), want)
 	}
 	used, wall := cpu.used()
+	ccpu, _ := cm.since()
+	m["go_consume_client_cpu_us"] = perMsg(ccpu, want)
 	m["go_consume_rate"] = float64(want) / wall.Seconds()
 	m["go_consume_cpu_us"] = perMsg(used, want)
 	return nil

@@ -21,10 +21,11 @@ import (
 // snapshots ("Send TPS: N" / "TPS: N"); javaTool records each such line with the time it
 // came and the broker's CPU time then.
 type tpsLine struct {
-	at   time.Time
-	tps  float64
-	cpu  time.Duration
-	text string
+	at        time.Time
+	tps       float64
+	cpu       time.Duration // the broker's, at the line
+	clientCPU time.Duration // the Java tool's, at the line
+	text      string
 }
 
 var (
@@ -79,8 +80,9 @@ func javaTool(ctx context.Context, b *broker, javaCP, class string, d time.Durat
 					cpu += c
 				}
 			}
+			ccpu, _ := cpuTime(cmd.Process.Pid) // the Java client's own
 			mu.Lock()
-			lines = append(lines, tpsLine{at: time.Now(), tps: tps, cpu: cpu, text: sc.Text()})
+			lines = append(lines, tpsLine{at: time.Now(), tps: tps, cpu: cpu, clientCPU: ccpu, text: sc.Text()})
 			mu.Unlock()
 		}
 	})
@@ -92,11 +94,11 @@ func javaTool(ctx context.Context, b *broker, javaCP, class string, d time.Durat
 	return lines, nil
 }
 
-// javaRate picks the line with the highest rate and returns its rate and the broker's CPU per
-// message over its window (the tools print every second, with -ri 1000, the rate over the
+// javaRate picks the line with the highest rate and returns its rate and the broker's and
+// the Java client's CPU per message over its window (the tools print every second, with -ri 1000, the rate over the
 // last 10 one-second snapshots: the span since the line 10 before, or since the tool started),
 // and whether the last line fell below half the best.
-func javaRate(lines []tpsLine) (rate, cpuUS float64, drained bool) {
+func javaRate(lines []tpsLine) (rate, cpuUS, clientUS float64, drained bool) {
 	best := 1
 	for i := 2; i < len(lines); i++ {
 		if lines[i].tps > lines[best].tps {
@@ -107,9 +109,12 @@ func javaRate(lines []tpsLine) (rate, cpuUS float64, drained bool) {
 	if l.tps > 0 {
 		msgs := l.tps * l.at.Sub(prev.at).Seconds()
 		cpuUS = float64((l.cpu - prev.cpu).Microseconds()) / msgs
+		if prev.clientCPU > 0 { // the first line has none: the window started with the JVM
+			clientUS = float64((l.clientCPU - prev.clientCPU).Microseconds()) / msgs
+		}
 	}
 	last := lines[len(lines)-1]
-	return l.tps, cpuUS, last.tps < l.tps/2
+	return l.tps, cpuUS, clientUS, last.tps < l.tps/2
 }
 
 // javaSend runs the benchmark Producer: threads sync-sending 100-byte messages (its own
@@ -120,7 +125,7 @@ func javaSend(ctx context.Context, b *broker, javaCP string, threads int, size i
 	if err != nil {
 		return err
 	}
-	m["java_send_rate"], m["java_send_cpu_us"], _ = javaRate(lines)
+	m["java_send_rate"], m["java_send_cpu_us"], m["java_send_client_cpu_us"], _ = javaRate(lines)
 	// The Producer's failure counts are totals since it started.
 	if mm := sendFailed.FindStringSubmatch(lines[len(lines)-1].text); mm != nil {
 		f1, _ := strconv.ParseFloat(mm[1], 64)
@@ -145,7 +150,7 @@ func javaConsume(ctx context.Context, b *broker, javaCP string, p params, n int,
 		return "", err
 	}
 	var drained bool
-	m["java_consume_rate"], m["java_consume_cpu_us"], drained = javaRate(lines)
+	m["java_consume_rate"], m["java_consume_cpu_us"], m["java_consume_client_cpu_us"], drained = javaRate(lines)
 	first := slices.IndexFunc(lines[1:], func(l tpsLine) bool { return l.tps > 0 })
 	note = fmt.Sprintf("java Consumer: %d rate lines (1 s apart, 10 s windows), the first non-zero %d s after the first line, best %.0f, last %.0f",
 		len(lines)-1, first, m["java_consume_rate"], lines[len(lines)-1].tps)

@@ -89,7 +89,8 @@ func main() {
 		javaThr    = flag.Int("java-threads", 64, "java Producer: send threads (its -w)")
 		javaTime   = flag.Duration("java-time", 45*time.Second, "java Producer and Consumer: how long each runs (their rate is over 10 s windows, printed every second)")
 		javaN      = flag.Int("java-consume-n", 3_000_000, "java Consumer: messages pre-filled (they must last more than its 10 s window)")
-		workloads  = flag.String("workloads", "go_send,go_consume,lat,java_send,java_consume", "workloads to run, comma separated")
+		workloads  = flag.String("workloads", "go_send,go_consume,lat,ours_send,ours_consume,ours_lat,java_send,java_consume", "workloads to run, comma separated")
+		inproc     = flag.Bool("inproc", true, "also run our consumer and producer over an in-process broker (the figure ours_consume and ours_lat are held against)")
 		keep       = flag.Bool("keep", false, "keep the data dirs and logs")
 		jsonOut    = flag.String("json", "", "also write every run's figures to this file")
 		load       = flag.Bool("load", false, "run the load test against edgemq serve instead (see -load-*)")
@@ -155,6 +156,17 @@ func main() {
 	fmt.Printf("# EdgeMQ vs Apache RocketMQ over loopback\n\n%s\n\n", machine())
 	start := time.Now()
 	var runs []run
+	if *inproc {
+		fmt.Fprintf(os.Stderr, "== in-process\n")
+		r := run{Kind: "in-process", M: metrics{}}
+		if m, err := inProcess(*dir, "async", p); err != nil {
+			r.Err = err.Error()
+		} else {
+			r.M = m
+		}
+		fmt.Fprintf(os.Stderr, "   %s\n", r.M)
+		runs = append(runs, r)
+	}
 	for i := range *repeat {
 		for _, k := range todo {
 			fmt.Fprintf(os.Stderr, "== %s (run %d of %d)\n", k.Name, i+1, *repeat)
@@ -176,6 +188,7 @@ func main() {
 		}
 	}
 	printTable(os.Stdout, runs, p, *javaThr, *rmqHeap, javaCP != "")
+	printClientTable(os.Stdout, runs, p)
 	fmt.Printf("\nTotal wall time %s; %s\n", time.Since(start).Round(time.Second), machine())
 }
 
@@ -195,7 +208,7 @@ func runOne(ctx context.Context, k kind, c config, p params, only []string, java
 			r.Notes = append(r.Notes, "stop: "+err.Error())
 		}
 	}()
-	topics := []string{topicSend, topicConsume, topicLat}
+	topics := []string{topicSend, topicConsume, topicLat, topicOursConsume, topicOursLat}
 	if javaCP != "" {
 		topics = append(topics, topicJava, topicJavaConsume)
 	}
@@ -224,6 +237,9 @@ func runOne(ctx context.Context, k kind, c config, p params, only []string, java
 	phase("go_send", func() error { return goSend(ctx, b, p, r.M) })
 	phase("go_consume", func() error { return goConsume(ctx, b, p, r.M) })
 	phase("lat", func() error { return goLatency(ctx, b, p, r.M) })
+	phase("ours_send", func() error { return oursSend(ctx, b, p, r.M) })
+	phase("ours_consume", func() error { return oursConsume(ctx, b, p, r.M) })
+	phase("ours_lat", func() error { return oursLatency(ctx, b, p, r.M) })
 	if javaCP != "" {
 		phase("java_send", func() error { return javaSend(ctx, b, javaCP, javaThreads, p.size, javaTime, r.M) })
 		phase("java_consume", func() error {

@@ -203,3 +203,93 @@ func sizeName(n int) string {
 	}
 	return fmt.Sprintf("%dB", n)
 }
+
+// printClientTable prints, for each broker run, the clients side by side on the same
+// broker: ours (edge/producer and consumer over edge/remoting), rocketmq-client-go and
+// RocketMQ's Java benchmark tools; then our client over TCP against edgemq serve held
+// against the same client in-process.
+func printClientTable(w io.Writer, runs []run, p params) {
+	by := map[string][]run{}
+	var kindsSeen []string
+	for _, r := range runs {
+		if by[r.Kind] == nil {
+			kindsSeen = append(kindsSeen, r.Kind)
+		}
+		by[r.Kind] = append(by[r.Kind], r)
+	}
+	type row struct {
+		label            string
+		ours, goc, javac string // keys; "" for none
+		unit             string
+	}
+	rows := []row{
+		{fmt.Sprintf("send %s, sync sends in flight (ours and Go: %d clients × %d; Java: its threads)", sizeName(p.size), p.clients, p.inflight), "ours_send_rate", "go_send_rate", "java_send_rate", unitRate},
+		{"↳ client CPU per message", "ours_send_client_cpu_us", "go_send_client_cpu_us", "java_send_client_cpu_us", unitMicrosPerMs},
+		{"↳ broker CPU per message", "ours_send_cpu_us", "go_send_cpu_us", "java_send_cpu_us", unitMicrosPerMs},
+		{"↳ client heap allocations per message", "ours_send_allocs", "", "", "allocs"},
+		{fmt.Sprintf("consume %s ×%d pre-filled, push consumer (Java: best 10 s window)", sizeName(p.size), p.consumeN), "ours_consume_rate", "go_consume_rate", "java_consume_rate", unitRate},
+		{"↳ client CPU per message", "ours_consume_client_cpu_us", "go_consume_client_cpu_us", "java_consume_client_cpu_us", unitMicrosPerMs},
+		{"↳ broker CPU per message", "ours_consume_cpu_us", "go_consume_cpu_us", "java_consume_cpu_us", unitMicrosPerMs},
+		{"↳ client heap allocations per message", "ours_consume_allocs", "", "", "allocs"},
+		{fmt.Sprintf("e2e latency p50 / p99 @ %d msgs/s, async sends → push consumer", p.latRate), "ours_lat_p99_us", "lat_p99_us", "", unitMicros},
+	}
+	val := func(rs []run, key string) string {
+		if key == "" {
+			return ""
+		}
+		return cell(rs, line{keys: []string{key}})
+	}
+	for _, k := range kindsSeen {
+		if k == "in-process" {
+			continue
+		}
+		fmt.Fprintf(w, "\n## clients against %s\n\n| workload | unit | ours | rocketmq-client-go | Java | ours / best other |\n|---|---|---:|---:|---:|---:|\n", k)
+		for _, r := range rows {
+			o, g, j := val(by[k], r.ours), val(by[k], r.goc), val(by[k], r.javac)
+			if strings.HasPrefix(r.label, "e2e") {
+				o = val(by[k], "ours_lat_p50_us") + " / " + o
+				g = val(by[k], "lat_p50_us") + " / " + g
+			}
+			if strings.Trim(o+g+j, " /") == "" {
+				continue
+			}
+			ratio := ""
+			if om, ok := med(by[k], r.ours); ok && om > 0 {
+				best, seen := 0.0, false
+				for _, key := range []string{r.goc, r.javac} {
+					if v, ok := med(by[k], key); ok && key != "" && v > 0 {
+						higherBetter := r.unit == unitRate
+						if !seen || (higherBetter && v > best) || (!higherBetter && v < best) {
+							best, seen = v, true
+						}
+					}
+				}
+				if seen {
+					ratio = fmt.Sprintf("%.3g", om/best)
+				}
+			}
+			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s |\n", r.label, r.unit, o, g, j, ratio)
+		}
+	}
+	in := by["in-process"]
+	if in == nil {
+		return
+	}
+	fmt.Fprintf(w, "\n## our client over TCP (edgemq serve, async flush) vs in-process (*edge.Broker, async flush)\n\n")
+	fmt.Fprintf(w, "| figure | unit | over TCP | in-process | TCP / in-process | target | verdict |\n|---|---|---:|---:|---:|---|---|\n")
+	tcp := by["edgemq-async"]
+	if tcp == nil {
+		tcp = by["edgemq-sync"]
+	}
+	if t, ok := med(tcp, "ours_consume_rate"); ok {
+		i, _ := med(in, "inproc_consume_rate")
+		fmt.Fprintf(w, "| consume %s ×%d, push consumer | %s | %s | %s | %.3g | ≥ 0.5 | %s |\n", sizeName(p.size), p.consumeN, unitRate,
+			val(tcp, "ours_consume_rate"), val(in, "inproc_consume_rate"), t/i, pass(i > 0 && t/i >= 0.5))
+	}
+	if t, ok := med(tcp, "ours_lat_p99_us"); ok {
+		fmt.Fprintf(w, "| e2e p99 @ %d msgs/s | %s | %s | %s | | ≤ 300 µs over TCP | %s |\n", p.latRate, unitMicros,
+			val(tcp, "ours_lat_p99_us"), val(in, "inproc_lat_p99_us"), pass(t <= 300))
+	}
+	fmt.Fprintf(w, "| client CPU per consumed message | %s | %s | %s | | | |\n", unitMicrosPerMs, val(tcp, "ours_consume_client_cpu_us"), val(in, "inproc_consume_cpu_us"))
+	fmt.Fprintf(w, "| heap allocations per consumed message | allocs | %s | %s | | | |\n", val(tcp, "ours_consume_allocs"), val(in, "inproc_consume_allocs"))
+}

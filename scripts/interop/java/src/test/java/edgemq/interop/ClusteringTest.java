@@ -49,7 +49,11 @@ class ClusteringTest {
 
         /** A member whose JVM also gets JVMOPTS. */
         Member(String group, String topic, String model, String name, List<String> jvmOpts) throws IOException {
-            this.name = name;
+            this(name, javaMember(group, topic, model, name, jvmOpts));
+        }
+
+        private static List<String> javaMember(String group, String topic, String model, String name,
+                List<String> jvmOpts) {
             String java = System.getProperty("java.home") + File.separator + "bin" + File.separator + "java";
             List<String> cmd = new ArrayList<>(List.of(java, "-Xms64m", "-Xmx128m",
                     "-cp", System.getProperty("java.class.path")));
@@ -60,6 +64,12 @@ class ClusteringTest {
                 }
             }
             cmd.addAll(List.of(ConsumerMember.class.getName(), Interop.namesrv(), group, topic, model, name));
+            return cmd;
+        }
+
+        /** A member run by CMD, any program that speaks ConsumerMember's protocol. */
+        Member(String name, List<String> cmd) throws IOException {
+            this.name = name;
             ProcessBuilder pb = new ProcessBuilder(cmd);
             pb.redirectError(ProcessBuilder.Redirect.INHERIT);
             proc = pb.start();
@@ -163,11 +173,11 @@ class ClusteringTest {
         }
     }
 
-    private static Set<String> ids(String alloc) {
+    static Set<String> ids(String alloc) {
         return alloc.isEmpty() ? Set.of() : new TreeSet<>(List.of(alloc.split(",")));
     }
 
-    private static void send(String topic, int from, int to) throws Exception {
+    static void send(String topic, int from, int to) throws Exception {
         DefaultMQProducer p = Interop.producer(Interop.unique("pg_clu"));
         try {
             for (int i = from; i < to; i++) {
@@ -180,7 +190,7 @@ class ClusteringTest {
         }
     }
 
-    private static Set<Integer> range(int from, int to) {
+    static Set<Integer> range(int from, int to) {
         Set<Integer> s = new TreeSet<>();
         for (int i = from; i < to; i++) {
             s.add(i);
