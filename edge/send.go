@@ -72,8 +72,9 @@ func (b *Broker) SendFrom(ctx context.Context, m *mq.Message, sel mq.QueueSelect
 // so that one goroutine can keep many sends in flight, and they share fsyncs (group commit).
 // Errors found before the message is written (those of Send, and the store's for a closed
 // broker or a full disk) are returned and done is not called. Otherwise done is called
-// exactly once: with the store's async flush policy before SendAsync returns, else from the
-// store's acknowledgement goroutine, in the order the messages were stored; with an error
+// exactly once: when the send waits for no fsync (the store's async flush policy, or a topic
+// of durability async) before SendAsync returns, else from the store's acknowledgement
+// goroutine, in the order the messages were stored; with an error
 // if the fsync failed (the message was written, its durability is unknown). done must not
 // block; m's body and properties must not be changed until done is called.
 func (b *Broker) SendAsync(ctx context.Context, m *mq.Message, sel mq.QueueSelector, done func(mq.SendResult, error)) error {

@@ -314,9 +314,9 @@ func (s *Store) onDurable(durable int64) {
 // or with the flush's error. Concurrent and successive async appends share fsyncs, so that
 // one caller can keep many batches in flight. An error found before writing (bad message,
 // closed store, full disk) is returned and done is not called. Otherwise done is called
-// exactly once: with the async flush policy before AppendAsync returns, else from the
-// store's acknowledgement goroutine, in log order. Durability as for Append: a batch that
-// needs no fsync is acknowledged before AppendAsync returns. done must not block: it delays the
+// exactly once: for a batch that needs no fsync (Durability as for Append: the async flush
+// policy, or DurabilityAsync messages) before AppendAsync returns, else from the store's
+// acknowledgement goroutine, in log order. done must not block: it delays the
 // acknowledgements behind it, and Close waits for it.
 func (s *Store) AppendAsync(msgs []*Message, done func(error)) error {
 	if done == nil {
