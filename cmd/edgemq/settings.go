@@ -132,7 +132,8 @@ var settings = []setting{
 		set: func(c *config, v commitlog.FlushMode) { c.store.Flush = v },
 		doc: "The flush policy: when a send returns. sync: once an fsync covers it (concurrent sends share one: " +
 			"group commit), so an acknowledged message survives a power cut. async: at once; a " +
-			"flush runs every flush_interval or once flush_bytes are unflushed.",
+			"flush runs every flush_interval or once flush_bytes are unflushed. A topic's durability " +
+			"(edgemq topic create -durability) overrides it for that topic.",
 	},
 	item[time.Duration]{
 		section: "store", key: "linger",
@@ -151,7 +152,8 @@ var settings = []setting{
 		def:   commitlog.DefaultOptions.FlushInterval,
 		check: positive[time.Duration](),
 		set:   func(c *config, v time.Duration) { c.store.FlushInterval = v },
-		doc:   "How often an async commitlog flushes.",
+		doc: "How often an async commitlog flushes; with flush = \"sync\", the longest the sends " +
+			"of a topic of durability async stay unflushed (what a power cut may lose of them).",
 	},
 	item[int64]{
 		section: "store", key: "flush_bytes",
