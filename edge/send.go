@@ -88,7 +88,7 @@ func (b *Broker) SendAsync(ctx context.Context, m *mq.Message, sel mq.QueueSelec
 	}
 	if !b.waitsForFsync(s.Durability) {
 		// Acknowledged once written: done runs now, as after Send, without the state of a
-		// send in flight (a pooled asyncSend and the store's callback cost a third more).
+		// send in flight (a pooled asyncSend and the store's callback).
 		if err := b.st.Append([]*store.Message{&s}); err != nil {
 			return appendErr(err)
 		}
