@@ -138,20 +138,29 @@ func testAtLeastOnce(t *testing.T, orderly bool, faults *netfault.Schedule) {
 			client = dialBroker(t, proxy.Addr())
 			cb = client
 		}
-		pc, err := NewPushConsumer(cb, o)
-		if err != nil {
-			t.Fatal(err)
+		for attempt := 1; ; attempt++ {
+			pc, err := NewPushConsumer(cb, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := pc.Subscribe("T", "*", listener); err != nil {
+				t.Fatal(err)
+			}
+			err = pc.Start()
+			if err == nil {
+				if client != nil {
+					clients[pc] = client
+				}
+				return pc
+			}
+			// Over the faulty link a start may meet a cut: a new consumer tries again,
+			// as a process would be restarted.
+			if client == nil || !errors.Is(err, mq.ErrUnavailable) || attempt == 20 {
+				t.Fatalf("Start (attempt %d): %v", attempt, err)
+			}
+			pc.Shutdown(context.Background())
+			time.Sleep(50 * time.Millisecond)
 		}
-		if client != nil {
-			clients[pc] = client
-		}
-		if err := pc.Subscribe("T", "*", listener); err != nil {
-			t.Fatal(err)
-		}
-		if err := pc.Start(); err != nil {
-			t.Fatal(err)
-		}
-		return pc
 	}
 	// leave makes pc leave: a crash (no offset persist, no unregister, no unlock; over the
 	// link its connections close, as a dead process's would) or a Shutdown.

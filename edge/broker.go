@@ -48,6 +48,7 @@ type Broker struct {
 	groups  *groupRegistry
 	locks   *lockTable
 	sched   *scheduler
+	floors  floorTable
 
 	closed atomic.Bool
 	done   chan struct{} // closed by Close: every loop returns
@@ -85,6 +86,7 @@ func open(dir string, o Options) (b *Broker, err error) {
 	}
 	so.Now = time.Now // the broker's time and the store's are one
 	so.OnArrival = b.onArrival
+	so.RetentionFloor = b.retentionFloor
 	if so.Logger == nil {
 		so.Logger = o.Logger
 	}

@@ -3,6 +3,7 @@ package edge
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"slices"
 	"testing"
@@ -13,8 +14,8 @@ import (
 )
 
 // TestSendFromKeepsOrigin: what a remote producer says of its messages (born time and host,
-// reconsume count) is what consumers read, for single and batch sends; the zero Origin is
-// Send's.
+// reconsume count) is what consumers read, for single and batch sends, waiting and async;
+// the zero Origin is Send's.
 func TestSendFromKeepsOrigin(t *testing.T) {
 	b := openBroker(t, nil)
 	ctx := context.Background()
@@ -26,20 +27,43 @@ func TestSendFromKeepsOrigin(t *testing.T) {
 	if _, err := b.SendBatchFrom(ctx, batch, mq.QueueIndex(0), o); err != nil {
 		t.Fatal(err)
 	}
+	acked := make(chan error, 2)
+	if err := b.SendAsyncFrom(ctx, &mq.Message{Topic: "T", Body: []byte("four")}, mq.QueueIndex(0), o, func(r mq.SendResult, err error) {
+		if err == nil && r.QueueOffset != 3 {
+			err = fmt.Errorf("async send stored at %d, want 3", r.QueueOffset)
+		}
+		acked <- err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	batch = []*mq.Message{{Topic: "T", Body: []byte("five")}, {Topic: "T", Body: []byte("six")}}
+	if err := b.SendBatchAsyncFrom(ctx, batch, mq.QueueIndex(0), o, func(r []mq.SendResult, err error) {
+		if err == nil && (len(r) != 2 || r[0].QueueOffset != 4 || r[1].QueueOffset != 5) {
+			err = fmt.Errorf("async batch results %+v, want offsets 4 and 5", r)
+		}
+		acked <- err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := <-acked; err != nil {
+			t.Fatal(err)
+		}
+	}
 	if _, err := b.Send(ctx, &mq.Message{Topic: "T", Body: []byte("local")}, mq.QueueIndex(0)); err != nil {
 		t.Fatal(err)
 	}
 	pr, err := b.Pull(ctx, mq.PullRequest{Group: "g", Queue: mq.MessageQueue{Topic: "T"}, Filter: "*"})
-	if err != nil || len(pr.Messages) != 4 {
-		t.Fatalf("Pull: %d messages, %v; want 4", len(pr.Messages), err)
+	if err != nil || len(pr.Messages) != 7 {
+		t.Fatalf("Pull: %d messages, %v; want 7", len(pr.Messages), err)
 	}
-	for _, m := range pr.Messages[:3] {
+	for _, m := range pr.Messages[:6] {
 		if m.BornTime != o.BornTime || m.BornHost != o.BornHost || m.ReconsumeTimes != o.ReconsumeTimes {
 			t.Errorf("%s: born %d %v, reconsumed %d; want %d %v %d", m.Body, m.BornTime, m.BornHost, m.ReconsumeTimes,
 				o.BornTime, o.BornHost, o.ReconsumeTimes)
 		}
 	}
-	if m := pr.Messages[3]; m.BornTime != m.StoreTime || m.BornHost.IsValid() || m.ReconsumeTimes != 0 {
+	if m := pr.Messages[6]; m.BornTime != m.StoreTime || m.BornHost.IsValid() || m.ReconsumeTimes != 0 {
 		t.Errorf("local send: born %d (stored %d) %v, reconsumed %d; want the store time, no host, 0", m.BornTime, m.StoreTime, m.BornHost, m.ReconsumeTimes)
 	}
 	for _, bad := range []Origin{{ReconsumeTimes: -1}, {BornTime: -5}} {
@@ -48,6 +72,10 @@ func TestSendFromKeepsOrigin(t *testing.T) {
 		}
 		if _, err := b.SendBatchFrom(ctx, []*mq.Message{{Topic: "T"}}, nil, bad); !errors.Is(err, mq.ErrInvalidArgument) {
 			t.Errorf("SendBatchFrom with origin %+v: %v, want %v", bad, err, mq.ErrInvalidArgument)
+		}
+		never := func([]mq.SendResult, error) { t.Error("done called") }
+		if err := b.SendBatchAsyncFrom(ctx, []*mq.Message{{Topic: "T"}}, nil, bad, never); !errors.Is(err, mq.ErrInvalidArgument) {
+			t.Errorf("SendBatchAsyncFrom with origin %+v: %v, want %v", bad, err, mq.ErrInvalidArgument)
 		}
 	}
 }

@@ -16,8 +16,9 @@ import (
 
 // Send stores m on a write queue of its topic chosen by sel (round robin when nil) and
 // returns where. With the sync flush policy (the store's default) it returns once the message
-// is on disk, unless the topic's Durability says otherwise (TopicConfig.Durability). A message with a delay level (mq.Message.SetDelayLevel) is held in the schedule
-// topic and delivered to its topic and queue when due.
+// is on disk, unless the topic's Durability says otherwise (TopicConfig.Durability). A
+// message with a delay level (mq.Message.SetDelayLevel) is held in the schedule topic and
+// delivered to its topic and queue when due.
 //
 // A send to a group's retry topic (what a client does when its send-back failed) stores the
 // mq.PropertyReconsumeTime property as the message's reconsume count, and goes to the
@@ -78,11 +79,18 @@ func (b *Broker) SendFrom(ctx context.Context, m *mq.Message, sel mq.QueueSelect
 // if the fsync failed (the message was written, its durability is unknown). done must not
 // block; m's body and properties must not be changed until done is called.
 func (b *Broker) SendAsync(ctx context.Context, m *mq.Message, sel mq.QueueSelector, done func(mq.SendResult, error)) error {
+	return b.SendAsyncFrom(ctx, m, sel, Origin{}, done)
+}
+
+// SendAsyncFrom is SendAsync for a message that came from elsewhere, as SendFrom is
+// Send's. A network server that calls it for each send of a connection in arrival order
+// stores them in that order, and answers each from done.
+func (b *Broker) SendAsyncFrom(ctx context.Context, m *mq.Message, sel mq.QueueSelector, o Origin, done func(mq.SendResult, error)) error {
 	if done == nil {
 		return fmt.Errorf("%w: SendAsync needs a done function", mq.ErrInvalidArgument)
 	}
 	var s store.Message
-	tp, err := b.prepareSend(ctx, m, sel, &Origin{}, &s)
+	tp, err := b.prepareSend(ctx, m, sel, &o, &s)
 	if err != nil {
 		return err
 	}
@@ -102,7 +110,8 @@ func (b *Broker) SendAsync(ctx context.Context, m *mq.Message, sel mq.QueueSelec
 	}
 	op.s = s
 	op.b, op.tp, op.bytes, op.done = b, tp, int64(len(m.Body)), done
-	if err = b.st.AppendAsync([]*store.Message{&op.s}, op.complete); err != nil {
+	op.ptr[0] = &op.s
+	if err = b.st.AppendAsync(op.ptr[:], op.complete); err != nil {
 		op.release()
 	}
 	return appendErr(err)
@@ -126,8 +135,9 @@ func (b *Broker) waitsForFsync(d store.Durability) bool {
 type asyncSend struct {
 	b        *Broker
 	tp       *topic
-	s        store.Message // what is stored; the store fills in its placement
-	bytes    int64         // the caller's body size, for the topic's counters
+	s        store.Message     // what is stored; the store fills in its placement
+	ptr      [1]*store.Message // &s, as the batch AppendAsync takes: not allocated per send
+	bytes    int64             // the caller's body size, for the topic's counters
 	done     func(mq.SendResult, error)
 	complete func(error) // op.finish, bound once
 }
@@ -149,7 +159,7 @@ func (op *asyncSend) finish(err error) {
 
 // release clears op, so that the pool holds no message, and puts it back.
 func (op *asyncSend) release() {
-	op.b, op.tp, op.done, op.s = nil, nil, nil, store.Message{}
+	op.b, op.tp, op.done, op.s, op.ptr[0] = nil, nil, nil, store.Message{}, nil
 	asyncSends.Put(op)
 }
 
@@ -302,51 +312,99 @@ func (b *Broker) SendBatch(ctx context.Context, msgs []*mq.Message, sel mq.Queue
 // SendBatchFrom is SendBatch for messages that came from elsewhere: each stored message
 // carries o's born time, born host and reconsume count (see SendFrom).
 func (b *Broker) SendBatchFrom(ctx context.Context, msgs []*mq.Message, sel mq.QueueSelector, o Origin) ([]mq.SendResult, error) {
-	if err := b.checkCtx(ctx); err != nil {
+	tp, stored, bytes, err := b.prepareBatch(ctx, msgs, sel, &o)
+	if err != nil || len(stored) == 0 {
 		return nil, err
 	}
-	if err := checkOrigin(&o); err != nil {
-		return nil, err
+	if err := b.st.Append(storePtrs(stored)); err != nil {
+		return nil, appendErr(err)
+	}
+	tp.in.add(int64(len(msgs)), bytes)
+	return b.results(stored), nil
+}
+
+// SendBatchAsyncFrom is SendBatchFrom as SendAsyncFrom is SendFrom: done is called with the
+// batch's results once SendBatchFrom would have returned (see SendAsync). An empty batch
+// stores nothing and calls done with no results.
+func (b *Broker) SendBatchAsyncFrom(ctx context.Context, msgs []*mq.Message, sel mq.QueueSelector, o Origin, done func([]mq.SendResult, error)) error {
+	if done == nil {
+		return fmt.Errorf("%w: SendBatchAsyncFrom needs a done function", mq.ErrInvalidArgument)
+	}
+	tp, stored, bytes, err := b.prepareBatch(ctx, msgs, sel, &o)
+	if err != nil {
+		return err
+	}
+	if len(stored) == 0 {
+		done(nil, nil)
+		return nil
+	}
+	return appendErr(b.st.AppendAsync(storePtrs(stored), func(err error) {
+		if err != nil {
+			done(nil, err)
+			return
+		}
+		tp.in.add(int64(len(stored)), bytes)
+		done(b.results(stored), nil)
+	}))
+}
+
+// prepareBatch checks a batch and returns its topic, the copies to store and the size of
+// its bodies; an empty batch has none and no error.
+func (b *Broker) prepareBatch(ctx context.Context, msgs []*mq.Message, sel mq.QueueSelector, o *Origin) (*topic, []store.Message, int64, error) {
+	if err := b.checkCtx(ctx); err != nil {
+		return nil, nil, 0, err
+	}
+	if err := checkOrigin(o); err != nil {
+		return nil, nil, 0, err
 	}
 	if len(msgs) == 0 {
-		return nil, nil
+		return nil, nil, 0, nil
 	}
 	for i, m := range msgs {
 		switch {
 		case m == nil:
-			return nil, fmt.Errorf("%w: message %d of the batch is nil", mq.ErrInvalidArgument, i)
+			return nil, nil, 0, fmt.Errorf("%w: message %d of the batch is nil", mq.ErrInvalidArgument, i)
 		case m.Topic != msgs[0].Topic:
-			return nil, fmt.Errorf("%w: a batch holds one topic, got %q and %q", mq.ErrInvalidArgument, msgs[0].Topic, m.Topic)
+			return nil, nil, 0, fmt.Errorf("%w: a batch holds one topic, got %q and %q", mq.ErrInvalidArgument, msgs[0].Topic, m.Topic)
 		}
-		if err := b.checkMessage(m, &o); err != nil {
-			return nil, err
+		if err := b.checkMessage(m, o); err != nil {
+			return nil, nil, 0, err
 		}
 	}
 	tp, q, err := b.sendQueue(msgs[0], sel)
 	if err != nil {
-		return nil, err
+		return nil, nil, 0, err
 	}
 	stored := make([]store.Message, len(msgs))
-	ptrs := make([]*store.Message, len(msgs))
 	var bytes int64
 	for i, m := range msgs {
 		storeCopy(m, q, &stored[i])
+		stored[i].Durability = tp.cfg.Durability
 		o.apply(&stored[i])
 		if err := b.prepare(&stored[i]); err != nil {
-			return nil, err
+			return nil, nil, 0, err
 		}
-		ptrs[i] = &stored[i]
 		bytes += int64(len(m.Body))
 	}
-	if err := b.st.Append(ptrs); err != nil {
-		return nil, appendErr(err)
+	return tp, stored, bytes, nil
+}
+
+// storePtrs returns pointers to the messages of stored.
+func storePtrs(stored []store.Message) []*store.Message {
+	ptrs := make([]*store.Message, len(stored))
+	for i := range stored {
+		ptrs[i] = &stored[i]
 	}
+	return ptrs
+}
+
+// results reports where the stored messages are.
+func (b *Broker) results(stored []store.Message) []mq.SendResult {
 	res := make([]mq.SendResult, len(stored))
 	for i := range stored {
 		res[i] = b.result(&stored[i])
 	}
-	tp.in.add(int64(len(msgs)), bytes)
-	return res, nil
+	return res
 }
 
 // prepare turns s, a copy of a message bound for its topic and queue, into what is stored:

@@ -9,14 +9,16 @@
 #     runs (the arm ones under qemu-user when qemu-aarch64-static/qemu-arm-static are there);
 #  3. installs the amd64 .deb into a scratch root (dpkg --root --force-script-chrootless: the
 #     maintainer scripts run on this machine with DPKG_ROOT set, and change only the scratch
-#     root), checks the user, the data dir and the files, runs the installed binary, installs it
+#     root), checks the user, the data dir and the files, verifies the installed unit there
+#     (systemd-analyze verify --root), runs the installed binary, installs it
 #     again, upgrades it to a later version (an edited config and the data kept), removes it
 #     (config, data and user kept), purges it (nothing left);
-#  4. does the same with scripts/install.sh --root: install, install again (nothing changes),
+#  4. does the same with scripts/install.sh --root: install (the unit verified), install again
+#     (nothing changes), install a new binary (it alone is replaced),
 #     --uninstall, --purge;
 #  5. checks that this machine's users, groups, dpkg database and edgemq paths did not change.
 #
-# Needs dpkg, file and go (for go version -m); root, as dpkg and install.sh want. It replaces
+# Needs dpkg, file, systemd-analyze and go (for go version -m); root, as dpkg and install.sh want. It replaces
 # dist/edgemq_*.deb with the packages of this tree.
 #
 # Environment: VERSION, SOURCE_DATE_EPOCH, GO as for scripts/package.sh.
@@ -37,7 +39,7 @@ fail() {
 say() {
 	echo "check-package.sh: [${SECONDS}s] $*"
 }
-for tool in dpkg dpkg-deb dpkg-query file useradd; do
+for tool in dpkg dpkg-deb dpkg-query file useradd systemd-analyze; do
 	command -v "$tool" >/dev/null || fail "$tool not found"
 done
 [ "$(id -u)" -eq 0 ] || fail "run it as root (dpkg and install.sh want it)"
@@ -193,6 +195,27 @@ usercheck() {
 		fail "$2: /var/lib/edgemq is $(stat -c '%F %a %u:%g' "$r/var/lib/edgemq"), want directory 750 $uid:$gid"
 }
 
+# verifyunit runs systemd-analyze verify on the edgemq.service installed in root $1, in a copy
+# of it given this machine's units (which the unit's After= and WantedBy= name); it fails on
+# any complaint about edgemq.service, as scripts/check-unit.sh does.
+verifyunit() {
+	local v=$work/verify out status=0 d
+	rm -rf "$v"
+	cp -a "$1" "$v"
+	mkdir -p "$v/usr/lib/systemd"
+	for d in /usr/lib/systemd/system /lib/systemd/system; do
+		if [ -d "$d" ]; then
+			cp -r "$d" "$v/usr/lib/systemd/"
+			break
+		fi
+	done
+	out=$(systemd-analyze verify --root="$v" edgemq.service 2>&1) || status=$?
+	rm -rf "$v"
+	if [ "$status" -ne 0 ] || grep -q 'edgemq\.service' <<<"$out"; then
+		fail "$2: systemd-analyze verify of the installed unit (exit $status): ${out//$v/}"
+	fi
+}
+
 # gone fails unless none of the paths exist in root $1.
 gone() {
 	local r=$1 what=$2 p
@@ -200,6 +223,11 @@ gone() {
 	for p; do
 		[ ! -e "$r$p" ] && [ ! -L "$r$p" ] || fail "$what: $p is still there"
 	done
+}
+
+# landed prints what root $1 holds that it did not before the install.
+landed() {
+	comm -13 "$work/$(basename "$1").tree" <(tree "$1") | sed 's/^/    /'
 }
 
 # same fails unless root $1 holds what it did before anything was installed.
@@ -226,6 +254,7 @@ for f in "usr/bin/edgemq 755" "lib/systemd/system/edgemq.service 644" "etc/edgem
 	[ "$(stat -c '%a %U' "$r/$1")" = "$2 root" ] || fail "dpkg --install: /$1 is $(stat -c '%a %U' "$r/$1" 2>&1), want $2 root"
 done
 usercheck "$r" "dpkg --install"
+verifyunit "$r" "dpkg --install"
 out=$("$r/usr/bin/edgemq" --version) && [ "$out" = "edgemq $VERSION ($("$GO" env GOVERSION) linux/amd64)" ] ||
 	fail "the installed edgemq --version: $out"
 help=$("$r/usr/bin/edgemq" --help 2>&1) || fail "the installed edgemq --help failed: $help"
@@ -240,7 +269,8 @@ if bash scripts/install.sh --root "$r" --binary "$work/x-amd64/usr/bin/edgemq" >
 	fail "install.sh installed over the edgemq package"
 fi
 grep -q 'the edgemq package is installed' "$work/install.log" || { cat "$work/install.log"; fail "install.sh over the package: wrong error"; }
-say "3. dpkg --install into a scratch root: files, user $(grep '^edgemq:' "$r/etc/passwd"), data dir 0750; edgemq --version: $out"
+say "3. dpkg --install into a scratch root: files, user $(grep '^edgemq:' "$r/etc/passwd"), data dir 0750; the unit verifies; edgemq --version: $out; what landed:"
+landed "$r"
 
 echo 'a message' >"$r/var/lib/edgemq/00000000000000000000.log"
 echo '# edited' >>"$r/etc/edgemq/edgemq.toml"
@@ -285,6 +315,7 @@ diff <(sed 's|^ExecStart=/usr/local/bin/edgemq |ExecStart=/usr/bin/edgemq |' "$r
 	fail "install.sh: the unit is not configs/edgemq.service with ExecStart=/usr/local/bin/edgemq"
 grep -q '^ExecStart=/usr/local/bin/edgemq serve ' "$r/etc/systemd/system/edgemq.service" || fail "install.sh: the unit's ExecStart is not /usr/local/bin/edgemq"
 usercheck "$r" "install.sh"
+verifyunit "$r" "install.sh"
 "$r/usr/local/bin/edgemq" --version >/dev/null || fail "install.sh: the installed edgemq does not run"
 tree "$r" -t >"$work/sh1.tree"
 sha1=$(cd "$r" && find etc usr var/lib/edgemq -type f -exec sha256sum {} + | sort)
@@ -292,7 +323,18 @@ sha1=$(cd "$r" && find etc usr var/lib/edgemq -type f -exec sha256sum {} + | sor
 diff -u "$work/sh1.tree" <(tree "$r" -t) || fail "install.sh, again: the root changed (- first run, + second)"
 [ "$sha1" = "$(cd "$r" && find etc usr var/lib/edgemq -type f -exec sha256sum {} + | sort)" ] || fail "install.sh, again: a file's bytes changed"
 grep -q '^installed' "$work/install2.log" && fail "install.sh, again: installed something: $(cat "$work/install2.log")"
-say "4. install.sh --root: binary, unit (ExecStart=/usr/local/bin/edgemq), config, user, data dir; a second run changes nothing"
+say "4. install.sh --root: binary, unit (ExecStart=/usr/local/bin/edgemq; it verifies), config, user, data dir; a second run changes nothing; what landed:"
+landed "$r"
+
+# A new binary (here: the old one with a byte appended) replaces the old one, and nothing else.
+cp "$bin" "$work/edgemq.new"
+printf '\n' >>"$work/edgemq.new"
+"${install[@]}" --binary "$work/edgemq.new" >"$work/install3.log" 2>&1 || { cat "$work/install3.log"; fail "install.sh, a new binary"; }
+[ "$(grep -c '^installed' "$work/install3.log")" = 1 ] && grep -qx 'installed  /usr/local/bin/edgemq' "$work/install3.log" ||
+	fail "install.sh, a new binary: want only the binary installed, got: $(cat "$work/install3.log")"
+cmp -s "$r/usr/local/bin/edgemq" "$work/edgemq.new" || fail "install.sh, a new binary: /usr/local/bin/edgemq is not it"
+usercheck "$r" "install.sh, a new binary"
+say "4. install.sh --binary with a new binary: it replaces the old one, nothing else"
 
 mkdir -p "$r/etc/systemd/system/multi-user.target.wants"
 ln -s /etc/systemd/system/edgemq.service "$r/etc/systemd/system/multi-user.target.wants/edgemq.service"

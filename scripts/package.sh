@@ -24,6 +24,8 @@
 #   DIST             where the packages go (default: dist)
 #   DEB_COMPRESS     dpkg-deb's compressor: xz (the default, the smallest), gzip (4x faster to
 #                    build), zstd or none
+#   DEB_MAINTAINER   the Maintainer field (default: the project's name and home page; Debian
+#                    policy wants "Name <email>", which a release should set)
 #   NO_BUILD         if 1, package the binaries already in bin/ (of scripts/cross.sh) as they
 #                    are, without building them again
 #   SOURCE_DATE_EPOCH  file times in the packages (default: the last commit's time)
@@ -35,6 +37,7 @@ VERSION=${VERSION:-$(git describe --always --dirty 2>/dev/null || echo dev)}
 DEB_ARCHES=${DEB_ARCHES:-amd64 arm64 armhf}
 DIST=${DIST:-dist}
 DEB_COMPRESS=${DEB_COMPRESS:-xz}
+DEB_MAINTAINER=${DEB_MAINTAINER:-EdgeMQ developers <https://github.com/edgemq/edgemq>}
 SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || echo 0)}
 export VERSION SOURCE_DATE_EPOCH
 
@@ -91,7 +94,7 @@ for arch in $DEB_ARCHES; do
 		Package: edgemq
 		Version: $DEB_VERSION
 		Architecture: $arch
-		Maintainer: EdgeMQ developers <https://github.com/edgemq/edgemq>
+		Maintainer: $DEB_MAINTAINER
 		Installed-Size: $size
 		Depends: passwd
 		Section: net

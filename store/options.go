@@ -100,6 +100,10 @@ type Options struct {
 	// done is called. Calls are never concurrent and come in log order. It must not block,
 	// append or wait for an append: long polling hangs on it, and appends wait for it.
 	OnArrival func(Arrival)
+	// RetentionFloor, if set, is the commitlog position from which retention keeps every
+	// segment, whatever MaxAge, MaxBytes, MaxUsedRatio and OnFull say (math.MaxInt64 holds
+	// nothing): see commitlog.Options.RetentionFloor.
+	RetentionFloor func() int64
 	// Now is the clock for store timestamps and retention. Default time.Now.
 	Now func() time.Time
 	// Logger receives recovery, retention and corruption reports. Default: discard.
@@ -244,6 +248,7 @@ func (o *Options) logOptions() *commitlog.Options {
 		PrefaultBytes:     o.PrefaultBytes,
 		PrefaultRate:      o.PrefaultRate,
 		PayloadVersion:    PayloadVersion,
+		RetentionFloor:    o.RetentionFloor,
 		Now:               o.Now,
 		Logger:            o.Logger,
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/edgemq/edgemq/edge"
 	"github.com/edgemq/edgemq/edge/remoting/server"
+	"github.com/edgemq/edgemq/edge/uplink"
 	"github.com/edgemq/edgemq/store"
 )
 
@@ -30,6 +31,8 @@ type config struct {
 	store         store.Options
 	broker        edge.Options
 	server        server.Options
+	uplink        uplink.Options
+	security      security // TLS and ACL files, read into server when serve starts
 	// shutdownTimeout is how long serve waits for the server to stop.
 	shutdownTimeout time.Duration
 	// httpListen is the address of serve's HTTP listener, or "off".

@@ -18,6 +18,7 @@ import (
 
 	"github.com/edgemq/edgemq/edge"
 	"github.com/edgemq/edgemq/edge/remoting/server"
+	"github.com/edgemq/edgemq/edge/uplink"
 	"github.com/edgemq/edgemq/store"
 	"github.com/edgemq/edgemq/store/commitlog"
 	"github.com/edgemq/edgemq/store/cqueue"
@@ -137,8 +138,21 @@ func TestExampleConfigDefaultsAreTheDefaults(t *testing.T) {
 		{"server.max_inflight", c.server.MaxInFlight, sv.MaxInFlight},
 		{"server.idle_timeout", c.server.IdleTimeout, sv.IdleTimeout},
 		{"server.write_timeout", c.server.WriteTimeout, sv.WriteTimeout},
+		{"server.tls_mode", c.security.tlsMode, tlsOff},
+		{"server.tls_cert", c.security.tlsCert, ""},
+		{"server.tls_key", c.security.tlsKey, ""},
+		{"server.tls_client_ca", c.security.tlsClientCA, ""},
+		{"server.acl", c.security.acl, ""},
 		{"server.shutdown_timeout", c.shutdownTimeout, 10 * time.Second},
 		{"http.listen", c.httpListen, "127.0.0.1:9877"},
+		{"uplink.gateway", c.uplink.Gateway, ""},
+		{"uplink.rate_limit", c.uplink.RateLimit, uplink.DefaultOptions.RateLimit},
+		{"uplink.backoff_min", c.uplink.BackoffMin, uplink.DefaultOptions.BackoffMin},
+		{"uplink.backoff_max", c.uplink.BackoffMax, uplink.DefaultOptions.BackoffMax},
+		{"uplink.send_timeout", c.uplink.SendTimeout, uplink.DefaultOptions.SendTimeout},
+		{"uplink.scan_interval", c.uplink.ScanInterval, uplink.DefaultOptions.ScanInterval},
+		{"uplink.up", len(c.uplink.Up), 0},
+		{"uplink.down", len(c.uplink.Down), 0},
 	} {
 		if !reflect.DeepEqual(tc.got, tc.want) {
 			t.Errorf("%s: file says %v, default is %v", tc.name, tc.got, tc.want)
@@ -259,11 +273,29 @@ func TestConfigRoundTrip(t *testing.T) {
 		IdleTimeout:  time.Minute,
 		WriteTimeout: 10 * time.Second,
 	}
+	wantUplink := uplink.Options{Gateway: "gw-7", RateLimit: 1 << 20, BackoffMin: time.Second, BackoffMax: 2 * time.Minute,
+		SendTimeout: 5 * time.Second, ScanInterval: time.Minute, Up: []uplink.UpRule{
+			{Name: "alarms", Topics: []string{"alarm", "fire-*"}, Upstream: uplink.Upstream{Addrs: "10.0.0.1:9876;10.0.0.2:9876",
+				Kind: uplink.KindRocketMQ, AccessKey: "ak", SecretKey: "sk"}, TopicTemplate: "{gateway}-{topic}", Priority: 10,
+				BatchSize: 8, BatchBytes: 64 << 10, Linger: 5 * time.Millisecond, Compress: true, CompressOver: 512,
+				RateLimit: 65536, Overflow: uplink.DropOldest},
+			{Name: "telemetry", Topics: []string{"telemetry"}, Upstream: uplink.Upstream{Addrs: "10.0.0.9:9876", Kind: uplink.KindEdgeMQ}},
+		},
+		Down: []uplink.DownRule{{Name: "cmd", Topic: "Commands", Upstream: uplink.Upstream{Addrs: "10.0.0.1:9876",
+			Kind: uplink.KindRocketMQ, AccessKey: "ak", SecretKey: "sk"}, Group: "gw7_cmd", LocalTopic: "commands", BatchSize: 16}}}
+	if !reflect.DeepEqual(c.uplink, wantUplink) {
+		t.Errorf("uplink options:\n got %+v\nwant %+v", c.uplink, wantUplink)
+	}
 	if !reflect.DeepEqual(c.server, wantServer) || c.shutdownTimeout != 5*time.Second {
 		t.Errorf("server options:\n got %+v, shutdown_timeout %v\nwant %+v, 5s", c.server, c.shutdownTimeout, wantServer)
 	}
 	if c.httpListen != "off" {
 		t.Errorf("http.listen: got %q, want off", c.httpListen)
+	}
+	wantSecurity := security{tlsMode: tlsPermissive, tlsCert: "/etc/edgemq/cert.pem", tlsKey: "/etc/edgemq/key.pem",
+		tlsClientCA: "/etc/edgemq/clients.pem", acl: "/etc/edgemq/acl.toml"}
+	if c.security != wantSecurity {
+		t.Errorf("security:\n got %+v\nwant %+v", c.security, wantSecurity)
 	}
 	if c.dataDir != "/var/lib/edgemq" || c.logLevel != slog.LevelDebug || c.logFormat != logJSON || c.logTimestamps != timestampsOn {
 		t.Errorf("data_dir %q, log_level %v, log_format %v, log_timestamps %v", c.dataDir, c.logLevel, c.logFormat, c.logTimestamps)
@@ -351,19 +383,29 @@ func TestConfigErrors(t *testing.T) {
 			"t.toml:2: unknown key broker.flush: flush belongs in [store]\n" +
 				"t.toml:3: unknown key broker.foo: [broker] has max_message_size, compress_over, ", true},
 		{"unknown top-level key", "frobnicate = 1\n",
-			"t.toml:1: unknown key frobnicate: the top-level keys are data_dir, log_level, log_format and log_timestamps, and the sections [store], [broker], [server] and [http]", false},
+			"t.toml:1: unknown key frobnicate: the top-level keys are data_dir, log_level, log_format and log_timestamps, and the sections [store], [broker], [server], [http] and [uplink]", false},
 		{"a flat key of the old format", "max_age = \"1h\"\n",
 			"t.toml:1: unknown key max_age: max_age belongs in [store]", false},
 		{"a top-level key in a section", "[store]\ndata_dir = \"/d\"\n",
 			"t.toml:2: unknown key store.data_dir: data_dir is a top-level key (above all sections)", false},
 		{"unknown section, a typo", "data_dir = \"/d\"\n[stor]\nflush = \"sync\"\n",
 			"t.toml:2: unknown section [stor]: did you mean [store]?", false},
-		{"unknown section", "[uplink]\nname = \"x\"\n[uplink.rules]\ntopic = \"T\"\n",
-			"t.toml:1: unknown section [uplink]: the sections are [store], [broker], [server] and [http]", false},
+		{"unknown section", "[relay]\nname = \"x\"\n[relay.rules]\ntopic = \"T\"\n",
+			"t.toml:1: unknown section [relay]: the sections are [store], [broker], [server], [http] and [uplink]", false},
 		{"unknown implied section", "\n[acl.accounts]\nname = \"x\"\n",
-			"t.toml:2: unknown section [acl]: the sections are [store], [broker], [server] and [http]", false},
-		{"unknown array of tables", "[[uplink]]\nname = \"a\"\n[[uplink]]\nname = \"b\"\n",
-			"t.toml:3: unknown section [uplink]: the sections are [store], [broker], [server] and [http]", false},
+			"t.toml:2: unknown section [acl]: the sections are [store], [broker], [server], [http] and [uplink]", false},
+		{"unknown array of tables", "[[relay]]\nname = \"a\"\n[[relay]]\nname = \"b\"\n",
+			"t.toml:3: unknown section [relay]: the sections are [store], [broker], [server], [http] and [uplink]", false},
+		{"an array of uplink sections", "[[uplink]]\nname = \"a\"\n",
+			"t.toml:1: uplink = an array of tables: want the table [uplink]", false},
+		{"unknown key of an up rule", "[[uplink.up]]\nname = \"a\"\ntopic = \"T\"\n",
+			"t.toml:1: uplink.up = an array of tables: up rule 1: unknown key topic: the keys are name, topics, upstream, ", true},
+		{"bad value in an up rule", "[[uplink.up]]\nname = \"a\"\n[[uplink.up]]\nname = \"b\"\nbatch_size = \"10\"\n",
+			`t.toml:3: uplink.up = an array of tables: up rule 2: batch_size = "10": want a whole number`, false},
+		{"unknown key of a down rule", "[[uplink.down]]\nname = \"a\"\ntopics = \"T\"\n",
+			"t.toml:1: uplink.down = an array of tables: down rule 1: unknown key topics: the keys are name, topic, upstream, ", true},
+		{"bad overflow", "[uplink]\nup = [{name = \"a\", overflow = \"drop\"}]\n",
+			`t.toml:2: uplink.up = [a table]: up rule 1: overflow = "drop": uplink: invalid rule: overflow "drop" (want reject_new or drop_oldest)`, false},
 		{"a subtable of a section", "[store.retention]\nmax_age = \"1h\"\n",
 			"t.toml:1: unknown key store.retention: [store] has segment_size, flush, ", true},
 		{"a section that is not a table", "store = 5\n",

@@ -14,15 +14,26 @@ import (
 
 	"github.com/edgemq/edgemq/edge"
 	"github.com/edgemq/edgemq/edge/remoting/server"
+	"github.com/edgemq/edgemq/edge/uplink"
 )
 
 const serveDoc = `
 serve opens the data dir (making it if needed) and answers RocketMQ clients over TCP in the
 remoting protocol: the name server and the broker on one address (server.listen, default
-:9876), so a client needs only -n 127.0.0.1:9876 (NAMESRV_ADDR). Older Java clients also
-reach the VIP address, the port less 2 (server.vip_listen).
+127.0.0.1:9876: this machine only), so a client needs only -n 127.0.0.1:9876 (NAMESRV_ADDR).
+Older Java clients also reach the VIP address, the port less 2 (server.vip_listen).
 
-It serves until SIGTERM or SIGINT (Ctrl-C), then stops cleanly: it stops accepting
+Security: server.tls_mode on (TLS only) or permissive (TLS and plain clients) with
+server.tls_cert and server.tls_key, and server.tls_client_ca to require client
+certificates; server.acl names an accounts file of RocketMQ's plain ACL, whose signed
+requests only are served (others: NO_PERMISSION). SIGHUP re-reads the accounts file. Serving
+beyond loopback without TLS or an ACL logs a warning at start.
+
+With [[uplink.up]] rules in the config file it forwards their topics to upstream brokers,
+store-and-forward, from cursors kept in the data dir; with [[uplink.down]] rules it mirrors
+upstream topics into local ones.
+
+It serves until SIGTERM or SIGINT (Ctrl-C), then stops cleanly: it stops forwarding, accepting
 connections, answers parked pulls, waits at most server.shutdown_timeout for the requests
 being handled (then closes the connections at once), persists consumer offsets and delay
 progress, closes the store, and exits 0. A second signal quits at once, exiting 130 (143
@@ -55,7 +66,9 @@ flag); 130 or 143 a second signal.
 Examples:
   edgemq serve -config /etc/edgemq/edgemq.toml
   edgemq serve -data ./data -server.listen 127.0.0.1:9876 -server.vip_listen off
-  edgemq serve -data ./data -http.listen 0.0.0.0:9877   # metrics for a remote Prometheus`
+  edgemq serve -data ./data -http.listen 0.0.0.0:9877   # metrics for a remote Prometheus
+  edgemq serve -server.listen :9876 -server.tls_mode on -server.tls_cert cert.pem \
+    -server.tls_key key.pem -server.acl /etc/edgemq/acl.toml`
 
 // serveCommand runs the broker as a daemon: the remoting server over a broker on the data
 // dir, until a signal.
@@ -100,6 +113,9 @@ func serve(ctx context.Context, c *config, lg *slog.Logger, warnings func() int6
 		return fmt.Errorf("server.max_frame_size %s cannot carry a message of broker.max_message_size %s: "+
 			"make it at least %s larger", formatSize(int64(frame)), formatSize(int64(msg)), formatSize(recordSlack))
 	}
+	if err := c.uplink.Validate(cmp.Or(c.broker.BrokerName, edge.DefaultOptions.BrokerName)); err != nil {
+		return err
+	}
 	var mon *monitor
 	if c.httpListen != "off" {
 		var err error
@@ -108,14 +124,18 @@ func serve(ctx context.Context, c *config, lg *slog.Logger, warnings func() int6
 		}
 		defer mon.shutdown(context.Background()) // on the error paths; a stop shuts it down before the store closes
 	}
+	opts := c.server
+	opts.Logger = lg
+	acl, err := c.security.apply(&opts)
+	if err != nil {
+		return err
+	}
 	before := warnings()
 	b, err := edge.Open(c.dataDir, c.optionsLogging(lg))
 	if err != nil {
 		return fmt.Errorf("open data dir %s: %w", c.dataDir, err)
 	}
 	repaired := warnings() - before
-	opts := c.server
-	opts.Logger = lg
 	srv, err := server.Start(b, opts)
 	if err != nil {
 		b.Close()
@@ -125,13 +145,27 @@ func serve(ctx context.Context, c *config, lg *slog.Logger, warnings func() int6
 		}
 		return err
 	}
+	var up *uplink.Uplink
+	if len(c.uplink.Up) > 0 || len(c.uplink.Down) > 0 {
+		uo := c.uplink
+		uo.Logger = lg
+		if up, err = uplink.Start(b, &uo); err != nil {
+			srv.Close()
+			b.Close()
+			return err
+		}
+	}
 
 	vip := "off"
 	if a := srv.VIPAddr(); a != nil {
 		vip = a.String()
 	}
-	args := []any{"listen", srv.Addr().String(), "vip_listen", vip, "data_dir", c.dataDir,
-		"topics", len(b.Topics())}
+	aclFile := "off"
+	if acl != nil {
+		aclFile = acl.Path()
+	}
+	args := []any{"listen", srv.Addr().String(), "vip_listen", vip, "tls", c.security.tlsMode, "acl", aclFile,
+		"data_dir", c.dataDir, "topics", len(b.Topics())}
 	if st, err := b.StoreStats(); err == nil {
 		args = append(args, "commitlog", strings.ReplaceAll(humanBytes(st.MaxPos-st.MinPos), " ", ""))
 	}
@@ -143,8 +177,11 @@ func serve(ctx context.Context, c *config, lg *slog.Logger, warnings func() int6
 		mon.serving(b, srv)
 		args = append(args, "http", mon.Addr().String())
 	}
-	args = append(args, "recovery_warnings", repaired, logSince(start))
+	args = append(args, "uplink_rules", len(c.uplink.Up)+len(c.uplink.Down), "recovery_warnings", repaired, logSince(start))
 	lg.Info(msg, args...)
+	warnOpen(lg, srv.Addr(), opts)
+	stopReload := reloadOnHangup(acl, lg)
+	defer stopReload()
 	if err := sdNotify("READY=1\nSTATUS=serving on " + srv.Addr().String()); err != nil {
 		lg.Warn("cannot notify systemd", "err", err)
 	}
@@ -159,6 +196,11 @@ func serve(ctx context.Context, c *config, lg *slog.Logger, warnings func() int6
 	stop := time.Now()
 	if err := sdNotify("STOPPING=1"); err != nil {
 		lg.Warn("cannot notify systemd", "err", err)
+	}
+	if up != nil { // forwarding stops first: a batch in flight is sent again next time
+		if err := up.Close(); err != nil {
+			lg.Warn("stopping the uplink", "err", err)
+		}
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), c.shutdownTimeout)
 	err = srv.Shutdown(sctx)

@@ -12,6 +12,7 @@ import (
 	"github.com/edgemq/edgemq/edge"
 	"github.com/edgemq/edgemq/edge/mq"
 	"github.com/edgemq/edgemq/edge/remoting/server"
+	"github.com/edgemq/edgemq/edge/uplink"
 	"github.com/edgemq/edgemq/store"
 	"github.com/edgemq/edgemq/store/commitlog"
 	"github.com/edgemq/edgemq/store/cqueue"
@@ -39,6 +40,9 @@ var sections = []section{
 	{name: "http", command: "serve", doc: "The HTTP listener of edgemq serve: Prometheus metrics (/metrics), " +
 		"health (/healthz) and readiness (/readyz) probes, and a status page (/) with its JSON (/api/status). " +
 		"Its keys are flags of edgemq serve alone."},
+	{name: "uplink", command: "serve", doc: "Store-and-forward to upstream brokers (package edge/uplink): " +
+		"the up rules that forward local topics to an Apache RocketMQ cluster or an EdgeMQ hub, and what " +
+		"they share. Its keys are flags of edgemq serve alone."},
 }
 
 // defaultShutdownTimeout is server.shutdown_timeout's default; it belongs to the command.
@@ -475,7 +479,8 @@ var settings = []setting{
 		set:   func(c *config, v string) { c.server.Listen = v },
 		doc: "The address that answers both name-server and broker requests: a client needs only " +
 			"this one name-server address (-n 127.0.0.1:9876, NAMESRV_ADDR). Port 0 takes any free port, " +
-			"which the startup line reports.",
+			"which the startup line reports. The default serves this machine alone; \":9876\" serves " +
+			"every interface, best with tls_mode and acl (serve warns without them).",
 	},
 	item[string]{
 		section: "server", key: "vip_listen",
@@ -554,6 +559,50 @@ var settings = []setting{
 		doc: "A connection whose reply is not written in this long is closed: a client that does not " +
 			"read cannot hold the server's memory.",
 	},
+	item[tlsMode]{
+		section: "server", key: "tls_mode",
+		kind: oneOf("mode", choice[tlsMode]{"off", tlsOff}, choice[tlsMode]{"on", tlsOn},
+			choice[tlsMode]{"permissive", tlsPermissive}),
+		def: defaultTLSMode,
+		set: func(c *config, v tlsMode) { c.security.tlsMode = v },
+		doc: "Whether both addresses speak TLS. off: plain TCP. on: TLS only, from the first byte, " +
+			"as RocketMQ's clients with TLS on (Java: -Dtls.enable=true; Go: WithTls(true)). " +
+			"permissive: TLS and plain clients alike, told apart by their first byte. on and " +
+			"permissive need tls_cert and tls_key.",
+	},
+	item[string]{
+		section: "server", key: "tls_cert",
+		kind: text("file"),
+		def:  defaultTLSFile,
+		set:  func(c *config, v string) { c.security.tlsCert = v },
+		doc:  "The server's certificate chain, a PEM file, for tls_mode on or permissive.",
+	},
+	item[string]{
+		section: "server", key: "tls_key",
+		kind: text("file"),
+		def:  defaultTLSFile,
+		set:  func(c *config, v string) { c.security.tlsKey = v },
+		doc:  "The private key of tls_cert, a PEM file.",
+	},
+	item[string]{
+		section: "server", key: "tls_client_ca",
+		kind: text("file"),
+		def:  defaultTLSFile,
+		set:  func(c *config, v string) { c.security.tlsClientCA = v },
+		doc: "CA certificates, a PEM file: when set, every TLS client must show a certificate they " +
+			"signed. \"\": clients need none.",
+	},
+	item[string]{
+		section: "server", key: "acl",
+		kind: text("file"),
+		def:  defaultACL,
+		set:  func(c *config, v string) { c.security.acl = v },
+		doc: "The accounts file of RocketMQ's plain ACL (TOML with the keys of RocketMQ's " +
+			"plain_acl.yml; see the README's Security section). When set, every request must be " +
+			"signed by an account allowed to make it (clients: AclClientRPCHook in Java, " +
+			"WithCredentials in Go), else it is answered NO_PERMISSION. SIGHUP re-reads it; a file " +
+			"that does not load leaves the accounts in force. \"\": no ACL.",
+	},
 	item[time.Duration]{
 		section: "server", key: "shutdown_timeout",
 		kind:  durationKind,
@@ -575,5 +624,72 @@ var settings = []setting{
 		doc: "The address of the HTTP listener: /metrics (Prometheus), /healthz, /readyz, the status page " +
 			"at / and its JSON at /api/status. It has no authentication: keep it on loopback, or behind a " +
 			"firewall or reverse proxy. \"off\": none.",
+	},
+
+	// [uplink]: uplink.Options.
+	item[string]{
+		section: "uplink", key: "gateway",
+		kind: text("name"),
+		def:  "",
+		set:  func(c *config, v string) { c.uplink.Gateway = v },
+		doc: "The value of {gateway} in the up rules' topic templates: 1 to 64 characters of A-Z a-z " +
+			"0-9 _ -. \"\": the broker's name (broker.broker_name).",
+	},
+	item[int64]{
+		section: "uplink", key: "rate_limit",
+		kind:  size[int64](),
+		def:   uplink.DefaultOptions.RateLimit,
+		check: notNegative[int64](),
+		set:   func(c *config, v int64) { c.uplink.RateLimit = v },
+		doc: "The most message bytes per second all up rules send together; 0: no cap. Under a cap the " +
+			"rules of higher priority go first, batch by batch.",
+	},
+	item[time.Duration]{
+		section: "uplink", key: "backoff_min",
+		kind:  durationKind,
+		def:   uplink.DefaultOptions.BackoffMin,
+		check: positive[time.Duration](),
+		set:   func(c *config, v time.Duration) { c.uplink.BackoffMin = v },
+		doc: "The first wait after an upstream could not be reached or refused a batch; each further " +
+			"failure doubles it, up to backoff_max, each wait drawn between half and all of it.",
+	},
+	item[time.Duration]{
+		section: "uplink", key: "backoff_max",
+		kind:  durationKind,
+		def:   uplink.DefaultOptions.BackoffMax,
+		check: positive[time.Duration](),
+		set:   func(c *config, v time.Duration) { c.uplink.BackoffMax = v },
+		doc:   "The longest wait between two attempts to reach an upstream.",
+	},
+	item[time.Duration]{
+		section: "uplink", key: "send_timeout",
+		kind:  durationKind,
+		def:   uplink.DefaultOptions.SendTimeout,
+		check: positive[time.Duration](),
+		set:   func(c *config, v time.Duration) { c.uplink.SendTimeout = v },
+		doc:   "How long a batch's send, or a connection attempt, may take before it counts as failed.",
+	},
+	item[time.Duration]{
+		section: "uplink", key: "scan_interval",
+		kind:  durationKind,
+		def:   uplink.DefaultOptions.ScanInterval,
+		check: positive[time.Duration](),
+		set:   func(c *config, v time.Duration) { c.uplink.ScanInterval = v },
+		doc: "How often local topics are matched against the up rules again, for topics and queues " +
+			"created since.",
+	},
+	item[[]uplink.UpRule]{
+		section: "uplink", key: "up",
+		kind: upRulesKind,
+		def:  nil,
+		set:  func(c *config, v []uplink.UpRule) { c.uplink.Up = v },
+		doc:  upDoc,
+	},
+	item[[]uplink.DownRule]{
+		section: "uplink", key: "down",
+		kind: downRulesKind,
+		def:  nil,
+		set:  func(c *config, v []uplink.DownRule) { c.uplink.Down = v },
+		doc:  downDoc,
 	},
 }

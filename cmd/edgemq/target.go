@@ -79,7 +79,7 @@ type targetFlags struct {
 const serverDoc = `
 
 With -server ip:port (default $EDGEMQ_SERVER) it works on a running server, edgemq serve
-or Apache RocketMQ (its name server's address), instead of a data dir, and prints the same.`
+or Apache RocketMQ (its name server's address), instead of a data dir, and prints the same.` + clientSecurityDoc
 
 // serverEnv names the environment variable that is -server's default.
 const serverEnv = "EDGEMQ_SERVER"
@@ -137,7 +137,11 @@ func (tf *targetFlags) open(ctx context.Context, a access, tune func(*config)) (
 func dialTarget(ctx context.Context, addr string, c *config) (target, error) {
 	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	cl, err := remoting.Dial(dctx, addr, &remoting.Options{RequestTimeout: 10 * time.Second})
+	cred, tc, err := clientSecurity()
+	if err != nil {
+		return nil, err
+	}
+	cl, err := remoting.Dial(dctx, addr, &remoting.Options{RequestTimeout: 10 * time.Second, Credentials: cred, TLS: tc})
 	if err != nil {
 		return nil, fmt.Errorf("server %s: %w", addr, err)
 	}

@@ -2,6 +2,7 @@ package remoting
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -53,6 +54,14 @@ type Options struct {
 	ProducerGroup string
 	// Logger receives connection events. Default: discard.
 	Logger *slog.Logger
+	// Credentials, when they have an access key, sign every request for RocketMQ's plain
+	// ACL (as its clients' AclClientRPCHook), against EdgeMQ with an ACL and Apache
+	// RocketMQ alike. Default: requests go unsigned.
+	Credentials Credentials
+	// TLS, when not nil, makes every connection TLS from its first byte (RocketMQ's
+	// clients' tls.enable). Without a ServerName, the host of the address dialed is
+	// verified, unless InsecureSkipVerify. Default nil: plain TCP.
+	TLS *tls.Config
 }
 
 // DefaultOptions are the defaults of Options.

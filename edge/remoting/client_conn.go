@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -56,6 +57,11 @@ func dialConn(ctx context.Context, cl *Client, addr string) (*clientConn, error)
 	nc, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err
+	}
+	if cl.opts.TLS != nil {
+		if nc, err = clientTLS(ctx, nc, addr, cl.opts.TLS, cl.opts.DialTimeout); err != nil {
+			return nil, err
+		}
 	}
 	c := &clientConn{cl: cl, addr: addr, nc: nc, pending: map[int32]*pendingCall{}}
 	c.wcond = sync.NewCond(&c.wmu)
@@ -157,6 +163,12 @@ func (c *clientConn) write(_ context.Context, cmd *Command) error {
 	// writes everything queued in one call, then the frames queued meanwhile, until its
 	// own is out. The others wait for theirs. So many requests in flight on one
 	// connection cost a few writes, not one each.
+	if !cmd.IsResponse() && !c.cl.opts.Credentials.IsZero() {
+		signed := *cmd
+		signed.Ext = maps.Clone(cmd.Ext)
+		c.cl.opts.Credentials.Sign(&signed)
+		cmd = &signed
+	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	if c.werr != nil {

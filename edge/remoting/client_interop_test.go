@@ -2,6 +2,7 @@ package remoting_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -13,7 +14,15 @@ import (
 	"github.com/edgemq/edgemq/consumer"
 	"github.com/edgemq/edgemq/edge/mq"
 	"github.com/edgemq/edgemq/edge/producer"
+	"github.com/edgemq/edgemq/edge/remoting"
 )
+
+// interopOptions are the clients' options for INTEROP_NAMESRV's cluster: signed with
+// INTEROP_ACCESS_KEY and INTEROP_SECRET_KEY when set (a cluster with an ACL).
+func interopOptions() *remoting.Options {
+	return &remoting.Options{Credentials: remoting.Credentials{
+		AccessKey: os.Getenv("INTEROP_ACCESS_KEY"), SecretKey: os.Getenv("INTEROP_SECRET_KEY")}}
+}
 
 // TestInterop runs the producer and push consumers over the client against the cluster
 // whose name server INTEROP_NAMESRV names (Apache RocketMQ, scripts/interop/rocketmq.sh,
@@ -27,9 +36,9 @@ func TestInterop(t *testing.T) {
 	run := strconv.FormatInt(time.Now().UnixMilli()%1e9, 36)
 	topic, otopic, group, ogroup := "EdgeClientT"+run, "EdgeClientO"+run, "edge_client_g"+run, "edge_client_og"+run
 	ctx := ctxT(t, 3*time.Minute)
-	pc := dial(t, ns, nil) // the producer's client
-	cc := dial(t, ns, nil) // the concurrent consumer's
-	oc := dial(t, ns, nil) // the orderly consumer's
+	pc := dial(t, ns, interopOptions()) // the producer's client
+	cc := dial(t, ns, interopOptions()) // the concurrent consumer's
+	oc := dial(t, ns, interopOptions()) // the orderly consumer's
 	p, err := producer.New(pc, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -276,5 +285,21 @@ func TestInterop(t *testing.T) {
 	}
 	if _, err := cc.Route(ctx, "NoSuchTopic"+run); err == nil {
 		t.Error("Route of an unknown topic: no error")
+	}
+}
+
+// TestInteropWrongSecret: against a cluster with an ACL (INTEROP_ACCESS_KEY set), a send
+// signed with a wrong secret is refused NO_PERMISSION.
+func TestInteropWrongSecret(t *testing.T) {
+	ns, ak := os.Getenv("INTEROP_NAMESRV"), os.Getenv("INTEROP_ACCESS_KEY")
+	if ns == "" || ak == "" {
+		t.Skip("INTEROP_NAMESRV or INTEROP_ACCESS_KEY not set")
+	}
+	c := dial(t, ns, &remoting.Options{Credentials: remoting.Credentials{AccessKey: ak, SecretKey: "not-the-secret"}})
+	ctx := ctxT(t, time.Minute)
+	topic := "EdgeClientACL" + strconv.FormatInt(time.Now().UnixMilli()%1e9, 36)
+	_, err := c.Send(ctx, &mq.Message{Topic: topic, Body: []byte("refused")}, nil)
+	if !errors.Is(err, mq.ErrNoPermission) {
+		t.Fatalf("send with a wrong secret: got %v, want mq.ErrNoPermission", err)
 	}
 }

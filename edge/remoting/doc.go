@@ -88,6 +88,9 @@
 //   - Message formats: the properties string (name\x01value\x02), the stored-message
 //     record a pull body is made of (AppendMessageExt, DecodeMessages), the items of a
 //     batch send (AppendBatch, DecodeBatch), and zlib inflation with a size cap (Inflate).
+//   - RocketMQ's plain-ACL signature (Credentials.Sign, Signature, VerifySignature), as
+//     the Java and Go clients compute it; a Client signs every request with
+//     Options.Credentials, and speaks TLS with Options.TLS.
 //   - JSON bodies: topic routes (EncodeRoute, DecodeRoute), heartbeats (EncodeHeartbeat,
 //     DecodeHeartbeat), queue locks (EncodeLockRequest, EncodeLockReply) and consumer
 //     lists (EncodeConsumerList), each with its decoder.

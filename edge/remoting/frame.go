@@ -25,6 +25,16 @@ const (
 // ErrFrameTooLarge, an unknown Serialize one wrapping ErrMalformed; dst is then returned
 // unchanged.
 func (c *Command) AppendFrame(dst []byte) ([]byte, error) {
+	dst, err := c.AppendFrameHead(dst)
+	if err != nil {
+		return dst, err
+	}
+	return append(dst, c.Body...), nil
+}
+
+// AppendFrameHead appends c's frame but its body, the frame length counting the body, so
+// that a writer can send the body from its own memory (writev). Errors as AppendFrame's.
+func (c *Command) AppendFrameHead(dst []byte) ([]byte, error) {
 	if c == nil {
 		return dst, fmt.Errorf("%w: nil command", ErrMalformed)
 	}
@@ -44,7 +54,7 @@ func (c *Command) AppendFrame(dst []byte) ([]byte, error) {
 	}
 	binary.BigEndian.PutUint32(dst[start:], uint32(frameLen))
 	binary.BigEndian.PutUint32(dst[start+frameLenSize:], uint32(c.Serialize)<<24|uint32(headerLen))
-	return append(dst, c.Body...), nil
+	return dst, nil
 }
 
 // WriteTo writes c as one frame with a single Write call, so that writers sharing a

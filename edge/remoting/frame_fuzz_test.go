@@ -2,7 +2,6 @@ package remoting
 
 import (
 	"bytes"
-	"reflect"
 	"testing"
 )
 
@@ -95,31 +94,6 @@ func FuzzBinaryHeader(f *testing.F) {
 		c2, err := readOne(t, b)
 		if err != nil || !equalCommand(c, c2) {
 			t.Fatalf("round trip of %x: got %+v, %v; want %+v", h, c2, err, c)
-		}
-	})
-}
-
-// FuzzJSONHeaderFast: whatever header the fast scanner reads, the general decoder reads
-// alike.
-func FuzzJSONHeaderFast(f *testing.F) {
-	f.Add([]byte(`{"code":105,"extFields":{"topic":"TopicTest"},"flag":0,"language":"JAVA","opaque":3,"serializeTypeCurrentRPC":"JSON","version":479}`))
-	f.Add([]byte(`{"code":0,"language":"GO","version":317,"opaque":-5,"flag":1,"remark":"é","extFields":{"n":12,"b":true,"s":"x","z":null,"s":null}}`))
-	f.Add([]byte(` { "Code" : 1 } `))
-	f.Add([]byte(`{"extFields":{"a":"1"},"extFields":{"b":"2"},"code":null,"code":7}`))
-	f.Add([]byte(`{"code":32768}`))
-	f.Add([]byte(`{"remark":"a\u0000"} x`))
-	f.Add([]byte("{\"remark\":\"\xff\"}"))
-	f.Fuzz(func(t *testing.T, h []byte) {
-		fast, ok := scanFastJSONHeader(h)
-		if !ok {
-			return
-		}
-		general, err := decodeJSONHeaderGeneral(h)
-		if err != nil {
-			t.Fatalf("fast scanner read %q, the general decoder refuses it: %v", h, err)
-		}
-		if !reflect.DeepEqual(fast, general) {
-			t.Fatalf("%q:\nfast    %#v\ngeneral %#v", h, fast, general)
 		}
 	})
 }

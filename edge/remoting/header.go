@@ -31,9 +31,9 @@ func decodeHeader(t SerializeType, h []byte) (*Command, error) {
 	return nil, fmt.Errorf("%w: unknown header encoding %d", ErrMalformed, t)
 }
 
-// sortedKeys returns m's keys in order, so that headers encode the same every time.
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
+// sortedKeys appends m's keys to keys in order, so that headers encode the same every
+// time. Callers pass a small array's slice, so that a usual header allocates nothing.
+func sortedKeys(keys []string, m map[string]string) []string {
 	for k := range m {
 		keys = append(keys, k)
 	}
@@ -62,7 +62,8 @@ func appendJSONHeader(dst []byte, c *Command) []byte {
 	dst = append(dst, `,"remark":`...)
 	dst = appendJSONString(dst, c.Remark)
 	dst = append(dst, `,"extFields":{`...)
-	for i, k := range sortedKeys(c.Ext) {
+	var arr [16]string
+	for i, k := range sortedKeys(arr[:0], c.Ext) {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
@@ -85,19 +86,9 @@ type jsonHeader struct {
 	ExtFields map[string]json.RawMessage `json:"extFields"`
 }
 
-// decodeJSONHeader reads a JSON header. Numbers may be JSON numbers or strings holding
-// them; the language an enum name (an unknown name is OTHER) or its number; extension
-// values strings, numbers or booleans (kept as their text); null and absent fields are
-// zero.
-func decodeJSONHeader(h []byte) (*Command, error) {
-	if c, ok := scanFastJSONHeader(h); ok {
-		return c, nil
-	}
-	return decodeJSONHeaderGeneral(h)
-}
-
-// decodeJSONHeaderGeneral is decodeJSONHeader through encoding/json, for every header.
-func decodeJSONHeaderGeneral(h []byte) (*Command, error) {
+// decodeJSONHeaderSlow reads any JSON header with encoding/json, as decodeJSONHeader
+// describes.
+func decodeJSONHeaderSlow(h []byte) (*Command, error) {
 	var jh jsonHeader
 	if err := json.Unmarshal(h, &jh); err != nil {
 		return nil, fmt.Errorf("%w: JSON header: %v", ErrMalformed, err)
@@ -186,7 +177,8 @@ func appendBinaryHeader(dst []byte, c *Command) ([]byte, error) {
 	dst = append(dst, c.Remark...)
 	lenAt := len(dst)
 	dst = append(dst, 0, 0, 0, 0)
-	for _, k := range sortedKeys(c.Ext) {
+	var arr [16]string
+	for _, k := range sortedKeys(arr[:0], c.Ext) {
 		v := c.Ext[k]
 		if len(k) > math.MaxInt16 {
 			return dst, fmt.Errorf("%w: extension key of %d bytes", ErrFrameTooLarge, len(k))

@@ -281,13 +281,13 @@ func (d *decoder) i64(field string) int64 {
 	return 0
 }
 
-func (d *decoder) host(v6 bool, field string) netip.AddrPort {
+func (d *decoder) host(v6 bool, field, portField string) netip.AddrPort {
 	n := 4
 	if v6 {
 		n = 16
 	}
 	ip := d.take(n, field)
-	port := d.i32(field + " port")
+	port := d.i32(portField)
 	if d.err != nil {
 		return netip.AddrPort{}
 	}
@@ -341,9 +341,9 @@ func decodeRecord(b []byte) (mq.MessageExt, int, error) {
 	m.CommitLogOffset = d.i64("PHYSICALOFFSET")
 	m.SysFlag = d.i32("SYSFLAG")
 	m.BornTime = d.i64("BORNTIMESTAMP")
-	m.BornHost = d.host(m.SysFlag&SysFlagBornHostV6 != 0, "BORNHOST")
+	m.BornHost = d.host(m.SysFlag&SysFlagBornHostV6 != 0, "BORNHOST", "BORNHOST port")
 	m.StoreTime = d.i64("STORETIMESTAMP")
-	m.StoreHost = d.host(m.SysFlag&SysFlagStoreHostV6 != 0, "STOREHOST")
+	m.StoreHost = d.host(m.SysFlag&SysFlagStoreHostV6 != 0, "STOREHOST", "STOREHOST port")
 	m.ReconsumeTimes = d.i32("RECONSUMETIMES")
 	d.i64("PREPAREDTRANSACTIONOFFSET")
 	if body := d.take(int(d.i32("BODYLEN")), "body"); len(body) > 0 {

@@ -18,6 +18,7 @@
 #   RMQ_HEAP           broker heap and direct-memory cap (default 256m); the name server gets 128m
 #   RMQ_VERSION        Apache RocketMQ version (default: the pom's rocketmq.version)
 #   RMQ_START_TIMEOUT  seconds to wait for the broker to register (default 120)
+#   RMQ_BROKER_CONF    more lines for broker.conf (e.g. its ACL 2.0: authenticationEnabled=true, ...)
 #   JAVA_HOME          the JDK to run with (default: java on PATH); MVN the maven command
 #
 # Progress goes to stderr. Maven caches the jars in ~/.m2; nothing is installed by hand.
@@ -131,6 +132,7 @@ diskMaxUsedSpaceRatio=95
 # before it answers "broker busy" (TIMEOUT_CLEAN_QUEUE); tests want the message stored instead.
 waitTimeMillsInSendQueue=3000
 osPageCacheBusyTimeOutMills=5000
+${RMQ_BROKER_CONF:-}
 EOF
 
 	log "starting name server on 127.0.0.1:$NS_PORT"

@@ -9,19 +9,24 @@
 #             broker on one address)
 #   rocketmq  a real Apache RocketMQ name server and broker from Maven (rocketmq.sh)
 #
-#   scripts/interop/run.sh [--targets "edgemq rocketmq"] [--suites "go java consumer"] [--keep]
+#   scripts/interop/run.sh [--targets "edgemq rocketmq"] [--suites "go java consumer uplink"] [--keep]
 #
 # Suites: go and java run against each target; the Java suite's MixedGroupTest puts
 # EdgeMQ's Go consumer (scripts/interop/gomember, built here) and a Java consumer in one
 # group. consumer runs once, before the targets: package consumer's tests with -net=all,
 # every network-capable test again over TCP through edge/remoting/server, and the
-# at-least-once test through a faulty link (netfault) at full size (about 2 minutes).
+# at-least-once test through a faulty link (netfault) at full size (about 2 minutes). uplink
+# runs against each target: edge/uplink forwarding a few thousand messages to it as the
+# upstream, read back with our client (about 5 s).
 #
 # Environment (flags win):
 #   INTEROP_TARGETS   targets to run (default "edgemq rocketmq")
-#   INTEROP_SUITES    suites to run (default "go java consumer")
+#   INTEROP_SUITES    suites to run (default "go java consumer uplink")
 #   INTEROP_KEEP=1    keep the work dir (logs, data, reports) instead of deleting it
 #   EDGEMQ_PORT       edgemq serve's address 127.0.0.1:PORT (default 17876; VIP channel PORT-2)
+#   EDGEMQ_SECURE_PORT  the ports (this and the next) of two more edgemq serve instances with the
+#                     ACL and TLS permissive / TLS only, for the suites' Secure scenarios
+#                     (default EDGEMQ_PORT+100; edgemq target only)
 #   RMQ_NAMESRV_PORT, RMQ_BROKER_PORT   Apache RocketMQ's ports (default 17976, 18911)
 #   JAVA_SUITE_ARGS   extra Maven arguments, e.g. -Dtest=SendTest
 #   GO_SUITE_ARGS     extra go test arguments, e.g. -run TestSend
@@ -36,9 +41,10 @@ root=$(cd "$here/../.." && pwd)
 GO=${GO:-go}
 MVN=${MVN:-mvn}
 TARGETS=${INTEROP_TARGETS:-"edgemq rocketmq"}
-SUITES=${INTEROP_SUITES:-"go java consumer"}
+SUITES=${INTEROP_SUITES:-"go java consumer uplink"}
 KEEP=${INTEROP_KEEP:-}
 EDGEMQ_PORT=${EDGEMQ_PORT:-17876}
+EDGEMQ_SECURE_PORT=${EDGEMQ_SECURE_PORT:-$((EDGEMQ_PORT + 100))}
 export RMQ_NAMESRV_PORT=${RMQ_NAMESRV_PORT:-17976}
 export RMQ_BROKER_PORT=${RMQ_BROKER_PORT:-18911}
 
@@ -47,7 +53,7 @@ while [ $# -gt 0 ]; do
 	--targets) TARGETS=$2; shift 2 ;;
 	--suites) SUITES=$2; shift 2 ;;
 	--keep) KEEP=1; shift ;;
-	-h | --help) sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | --help) sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "run.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
 	esac
 done
@@ -59,16 +65,20 @@ results=$work/results.tsv # suite, target, scenario, PASS|FAIL|SKIP
 : >"$results"
 failed=0
 edgemq_pid=
+secure_pid=
 
 say() { echo "=== run.sh [${SECONDS}s]: $*"; }
 
 record() { printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" >>"$results"; }
 
 cleanup() {
-	if [ -n "$edgemq_pid" ] && kill -0 "$edgemq_pid" 2>/dev/null; then
-		kill -KILL "$edgemq_pid" 2>/dev/null
-		wait "$edgemq_pid" 2>/dev/null
-	fi
+	local pid
+	for pid in $edgemq_pid $secure_pid; do
+		if kill -0 "$pid" 2>/dev/null; then
+			kill -KILL "$pid" 2>/dev/null
+			wait "$pid" 2>/dev/null
+		fi
+	done
 	[ -d "$work/rocketmq" ] && "$here/rocketmq.sh" stop "$work/rocketmq" >/dev/null 2>&1
 	if [ -n "$KEEP" ]; then
 		echo "run.sh: logs, data and reports kept in $work"
@@ -105,7 +115,7 @@ start_edgemq() {
 	edgemq_pid=$!
 	local i
 	for ((i = 0; i < 300; i++)); do
-		port_open "$EDGEMQ_PORT" && { NS=127.0.0.1:$EDGEMQ_PORT; return 0; }
+		port_open "$EDGEMQ_PORT" && { NS=127.0.0.1:$EDGEMQ_PORT; start_edgemq_secure; return 0; }
 		kill -0 "$edgemq_pid" 2>/dev/null || break
 		sleep 0.1
 	done
@@ -113,8 +123,78 @@ start_edgemq() {
 	return 1
 }
 
+# start_edgemq_secure: two more edgemq serve instances with the ACL, for the suites' Secure
+# scenarios: on EDGEMQ_SECURE_PORT with TLS permissive (TLS and plain clients; its address in
+# INTEROP_SECURE_NAMESRV), and on EDGEMQ_SECURE_PORT+1 with TLS only (INTEROP_TLS_NAMESRV), so
+# that a client there provably speaks TLS. A failure to start is a scenario row of its own;
+# the Secure scenarios then skip.
+start_edgemq_secure() {
+	local dir=$work/secure
+	mkdir -p "$dir"
+	if ! openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=127.0.0.1 \
+		-addext subjectAltName=IP:127.0.0.1 -keyout "$dir/key.pem" -out "$dir/cert.pem" >"$dir/openssl.log" 2>&1; then
+		show_log "$dir/openssl.log"
+		record run edgemq "secure serve starts (TLS, ACL)" FAIL
+		failed=1
+		return 0
+	fi
+	# The accounts the suites sign with (go/secure_test.go, java/.../SecureTest.java).
+	cat >"$dir/acl.toml" <<'ACL'
+[[accounts]]
+accessKey = "interop-app"
+secretKey = "interop-app-secret"
+defaultTopicPerm = "PUB|SUB"
+defaultGroupPerm = "SUB"
+
+[[accounts]]
+accessKey = "interop-reader"
+secretKey = "interop-reader-secret"
+defaultTopicPerm = "SUB"
+defaultGroupPerm = "SUB"
+ACL
+	start_secure_instance permissive "$EDGEMQ_SECURE_PORT" INTEROP_SECURE_NAMESRV
+	start_secure_instance on "$((EDGEMQ_SECURE_PORT + 1))" INTEROP_TLS_NAMESRV
+}
+
+# start_secure_instance MODE PORT VAR: edgemq serve with server.tls_mode MODE and the ACL on
+# 127.0.0.1:PORT; once it serves, VAR holds that address.
+start_secure_instance() {
+	local mode=$1 port=$2 var=$3 dir=$work/secure i pid log
+	log=$work/edgemq-secure-$mode.log
+	port_open "$port" && echo "run.sh: port $port is in use (set EDGEMQ_SECURE_PORT)" >&2
+	say "starting edgemq serve with TLS $mode and the ACL on 127.0.0.1:$port"
+	"$work/edgemq" serve -data "$dir/data-$mode" -server.listen "127.0.0.1:$port" -server.vip_listen off \
+		-server.tls_mode "$mode" -server.tls_cert "$dir/cert.pem" -server.tls_key "$dir/key.pem" \
+		-server.acl "$dir/acl.toml" >"$log" 2>&1 </dev/null &
+	pid=$!
+	secure_pid="$secure_pid $pid"
+	for ((i = 0; i < 300; i++)); do
+		if grep -q "^INFO serving" "$log" 2>/dev/null; then
+			export "$var=127.0.0.1:$port"
+			record run edgemq "secure serve starts (TLS $mode, ACL)" PASS
+			return 0
+		fi
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	show_log "$log"
+	record run edgemq "secure serve starts (TLS $mode, ACL)" FAIL
+	failed=1
+}
+
+stop_edgemq_secure() {
+	unset INTEROP_SECURE_NAMESRV INTEROP_TLS_NAMESRV
+	local pid
+	for pid in $secure_pid; do
+		kill -TERM "$pid" 2>/dev/null
+		wait "$pid" 2>/dev/null
+	done
+	secure_pid=
+}
+
 # stop_edgemq: SIGTERM, and a clean stop must exit 0 within 30 s (a scenario of its own).
 stop_edgemq() {
+	stop_edgemq_secure
 	[ -n "$edgemq_pid" ] || return 0
 	say "stopping edgemq serve"
 	kill -TERM "$edgemq_pid" 2>/dev/null
@@ -171,6 +251,24 @@ run_go() {
 	if [ $rc -ne 0 ]; then
 		failed=1
 		record go "$target" "(suite exit status)" FAIL
+		show_log "$log" 80
+	fi
+}
+
+# run_uplink TARGET: edge/uplink's TestForwardToRocketMQInterop with the target as upstream.
+run_uplink() {
+	local target=$1 log=$work/uplink-$target.log rc
+	say "uplink suite against $target ($NS)"
+	(cd "$root" && INTEROP_NAMESRV=$NS INTEROP_TARGET=$target "$GO" test -count=1 -v -timeout 10m -run 'Interop$' ./edge/uplink) >"$log" 2>&1
+	rc=$?
+	local rows
+	rows=$(sed -nE 's/^ *--- (PASS|FAIL|SKIP): ([^ ]+) .*/\2\t\1/p' "$log")
+	if [ -n "$rows" ]; then
+		while IFS=$'\t' read -r name status; do record uplink "$target" "$name" "$status"; done <<<"$rows"
+	fi
+	if [ $rc -ne 0 ]; then
+		failed=1
+		record uplink "$target" "(suite exit status)" FAIL
 		show_log "$log" 80
 	fi
 }
@@ -260,7 +358,8 @@ for target in $TARGETS; do
 		go) run_go "$target" ;;
 		java) run_java "$target" ;;
 		consumer) ;; # ran once, above
-		*) echo "run.sh: unknown suite $suite (go, java, consumer)" >&2; exit 2 ;;
+		uplink) run_uplink "$target" ;;
+		*) echo "run.sh: unknown suite $suite (go, java, consumer, uplink)" >&2; exit 2 ;;
 		esac
 	done
 	$stop

@@ -126,6 +126,9 @@ func javaSend(ctx context.Context, b *broker, javaCP string, threads int, size i
 		return err
 	}
 	m["java_send_rate"], m["java_send_cpu_us"], m["java_send_client_cpu_us"], _ = javaRate(lines)
+	if m["java_send_client_cpu_us"] == 0 {
+		delete(m, "java_send_client_cpu_us")
+	}
 	// The Producer's failure counts are totals since it started.
 	if mm := sendFailed.FindStringSubmatch(lines[len(lines)-1].text); mm != nil {
 		f1, _ := strconv.ParseFloat(mm[1], 64)
@@ -151,6 +154,9 @@ func javaConsume(ctx context.Context, b *broker, javaCP string, p params, n int,
 	}
 	var drained bool
 	m["java_consume_rate"], m["java_consume_cpu_us"], m["java_consume_client_cpu_us"], drained = javaRate(lines)
+	if m["java_consume_client_cpu_us"] == 0 {
+		delete(m, "java_consume_client_cpu_us") // its best window began with the JVM: unknown
+	}
 	first := slices.IndexFunc(lines[1:], func(l tpsLine) bool { return l.tps > 0 })
 	note = fmt.Sprintf("java Consumer: %d rate lines (1 s apart, 10 s windows), the first non-zero %d s after the first line, best %.0f, last %.0f",
 		len(lines)-1, first, m["java_consume_rate"], lines[len(lines)-1].tps)

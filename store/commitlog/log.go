@@ -42,6 +42,7 @@ type Log struct {
 	written atomic.Int64 // end of the published records: readers read below it
 	durable atomic.Int64 // end of the records covered by a completed fsync
 	minPos  atomic.Int64 // first position of the oldest segment
+	floor   atomic.Int64 // Options.RetentionFloor's last answer (MaxInt64 without one)
 	failed  atomic.Bool  // an fsync failed: no more appends
 	isShut  atomic.Bool  // Close was called
 
@@ -124,6 +125,9 @@ func Open(dir string, opts *Options) (*Log, error) {
 		done:  make(chan struct{}),
 	}
 	l.fcond = sync.NewCond(&l.fmu)
+	if o.RetentionFloor == nil {
+		l.floor.Store(math.MaxInt64)
+	}
 	l.initResident()
 	if err := l.fs.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("commitlog: create %s: %w", dir, err)

@@ -153,6 +153,13 @@ type Options struct {
 	// OnRetention, if set, is called from the retention goroutine after segments were
 	// deleted, with the new minimum position. It must not call Close.
 	OnRetention func(minPos int64)
+	// RetentionFloor, if set, is the position from which retention (by age, bytes, used
+	// ratio, and the DropOldest policy of a full disk) keeps every segment: a segment holding
+	// a position at or past it is not deleted. math.MaxInt64 holds nothing. The retention
+	// goroutine calls it before each pass, never with the log's lock held; appends that
+	// delete segments use the value of the last pass (0, holding everything, before the
+	// first). It must not block on the log.
+	RetentionFloor func() int64
 }
 
 // DefaultOptions holds the defaults that zero fields take.

@@ -26,6 +26,9 @@ func (l *Log) retentionLoop() {
 // RetentionInterval.
 func (l *Log) Retain() int {
 	l.tick.Add(1)
+	if l.opts.RetentionFloor != nil {
+		l.floor.Store(l.opts.RetentionFloor())
+	}
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
@@ -97,11 +100,11 @@ func (l *Log) retainLocked(extra int64) int {
 		}
 	}
 	total := int64(len(segs))*l.opts.SegmentSize + extra
-	durable := l.durable.Load()
+	durable := min(l.durable.Load(), l.floor.Load())
 	n := 0
 	for ; n < len(segs)-1; n++ {
 		s, next := segs[n], segs[n+1]
-		if s.base+s.size > durable {
+		if s.base+s.size > durable { // unflushed, or held by the retention floor
 			break
 		}
 		freed := int64(n) * l.opts.SegmentSize
@@ -120,10 +123,11 @@ func (l *Log) retainLocked(extra int64) int {
 }
 
 // deleteOldestLocked deletes up to n of the oldest flushed sealed segments, whatever the
-// retention rules say (the DropOldest policy of a full disk).
+// retention rules say (the DropOldest policy of a full disk), but for those the retention
+// floor holds.
 func (l *Log) deleteOldestLocked(n int) int {
 	segs := *l.segs.Load()
-	durable := l.durable.Load()
+	durable := min(l.durable.Load(), l.floor.Load())
 	k := 0
 	for k < n && k < len(segs)-1 && segs[k].base+segs[k].size <= durable {
 		l.lg.Warn("disk full: deleting the oldest segment to make room", "segment", segs[k].path)

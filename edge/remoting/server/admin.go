@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -156,6 +157,7 @@ func (s *Server) runtimeInfo(c *conn, req *remoting.Command) *remoting.Command {
 	s.mu.Lock()
 	t["connections"] = strconv.Itoa(len(s.conns))
 	s.mu.Unlock()
+	t["goroutines"] = strconv.Itoa(runtime.NumGoroutine()) // EdgeMQ's own: a leak shows here
 	body, _ := json.Marshal(struct {
 		Table map[string]string `json:"table"`
 	}{t})

@@ -1,11 +1,11 @@
 package server
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -19,21 +19,36 @@ import (
 // SYSTEM_BUSY replies and change notifications.
 const outSlack = 64
 
-// readBufSize is the read buffer of a connection.
-const readBufSize = 64 << 10
+// readBufSize is the read buffer of a connection while it has bytes to read: a few frames
+// of the usual size; a larger frame is read straight into its own memory.
+const readBufSize = 8 << 10
 
 // maxWriteBatch is how many bytes of queued frames the writer gathers into one write.
 const maxWriteBatch = 256 << 10
 
-// conn is one client connection. Its reader (serve) owns it: it reads frames, starts a
-// goroutine per request, and when reading ends (the client closed, an error, idle, or the
-// server stopping) it waits for them and for the writer, closes the socket and unregisters
-// the clients that heartbeat on it.
+// maxPooledWrite is the largest write buffer kept for reuse; bodyInline is the largest
+// reply body copied into it: a larger one is written from its own memory (writev).
+const (
+	maxPooledWrite = 1 << 20
+	bodyInline     = 4 << 10
+)
+
+// keepQueue is the largest write queue a connection keeps between bursts, in frames.
+const keepQueue = 64
+
+// conn is one client connection. Its reader (serve) owns it: it reads frames, hands sends
+// to the broker in arrival order (their replies come when the store acknowledges them) and
+// starts a goroutine per other request; when reading ends (the client closed, an error,
+// idle, or the server stopping) it waits for them and for the writer, closes the socket and
+// unregisters the clients that heartbeat on it.
 type conn struct {
 	s      *Server
 	nc     net.Conn
 	vip    bool
 	remote string
+	host   netip.AddrPort // the store host of the message ids it is told (storeHost)
+	born   netip.AddrPort // the client's address, the born host of its messages
+	maxMsg int            // the broker's largest message body
 
 	ctx    context.Context // the requests' context: ends once they are answered, or at Close
 	cancel context.CancelFunc
@@ -43,13 +58,21 @@ type conn struct {
 	pulls     context.Context
 	stopPulls context.CancelFunc
 
-	out   chan *remoting.Command // frames for the writer; bounded
-	stop  chan struct{}          // closed by serve once no handler runs: the writer drains and exits
-	dead  chan struct{}          // closed by the writer when it fails: nothing more is written
-	wdone chan struct{}          // closed when the writer returns
+	wmu   sync.Mutex // guards queue, spare and dead
+	queue []outFrame // frames for the writer, bounded by maxQueue (see queueFrame)
+	spare []outFrame // the writer's last batch, emptied, for the next queue
+	dead  bool       // the writer failed: nothing more is written
 
-	inflight atomic.Int32   // requests being handled
-	handlers sync.WaitGroup // their goroutines
+	kick  chan struct{} // capacity 1: the queue has frames
+	room  chan struct{} // capacity 1: the writer took frames (the reader waits on it)
+	stop  chan struct{} // closed by serve once no handler runs: the writer drains and exits
+	died  chan struct{} // closed when dead is set
+	wdone chan struct{} // closed when the writer returns
+
+	// inflight counts requests read and not yet answered: handled, or their reply not yet
+	// written (so that the write queue stays bounded when a client does not read).
+	inflight atomic.Int32
+	handlers sync.WaitGroup // request goroutines and sends the store has not acknowledged
 
 	stopped atomic.Bool // stopReading was called: a read error is the server's doing
 
@@ -59,13 +82,23 @@ type conn struct {
 	version int16 // language and version of the last heartbeat
 }
 
+// outFrame is a frame for the writer: a command, or a send's outcome to answer.
+type outFrame struct {
+	cmd  *remoting.Command
+	sent *sendAck
+	held bool // the answer to a request counted in inflight: the writer releases it
+}
+
 func newConn(s *Server, nc net.Conn, vip bool) *conn {
-	c := &conn{s: s, nc: nc, vip: vip, remote: nc.RemoteAddr().String(),
-		out:     make(chan *remoting.Command, s.opts.MaxInFlight+outSlack),
+	c := &conn{s: s, nc: nc, vip: vip, remote: nc.RemoteAddr().String(), born: remoteAddrPort(nc),
+		kick:    make(chan struct{}, 1),
+		room:    make(chan struct{}, 1),
 		stop:    make(chan struct{}),
-		dead:    make(chan struct{}),
+		died:    make(chan struct{}),
 		wdone:   make(chan struct{}),
 		clients: map[string]struct{}{}}
+	c.host = s.storeHost(c)
+	c.maxMsg = s.b.Options().MaxMessageSize
 	c.ctx, c.cancel = context.WithCancel(s.ctx)
 	c.pulls, c.stopPulls = context.WithCancel(c.ctx)
 	return c
@@ -128,8 +161,12 @@ func (c *conn) serve() {
 func (c *conn) readLoop() error {
 	// Read what the socket holds at once, as Netty does: frames a client sent just before
 	// it closed are in hand before the replies to the first ones reach it, so its reset
-	// (data to a closed socket) cannot drop them from the receive buffer.
-	r := remoting.NewReader(bufio.NewReaderSize(c.nc, readBufSize), c.s.opts.MaxFrameSize)
+	// (data to a closed socket) cannot drop them from the receive buffer. The reader
+	// never waits on the store or the writer but for room to answer SYSTEM_BUSY. An idle
+	// connection holds no read buffer (connReader).
+	cr := newConnReader(c.nc)
+	defer cr.release()
+	r := remoting.NewReader(cr, c.s.opts.MaxFrameSize)
 	for {
 		if c.stopped.Load() {
 			return nil
@@ -162,7 +199,7 @@ func (c *conn) readLoop() error {
 		if busy != "" {
 			c.s.lg.Warn("request refused: busy", "remote", c.remote, "code", cmd.Code, "why", busy)
 			if !cmd.IsOneway() {
-				if !c.send(cmd.Reply(remoting.SystemBusy, busy)) {
+				if !c.queueFrame(outFrame{cmd: cmd.Reply(remoting.SystemBusy, busy)}, true) {
 					return nil
 				}
 			}
@@ -171,6 +208,16 @@ func (c *conn) readLoop() error {
 		c.inflight.Add(1)
 		c.s.reqBytes.Add(size)
 		c.handlers.Add(1)
+		if isSend(cmd.Code) {
+			c.s.dispatchSend(c, cmd, size) // in arrival order
+			continue
+		}
+		if cmd.Code == remoting.UpdateConsumerOffset {
+			// In arrival order too, and cheap (the broker keeps offsets in memory): a
+			// consumer's commits on one connection never move its offset back.
+			c.handle(cmd, size)
+			continue
+		}
 		go c.handle(cmd, size)
 	}
 }
@@ -178,23 +225,59 @@ func (c *conn) readLoop() error {
 // handle answers one request of size bytes.
 func (c *conn) handle(req *remoting.Command, size int64) {
 	defer c.handlers.Done()
-	defer c.inflight.Add(-1)
 	defer c.s.reqBytes.Add(-size)
 	resp := c.s.dispatch(c, req)
-	if resp != nil && !req.IsOneway() {
-		c.send(resp)
-	}
+	c.answer(req, resp)
 }
 
-// send queues a frame for the writer, waiting while the queue is full. It reports false
-// when the connection can no longer be written.
-func (c *conn) send(cmd *remoting.Command) bool {
-	select {
-	case c.out <- cmd:
-		c.s.stats.replies.add(cmd.Code)
-		return true
-	case <-c.dead:
-		return false
+// answer queues resp, the answer to req (nil: none), and releases req's place in flight
+// once it is written. It never waits.
+func (c *conn) answer(req, resp *remoting.Command) {
+	if resp == nil || req.IsOneway() {
+		c.inflight.Add(-1)
+		return
+	}
+	c.queueFrame(outFrame{cmd: resp, held: true}, false)
+}
+
+// maxQueue is how many frames the write queue holds before the reader waits and
+// notifications are dropped; answers to requests in flight always go in.
+func (c *conn) maxQueue() int { return c.s.opts.MaxInFlight + outSlack }
+
+// queueFrame queues f for the writer. With wait (the reader's SYSTEM_BUSY replies) it waits
+// while the queue is full; without, it never waits: an answer's room is its place in
+// flight. It reports false when the connection can no longer be written (f is dropped).
+func (c *conn) queueFrame(f outFrame, wait bool) bool {
+	for {
+		c.wmu.Lock()
+		if c.dead {
+			c.wmu.Unlock()
+			if f.held {
+				c.inflight.Add(-1)
+			}
+			return false
+		}
+		if !wait || len(c.queue) < c.maxQueue() {
+			if c.queue == nil && c.spare != nil {
+				c.queue, c.spare = c.spare, nil
+			}
+			c.queue = append(c.queue, f)
+			c.wmu.Unlock()
+			if f.cmd != nil && f.cmd.IsResponse() { // a send's reply is counted when made
+				c.s.stats.replies.add(f.cmd.Code)
+			}
+			select {
+			case c.kick <- struct{}{}:
+			default:
+			}
+			return true
+		}
+		c.wmu.Unlock()
+		select {
+		case <-c.room:
+		case <-c.died:
+			return false
+		}
 	}
 }
 
@@ -206,84 +289,163 @@ func (c *conn) notify(cmd *remoting.Command) {
 		return
 	default:
 	}
-	select {
-	case c.out <- cmd:
-	default:
+	c.wmu.Lock()
+	full := len(c.queue) >= c.maxQueue()
+	c.wmu.Unlock()
+	if full {
 		c.s.lg.Debug("notification dropped: write queue full", "remote", c.remote, "code", cmd.Code)
+		return
 	}
+	c.queueFrame(outFrame{cmd: cmd}, false)
 }
 
-// writeLoop writes queued frames, several to a write, each write bounded by WriteTimeout.
-// It returns once serve closes stop and the queue is empty, or on a write error, after
-// which it closes the socket (the reader then returns too).
+// writeLoop writes queued frames, all that are queued at once in as few writes as
+// maxWriteBatch allows, each write bounded by WriteTimeout. It returns once serve closes
+// stop and the queue is empty, or on a write error, after which it closes the socket (the
+// reader then returns too). Between bursts it holds no write buffer.
 func (c *conn) writeLoop() {
 	defer close(c.wdone)
-	var buf []byte
 	for {
-		var cmd *remoting.Command
-		select {
-		case cmd = <-c.out:
-		case <-c.stop:
+		c.wmu.Lock()
+		batch := c.queue
+		c.queue = nil
+		c.wmu.Unlock()
+		if len(batch) == 0 {
 			select {
-			case cmd = <-c.out:
-			default:
-				return
-			}
-		}
-		buf = buf[:0]
-		var err error
-		for {
-			if buf, err = c.appendFrame(buf, cmd); err != nil {
-				break
-			}
-			if len(buf) >= maxWriteBatch {
-				break
-			}
-			select {
-			case cmd = <-c.out:
+			case <-c.kick:
 				continue
-			default:
+			case <-c.stop:
+				c.wmu.Lock()
+				left := len(c.queue)
+				c.wmu.Unlock()
+				if left == 0 {
+					return
+				}
+				continue
 			}
-			break
 		}
-		if err == nil {
-			c.nc.SetWriteDeadline(time.Now().Add(c.s.opts.WriteTimeout))
-			_, err = c.nc.Write(buf)
+		select {
+		case c.room <- struct{}{}:
+		default:
 		}
-		if cap(buf) > 4*maxWriteBatch {
-			buf = nil // a large reply once does not pin its memory
+		err := c.writeFrames(batch)
+		held := int32(0)
+		for _, f := range batch {
+			if f.held {
+				held++
+			}
 		}
+		c.inflight.Add(-held)
+		clear(batch)
 		if err != nil {
-			switch {
-			case errors.Is(err, os.ErrDeadlineExceeded):
-				c.s.lg.Warn("connection closed: slow reader", "remote", c.remote, "write_timeout", c.s.opts.WriteTimeout)
-			case errors.Is(err, net.ErrClosed):
-			case errors.Is(err, syscall.EPIPE), errors.Is(err, syscall.ECONNRESET):
-				// The client closed with replies on their way (Go clients' oneway requests
-				// are answered): its business.
-				c.s.lg.Debug("connection closed by the client before its replies", "remote", c.remote, "err", err)
-			default:
-				c.s.lg.Info("connection closed: write error", "remote", c.remote, "err", err)
-			}
-			close(c.dead)
-			c.nc.Close()
+			c.writeFailed(err)
 			return
+		}
+		if cap(batch) <= keepQueue {
+			c.wmu.Lock()
+			c.spare = batch[:0]
+			c.wmu.Unlock()
 		}
 	}
 }
 
-// appendFrame encodes cmd; a reply that cannot be encoded (a header over the frame limit)
-// becomes a SYSTEM_ERROR reply, so that the client is answered.
-func (c *conn) appendFrame(buf []byte, cmd *remoting.Command) ([]byte, error) {
-	n := len(buf)
-	out, err := cmd.AppendFrame(buf)
+// writeFailed logs err, marks the connection dead and closes its socket.
+func (c *conn) writeFailed(err error) {
+	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		c.s.lg.Warn("connection closed: slow reader", "remote", c.remote, "write_timeout", c.s.opts.WriteTimeout)
+	case errors.Is(err, net.ErrClosed):
+	case errors.Is(err, syscall.EPIPE), errors.Is(err, syscall.ECONNRESET):
+		// The client closed with replies on their way (Go clients' oneway requests are
+		// answered): its business.
+		c.s.lg.Debug("connection closed by the client before its replies", "remote", c.remote, "err", err)
+	default:
+		c.s.lg.Info("connection closed: write error", "remote", c.remote, "err", err)
+	}
+	c.wmu.Lock()
+	c.dead = true
+	left := c.queue
+	c.queue, c.spare = nil, nil
+	c.wmu.Unlock()
+	for _, f := range left {
+		if f.held {
+			c.inflight.Add(-1)
+		}
+	}
+	close(c.died)
+	c.nc.Close()
+}
+
+// writeBufs pools write buffers, so that an idle connection holds none.
+var writeBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// writeFrames encodes and writes frames: small ones gathered into one buffer, a large
+// reply body written from its own memory (one writev for the lot).
+func (c *conn) writeFrames(frames []outFrame) error {
+	bp := writeBufs.Get().(*[]byte)
+	buf := (*bp)[:0]
+	var segs net.Buffers  // what is encoded and not yet written: parts of buf and large bodies
+	mark, pending := 0, 0 // buf[mark:] is not in segs yet; pending counts the bytes of both
+	var err error
+	for _, f := range frames {
+		cmd := f.cmd
+		if f.sent != nil {
+			cmd = c.s.sendReply(c, f.sent)
+			c.s.stats.replies.add(cmd.Code)
+		}
+		n := len(buf)
+		if len(cmd.Body) > bodyInline {
+			var head bool
+			if buf, head = c.appendFrame(buf, cmd, true); head {
+				segs = append(segs, buf[mark:], cmd.Body)
+				mark = len(buf)
+				pending += len(cmd.Body)
+			}
+		} else {
+			buf, _ = c.appendFrame(buf, cmd, false)
+		}
+		if pending += len(buf) - n; pending >= maxWriteBatch {
+			if err = c.write(append(segs, buf[mark:])); err != nil {
+				break
+			}
+			buf, segs, mark, pending = buf[:0], segs[:0], 0, 0
+		}
+	}
+	if err == nil && pending > 0 {
+		err = c.write(append(segs, buf[mark:]))
+	}
+	if cap(buf) <= maxPooledWrite { // a large reply once does not pin its memory
+		*bp = buf[:0]
+		writeBufs.Put(bp)
+	}
+	return err
+}
+
+// write writes bufs, bounded by WriteTimeout.
+func (c *conn) write(bufs net.Buffers) error {
+	c.nc.SetWriteDeadline(time.Now().Add(c.s.opts.WriteTimeout))
+	_, err := bufs.WriteTo(c.nc)
+	return err
+}
+
+// appendFrame encodes cmd, or with headOnly all of its frame but the body (ok then
+// reports that it did). A reply that cannot be encoded (a header over the frame limit)
+// becomes a whole SYSTEM_ERROR reply, so that the client is answered.
+func (c *conn) appendFrame(buf []byte, cmd *remoting.Command, headOnly bool) (out []byte, ok bool) {
+	var err error
+	if headOnly {
+		out, err = cmd.AppendFrameHead(buf)
+	} else {
+		out, err = cmd.AppendFrame(buf)
+	}
 	if err == nil {
-		return out, nil
+		return out, true
 	}
 	c.s.lg.Error("reply not encodable", "remote", c.remote, "code", cmd.Code, "err", err)
 	r := &remoting.Command{Code: remoting.SystemError, Language: cmd.Language, Version: cmd.Version, Opaque: cmd.Opaque,
 		Flag: cmd.Flag, Remark: "server: reply not encodable", Serialize: cmd.Serialize}
-	return r.AppendFrame(buf[:n])
+	out, _ = r.AppendFrame(buf)
+	return out, false
 }
 
 // addClient records that client id heartbeats on c, with hb, its heartbeat.

@@ -10,16 +10,13 @@ import (
 // handler answers one request; nil means no reply.
 type handler func(s *Server, c *conn, req *remoting.Command) *remoting.Command
 
-// handlers holds what the server answers, by request code. Codes not here get
-// REQUEST_CODE_NOT_SUPPORTED.
+// handlers holds what the server answers, by request code, but sends (dispatchSend).
+// Codes not here get REQUEST_CODE_NOT_SUPPORTED.
 var handlers map[int16]handler
 
 func init() {
 	handlers = map[int16]handler{
-		// producers
-		remoting.SendMessage:      (*Server).send,
-		remoting.SendMessageV2:    (*Server).send,
-		remoting.SendBatchMessage: (*Server).send,
+		// producers: sends go to dispatchSend
 		// consumers
 		remoting.PullMessage:             (*Server).pull,
 		remoting.LitePullMessage:         (*Server).pull,
@@ -59,6 +56,9 @@ func init() {
 // dispatch answers req. A handler's panic is a bug of ours, not the client's: it is logged
 // and answered SYSTEM_ERROR, and the server goes on.
 func (s *Server) dispatch(c *conn, req *remoting.Command) (resp *remoting.Command) {
+	if resp := s.authorize(c, req); resp != nil {
+		return resp
+	}
 	h, ok := handlers[req.Code]
 	if !ok {
 		s.lg.Debug("request code not supported", "remote", c.remote, "code", req.Code)
@@ -71,4 +71,35 @@ func (s *Server) dispatch(c *conn, req *remoting.Command) (resp *remoting.Comman
 		}
 	}()
 	return h(s, c, req)
+}
+
+// dispatchSend hands a send of size bytes to the broker in the reader's goroutine, so that
+// a connection's sends are stored in the order they came; its answer is queued at once
+// when the broker refuses it, else when the store acknowledges it. A panic is answered as
+// in dispatch.
+func (s *Server) dispatchSend(c *conn, req *remoting.Command, size int64) {
+	accepted := false
+	defer func() {
+		if p := recover(); p != nil {
+			s.lg.Error("request handler panicked", "remote", c.remote, "code", req.Code, "panic", p, "stack", string(debug.Stack()))
+			if !accepted {
+				s.refused(c, req, size, req.Reply(remoting.SystemError, "server: internal error"))
+			}
+		}
+	}()
+	if resp := s.authorize(c, req); resp != nil {
+		s.refused(c, req, size, resp)
+		return
+	}
+	var reply *remoting.Command
+	if reply, accepted = s.send(c, req, size); !accepted {
+		s.refused(c, req, size, reply)
+	}
+}
+
+// refused answers a send the broker did not take.
+func (s *Server) refused(c *conn, req *remoting.Command, size int64, reply *remoting.Command) {
+	s.reqBytes.Add(-size)
+	c.answer(req, reply)
+	c.handlers.Done()
 }

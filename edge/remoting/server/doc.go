@@ -2,7 +2,7 @@
 // RocketMQ's own clients (Go, Java; producers, push and pull consumers, mqadmin) use it as
 // they would an Apache RocketMQ name server and broker.
 //
-//	srv, err := server.Start(b, server.Options{Listen: ":9876"})
+//	srv, err := server.Start(b, server.Options{Listen: "127.0.0.1:9876"})
 //	if err != nil {
 //		return err
 //	}
@@ -42,10 +42,21 @@
 // group's offsets, both oneway. Offset message ids (send replies, pulled records) carry the
 // address the client reached the broker at, where VIEW_MESSAGE_BY_ID finds the message.
 //
+// Security: Options.TLS makes both addresses TLS only, or, with Options.TLSPermissive,
+// TLS for connections whose first byte starts a TLS handshake and plain TCP for the rest
+// (LoadTLS reads the PEM files, with client certificates required when given a CA).
+// Options.ACL (LoadACL) turns on RocketMQ's plain ACL: every request but a route lookup must
+// carry the AccessKey and Signature of an account allowed to make it, as RocketMQ's clients
+// add them (Java's AclClientRPCHook, rocketmq-client-go's WithCredentials), else it is
+// answered NO_PERMISSION (16) and not carried out. ACL.Reload re-reads the accounts.
+//
 // A client leaves its groups when its last connection closes: RocketMQ's Go client never
 // unregisters. Its queue locks stay until they expire (edge.Options.LockLifetime), as
 // RocketMQ's broker keeps them: a connection may close under a client that lives on,
 // reconnects and still consumes the queues it locked. Each connection handles up to
-// Options.MaxInFlight requests at once and answers them in any order; a client that does
-// not read its replies is disconnected after Options.WriteTimeout.
+// Options.MaxInFlight requests at once and answers them in any order, but carries out its
+// sends and offset commits in the order they came (pipelined async sends of one producer
+// keep their order, a consumer's offset never moves back); a client that does not read its
+// replies is disconnected after Options.WriteTimeout, and holds up no other. An idle
+// connection holds no read or write buffer.
 package server

@@ -9,6 +9,13 @@ import (
 	"github.com/edgemq/edgemq/edge/remoting"
 )
 
+// ErrACL is returned by LoadACL and ACL.Reload for an accounts file that does not read or
+// parse; the error names the file and what is wrong.
+var ErrACL = errors.New("server: invalid ACL file")
+
+// ErrTLS is returned by LoadTLS for a certificate, key or CA file that does not load.
+var ErrTLS = errors.New("server: invalid TLS files")
+
 // errCodes maps the broker's errors to RocketMQ's response codes, first match wins. What
 // is not here is SYSTEM_ERROR (1).
 var errCodes = []struct {

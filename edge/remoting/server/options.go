@@ -1,6 +1,7 @@
 package server
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -17,7 +18,8 @@ const maxFrameSize = 16 << 20
 // Options configures a Server. A zero field takes its default (DefaultOptions).
 type Options struct {
 	// Listen is the address that answers both name-server and broker requests, so that one
-	// name-server address (-n 127.0.0.1:9876) is all a client needs. Default ":9876".
+	// name-server address (-n 127.0.0.1:9876) is all a client needs. Default
+	// "127.0.0.1:9876": loopback only, until an address is chosen.
 	Listen string
 	// VIPListen is the address of the VIP channel older Java clients send to (their
 	// broker's port − 2). "" means Listen's host with its port − 2 (any free port when
@@ -47,11 +49,21 @@ type Options struct {
 	// Logger receives one line per connection event (refused, closed on error, malformed
 	// or oversized frame, slow reader). nil: discard.
 	Logger *slog.Logger
+	// TLS, when not nil, makes both addresses TLS only (see LoadTLS): RocketMQ's clients
+	// with tls.enable speak TLS from the first byte. Default nil: plain TCP.
+	TLS *tls.Config
+	// TLSPermissive, with TLS, serves plain TCP clients too on the same addresses: a
+	// connection whose first byte starts a TLS handshake is TLS, any other plain, as
+	// RocketMQ's permissive mode.
+	TLSPermissive bool
+	// ACL, when not nil, refuses requests that are not signed by one of its accounts or
+	// that its accounts may not make (see ACL). Default nil: any client may do anything.
+	ACL *ACL
 }
 
 // DefaultOptions holds the defaults that zero fields take.
 var DefaultOptions = Options{
-	Listen:       ":9876",
+	Listen:       "127.0.0.1:9876",
 	ClusterName:  "DefaultCluster",
 	MaxFrameSize: maxFrameSize,
 	MaxConns:     1024,

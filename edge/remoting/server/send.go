@@ -17,64 +17,125 @@ const sysFlagTxPrepared = 0x4
 // msgRegion is what RocketMQ's brokers answer as a send's MSG_REGION by default.
 const msgRegion = "DefaultRegion"
 
+// isSend reports whether code is a send the reader hands to dispatchSend.
+func isSend(code int16) bool {
+	return code == remoting.SendMessage || code == remoting.SendMessageV2 || code == remoting.SendBatchMessage
+}
+
+// sendAck is a send handed to the broker, and its outcome once the store acknowledges it.
+type sendAck struct {
+	c       *conn
+	req     *remoting.Command
+	size    int64  // the request's bytes, held until the store acknowledges it
+	topic   string // the topic the producer sent to
+	queueID int32  // the queue it chose, or -1
+	one     mq.SendResult
+	batch   []mq.SendResult // a batch's results; nil for one message
+	err     error
+}
+
+// done is the broker's acknowledgement of a single message.
+func (a *sendAck) done(res mq.SendResult, err error) {
+	a.one, a.err = res, err
+	a.finish()
+}
+
+// doneBatch is the broker's acknowledgement of a batch.
+func (a *sendAck) doneBatch(res []mq.SendResult, err error) {
+	a.batch, a.err = res, err
+	a.finish()
+}
+
+// finish queues the answer for the writer, which encodes it (the store's acknowledgement
+// goroutine only hands it over, and never waits).
+func (a *sendAck) finish() {
+	c := a.c
+	c.s.reqBytes.Add(-a.size)
+	a.req.Body = nil // stored: the answer needs only the header
+	if a.req.IsOneway() {
+		c.inflight.Add(-1)
+	} else {
+		c.queueFrame(outFrame{sent: a, held: true}, false)
+	}
+	c.handlers.Done()
+}
+
 // send answers SEND_MESSAGE, SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE: the broker stores the
 // message (or the batch's, in one queue), stamped with the producer's born time and the
-// connection's remote address.
-func (s *Server) send(c *conn, req *remoting.Command) *remoting.Command {
+// connection's remote address. The reader calls it for each send in arrival order, so that
+// a connection's sends are stored in that order; it returns once the broker has taken the
+// send, and the answer is queued when the store acknowledges it. An answer it returns (a
+// refused send) is the reply to queue at once; accepted reports that the broker took it.
+func (s *Server) send(c *conn, req *remoting.Command, size int64) (reply *remoting.Command, accepted bool) {
 	h, err := remoting.ParseSendHeader(req.Code, req.Ext)
 	if err != nil {
-		return errReply(req, err)
+		return errReply(req, err), false
 	}
 	if h.SysFlag&sysFlagTxPrepared != 0 {
-		return req.Reply(remoting.NoPermission, "server: transactional messages are not supported")
+		return req.Reply(remoting.NoPermission, "server: transactional messages are not supported"), false
 	}
 	// The broker takes bodies as they are; a compressed one is inflated here, no larger
 	// than the broker would take it.
 	mx := mq.MessageExt{Message: mq.Message{Body: req.Body}, SysFlag: h.SysFlag}
-	if err := remoting.DecompressBody(&mx, s.b.Options().MaxMessageSize); err != nil {
-		return req.Reply(remoting.MessageIllegal, err.Error())
+	if err := remoting.DecompressBody(&mx, c.maxMsg); err != nil {
+		return req.Reply(remoting.MessageIllegal, err.Error()), false
 	}
 	body := mx.Body
 	var sel mq.QueueSelector
 	if h.QueueID >= 0 { // RocketMQ's brokers choose for a negative one
 		sel = mq.QueueIndex(int(h.QueueID))
 	}
-	origin := edge.Origin{BornTime: max(h.BornTimestamp, 0), BornHost: remoteAddrPort(c.nc), ReconsumeTimes: max(h.ReconsumeTimes, 0)}
-	var results []mq.SendResult
+	origin := edge.Origin{BornTime: max(h.BornTimestamp, 0), BornHost: c.born, ReconsumeTimes: max(h.ReconsumeTimes, 0)}
+	a := &sendAck{c: c, req: req, size: size, topic: h.Topic, queueID: h.QueueID}
 	if req.Code == remoting.SendBatchMessage || h.Batch {
 		msgs, err := remoting.DecodeBatch(body)
 		if err != nil {
-			return req.Reply(remoting.MessageIllegal, err.Error())
+			return req.Reply(remoting.MessageIllegal, err.Error()), false
 		}
 		if len(msgs) == 0 {
-			return req.Reply(remoting.MessageIllegal, "server: empty batch")
+			return req.Reply(remoting.MessageIllegal, "server: empty batch"), false
 		}
 		for _, m := range msgs {
 			m.Topic = h.Topic
 		}
-		if results, err = s.b.SendBatchFrom(c.ctx, msgs, sel, origin); err != nil {
-			return errReply(req, err)
-		}
+		err = s.b.SendBatchAsyncFrom(c.ctx, msgs, sel, origin, a.doneBatch)
 	} else {
 		m := &mq.Message{Topic: h.Topic, Flag: h.Flag, Body: body}
 		remoting.SetMessageProperties(m, h.Properties)
-		res, err := s.b.SendFrom(c.ctx, m, sel, origin)
-		if err != nil {
-			return errReply(req, err)
+		err = s.b.SendAsyncFrom(c.ctx, m, sel, origin, a.done)
+	}
+	if err != nil {
+		return errReply(req, err), false
+	}
+	return nil, true
+}
+
+// sendReply is the answer to an acknowledged send.
+func (s *Server) sendReply(c *conn, a *sendAck) *remoting.Command {
+	req := a.req
+	if a.err != nil {
+		return errReply(req, a.err)
+	}
+	results := a.batch
+	if results == nil {
+		results = []mq.SendResult{a.one}
+	}
+	var msgID string
+	if len(results) == 1 {
+		msgID = mq.OffsetMsgID(c.host, results[0].CommitLogOffset)
+	} else {
+		ids := make([]string, len(results))
+		for i, r := range results {
+			ids[i] = mq.OffsetMsgID(c.host, r.CommitLogOffset)
 		}
-		results = []mq.SendResult{res}
+		msgID = strings.Join(ids, ",")
 	}
-	host := s.storeHost(c)
-	ids := make([]string, len(results))
-	for i, r := range results {
-		ids[i] = mq.OffsetMsgID(host, r.CommitLogOffset)
-	}
-	rh := remoting.SendResponseHeader{MsgID: strings.Join(ids, ","), QueueID: results[0].Queue.QueueID,
+	rh := remoting.SendResponseHeader{MsgID: msgID, QueueID: results[0].Queue.QueueID,
 		QueueOffset: results[0].QueueOffset, Region: msgRegion, TraceOn: true}
-	if results[0].Queue.Topic == mq.ScheduleTopic && h.Topic != mq.ScheduleTopic && h.QueueID >= 0 {
+	if results[0].Queue.Topic == mq.ScheduleTopic && a.topic != mq.ScheduleTopic && a.queueID >= 0 {
 		// A delayed message waits in the schedule topic; as RocketMQ's brokers, tell the
 		// client the queue it will be delivered to (the offset is the schedule queue's).
-		rh.QueueID = h.QueueID
+		rh.QueueID = a.queueID
 	}
 	if len(results) == 1 {
 		rh.TransactionID = results[0].UniqID

@@ -17,8 +17,9 @@ import (
 // requests and the broker requests on one address, and the same on the VIP address.
 //
 // Goroutines, all stopped and waited for by Shutdown and Close: one accept loop per
-// listener; per connection, its reader (which owns the connection), its writer, and one
-// goroutine per request being handled (at most Options.MaxInFlight). Change notifications
+// listener; per connection, its reader (which owns the connection and hands sends to the
+// broker itself, in arrival order), its writer, and one goroutine per other request being
+// handled (at most Options.MaxInFlight). Change notifications
 // (NOTIFY_CONSUMER_IDS_CHANGED) are queued by the broker's notifier goroutines, which the
 // broker owns.
 type Server struct {
@@ -79,10 +80,13 @@ func Start(b *edge.Broker, opts Options) (*Server, error) {
 		}
 	}
 	s := newServer(b, o)
-	s.ln, s.vip = ln, vip
+	s.ln, s.vip = tlsListener(ln, o), vip
+	if vip != nil {
+		s.vip = tlsListener(vip, o)
+	}
 	s.mainTCP, _ = ln.Addr().(*net.TCPAddr)
 	s.accepts.Add(1)
-	go s.acceptLoop(ln, false)
+	go s.acceptLoop(s.ln, false)
 	if s.vip != nil {
 		s.accepts.Add(1)
 		go s.acceptLoop(s.vip, true)

@@ -1,0 +1,42 @@
+// Package uplink forwards chosen local topics of an *edge.Broker to upstream brokers (an
+// Apache RocketMQ cluster, or another EdgeMQ acting as hub), store-and-forward, through
+// links that stay down for days.
+//
+// An up rule (UpRule) names local topics, the upstream's name servers and the upstream
+// topic each local topic goes to. For every queue of every matching topic a forwarder reads
+// the queue from its cursor, sends what it read upstream as one batch to one upstream queue
+// (local queue i goes to upstream write queue i mod n, so one local queue's messages keep
+// their order, ordered topics sent by sharding key included), and moves the cursor past the
+// batch only once the upstream answered SEND_OK. The cursor is kept in the broker's meta
+// store, so after a crash or restart forwarding resumes where the upstream last
+// acknowledged: delivery is at least once, and the messages sent again are at most one
+// batch per queue. Every forwarded message keeps its UNIQ_KEY (a message stored without
+// one gets its local offset message id, the same on every attempt), keys, tags and
+// properties; the delay properties are dropped, the delay having been served locally.
+//
+// While a rule with Overflow RejectNew has not forwarded a message, the broker's retention
+// keeps it (edge.Broker.HoldRetention): a full disk then refuses new messages. With
+// DropOldest retention runs as configured, and messages it deletes before they were
+// forwarded are counted as lost (RuleStats.Lost) and logged.
+//
+// A link that fails backs off exponentially with jitter (Options.BackoffMin to
+// BackoffMax); a rule's state (Idle, Connected, Draining, BackingOff) and backlog are in
+// Uplink.Stats. When rules of different priorities both have batches ready, the higher
+// priority's go first, and a rule's bandwidth cap (and the Options' shared one) is a token
+// bucket taken batch by batch, so a fresh alarm waits at most for the batch in flight.
+//
+// A down rule (DownRule) mirrors an upstream topic into a local one: for each upstream queue
+// it pulls from its cursor, stores the batch locally (upstream queue i into local queue
+// i mod n), syncs the store, and only then moves its cursor in the meta store and commits
+// the group's offset upstream. Each stored message carries PropertyDownSource (its upstream
+// broker, queue and offset): after a crash between a local store and the cursor's move, the
+// rule finds what it stored past its cursor and goes on after it, so every upstream message
+// is stored locally once. A down rule reads every queue of its topic itself: gateways that
+// share a group do not divide the queues among them.
+//
+// Compression: a rule with Compress sends each message on its own, zlib-compressing bodies
+// of at least CompressOver bytes (the COMPRESSED sysflag, which RocketMQ 4.x and 5.x
+// consumers and EdgeMQ decode); batches travel uncompressed, as RocketMQ's batch send has
+// no compression. An EdgeMQ hub gets the same; zstd batches would need a protocol
+// extension.
+package uplink

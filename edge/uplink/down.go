@@ -1,0 +1,371 @@
+package uplink
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/edgemq/edgemq/edge"
+	"github.com/edgemq/edgemq/edge/mq"
+	"github.com/edgemq/edgemq/edge/remoting"
+)
+
+// PropertyDownSource is the property a down rule gives each message it stores locally:
+// "<upstream broker>/<queue id>/<queue offset>", so that after a crash it recognises what it
+// stored before its cursor moved, and stores every upstream message once.
+const PropertyDownSource = "EDGEMQ_DOWN_SRC"
+
+// DownRule mirrors an upstream topic into a local one: it pulls every queue of the topic
+// from the upstream as a consumer of Group, stores what it pulled locally (upstream queue i
+// into local write queue i mod n, so that each upstream queue keeps its order), makes it
+// durable, and only then moves its cursor and commits the group's offset upstream.
+type DownRule struct {
+	// Name identifies the rule and its cursors: as UpRule.Name, distinct from every rule's.
+	Name string
+	// Upstream is where the topic is read.
+	Upstream Upstream
+	// Topic is the upstream topic. Required.
+	Topic string
+	// Group is the upstream consumer group whose offsets the rule commits. Default
+	// "<gateway>_<name>".
+	Group string
+	// LocalTopic is the local topic the messages go to. Default Topic.
+	LocalTopic string
+	// BatchSize is the most messages per pull, 1..1024. Default 32.
+	BatchSize int
+}
+
+// fill sets a down rule's defaults and checks it.
+func (d *DownRule) fill(gateway string) error {
+	if err := checkName(d.Name); err != nil {
+		return fmt.Errorf("name: %w", err)
+	}
+	if err := mq.ValidateTopic(d.Topic); err != nil {
+		return fmt.Errorf("topic: %w", err)
+	}
+	if d.LocalTopic == "" {
+		d.LocalTopic = d.Topic
+	}
+	if err := mq.ValidateTopic(d.LocalTopic); err != nil {
+		return fmt.Errorf("local topic: %w", err)
+	}
+	if d.Group == "" {
+		d.Group = gateway + "_" + d.Name
+	}
+	if err := mq.ValidateGroup(d.Group); err != nil {
+		return fmt.Errorf("group: %w", err)
+	}
+	if err := checkAddrs(d.Upstream.Addrs); err != nil {
+		return fmt.Errorf("upstream addrs: %w", err)
+	}
+	switch d.Upstream.Kind {
+	case "":
+		d.Upstream.Kind = KindRocketMQ
+	case KindRocketMQ, KindEdgeMQ:
+	default:
+		return fmt.Errorf("upstream kind %q (want rocketmq or edgemq)", d.Upstream.Kind)
+	}
+	if d.BatchSize == 0 {
+		d.BatchSize = DefaultBatchSize
+	}
+	if d.BatchSize < 1 || d.BatchSize > maxBatchSize {
+		return fmt.Errorf("batch size %d not in 1..%d", d.BatchSize, maxBatchSize)
+	}
+	return nil
+}
+
+// down is a down rule at work.
+type down struct {
+	u   *Uplink
+	cfg DownRule
+
+	received, failures atomic.Int64
+
+	mu     sync.Mutex // guards client, queues and lastEr; a leaf
+	client *remoting.Client
+	queues map[mq.MessageQueue]*downQueue
+	lastEr string
+	lastAt time.Time
+}
+
+// downQueue mirrors one upstream queue.
+type downQueue struct {
+	d     *down
+	q     mq.MessageQueue // upstream
+	index int             // in the route's read queues: the local queue is index mod n
+	bo    backoff
+
+	cursor atomic.Int64 // next upstream offset to store; -1 until known
+	max    atomic.Int64 // the upstream queue's max offset at the last pull
+	state  atomic.Int32
+}
+
+// cursorName is the name a down rule's cursors are stored under.
+func (d *down) cursorName() string { return "down:" + d.cfg.Name }
+
+// cursorKeys are the stored cursors' topics for upstream queue q: the next upstream offset,
+// and the local queue's end before the last store (where a crash's unrecorded batch may be).
+func cursorKeys(q mq.MessageQueue) (upKey, localKey string) {
+	k := q.Topic + "@" + q.BrokerName
+	return k, k + "#local"
+}
+
+// fail records err as the rule's last error.
+func (d *down) fail(err error) {
+	d.failures.Add(1)
+	d.mu.Lock()
+	d.lastEr, d.lastAt = err.Error(), time.Now()
+	d.mu.Unlock()
+}
+
+// run dials the upstream, finds the topic's queues and starts a mirror per queue, again
+// every ScanInterval for queues added upstream, until the Uplink closes.
+func (d *down) run() {
+	u := d.u
+	defer u.wg.Done()
+	bo := backoff{min: u.opts.BackoffMin, max: u.opts.BackoffMax}
+	for u.ctx.Err() == nil {
+		wait := u.opts.ScanInterval
+		if err := d.scan(); err != nil {
+			d.fail(err)
+			wait = bo.next()
+		} else {
+			bo.reset()
+		}
+		if sleep(u.ctx, wait) != nil {
+			return
+		}
+	}
+}
+
+// scan dials if needed, routes the topic and starts the mirrors of new queues.
+func (d *down) scan() error {
+	u := d.u
+	d.mu.Lock()
+	c := d.client
+	d.mu.Unlock()
+	if c == nil {
+		ctx, cancel := context.WithTimeout(u.ctx, u.opts.SendTimeout)
+		var err error
+		c, err = remoting.Dial(ctx, d.cfg.Upstream.Addrs, &remoting.Options{Logger: u.lg, RequestTimeout: u.opts.SendTimeout})
+		cancel()
+		if err != nil {
+			return err
+		}
+		d.mu.Lock()
+		d.client = c
+		d.mu.Unlock()
+	}
+	ctx, cancel := context.WithTimeout(u.ctx, u.opts.SendTimeout)
+	r, err := c.Route(ctx, d.cfg.Topic)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("route of %s: %w", d.cfg.Topic, err)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for i, q := range r.ReadQueues() {
+		if d.queues[q] != nil || u.ctx.Err() != nil {
+			continue
+		}
+		dq := &downQueue{d: d, q: q, index: i, bo: backoff{min: u.opts.BackoffMin, max: u.opts.BackoffMax}}
+		dq.cursor.Store(-1)
+		d.queues[q] = dq
+		u.wg.Add(1)
+		go dq.run(c)
+	}
+	return nil
+}
+
+// run mirrors the queue until the Uplink closes.
+func (dq *downQueue) run(c *remoting.Client) {
+	d, u := dq.d, dq.d.u
+	defer u.wg.Done()
+	ctx := u.ctx
+	for ctx.Err() == nil {
+		if err := dq.step(ctx, c); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			d.fail(err)
+			dq.state.Store(fwdBackingOff)
+			sleep(ctx, dq.bo.next())
+			continue
+		}
+		dq.bo.reset()
+	}
+}
+
+// step finds the cursor if it is not known yet, then pulls once and stores what it got.
+func (dq *downQueue) step(ctx context.Context, c *remoting.Client) error {
+	d, b := dq.d, dq.d.u.b
+	if dq.cursor.Load() < 0 {
+		off, stored, err := dq.resume(ctx, c)
+		if err != nil {
+			return err
+		}
+		if !stored { // record where the local queue ends before the first batch
+			if err := dq.store(ctx, c, off); err != nil {
+				return err
+			}
+		}
+		dq.cursor.Store(off)
+	}
+	from := dq.cursor.Load()
+	res, err := c.Pull(ctx, mq.PullRequest{Group: d.cfg.Group, Queue: dq.q, Offset: from, MaxMsgs: d.cfg.BatchSize,
+		Filter: "*", Suspend: true, MaxWait: localWait})
+	if err != nil {
+		return fmt.Errorf("pull %s: %w", dq.q, err)
+	}
+	dq.max.Store(res.MaxOffset)
+	dq.state.Store(fwdConnected)
+	switch res.Status {
+	case mq.PullFound:
+	case mq.PullOffsetIllegal:
+		d.u.lg.Warn("uplink: down cursor out of the upstream queue's range: moved", "rule", d.cfg.Name, "queue", dq.q,
+			"cursor", from, "to", res.NextBeginOffset)
+		return dq.store(ctx, c, res.NextBeginOffset)
+	default:
+		if res.NextBeginOffset > from {
+			return dq.store(ctx, c, res.NextBeginOffset)
+		}
+		return nil
+	}
+	dq.state.Store(fwdDraining)
+	msgs := make([]*mq.Message, 0, len(res.Messages))
+	for i := range res.Messages {
+		m := &res.Messages[i]
+		if m.QueueOffset < from {
+			continue
+		}
+		props := maps.Clone(m.Properties)
+		if props == nil {
+			props = map[string]string{}
+		}
+		if props[mq.PropertyUniqKey] == "" {
+			props[mq.PropertyUniqKey] = m.OffsetMsgID()
+		}
+		props[PropertyDownSource] = source(dq.q, m.QueueOffset)
+		msgs = append(msgs, &mq.Message{Topic: d.cfg.LocalTopic, Flag: m.Flag, Tags: m.Tags, Keys: m.Keys, Properties: props, Body: m.Body})
+	}
+	if len(msgs) == 0 {
+		return dq.store(ctx, c, res.NextBeginOffset)
+	}
+	index := dq.index
+	if _, err := b.SendBatch(ctx, msgs, func(n int, _ *mq.Message) int { return index % n }); err != nil {
+		return fmt.Errorf("store locally: %w", err)
+	}
+	if err := b.Sync(); err != nil {
+		return fmt.Errorf("sync locally: %w", err)
+	}
+	d.received.Add(int64(len(msgs)))
+	return dq.store(ctx, c, res.Messages[len(res.Messages)-1].QueueOffset+1)
+}
+
+// store moves the cursor to next: durably in the meta store, with the local queue's end
+// (where the next batch will go), then upstream as the group's offset (best effort).
+func (dq *downQueue) store(ctx context.Context, c *remoting.Client, next int64) error {
+	d, b := dq.d, dq.d.u.b
+	lq, err := dq.localQueue()
+	if err != nil {
+		return err
+	}
+	end, err := b.MaxOffset(ctx, lq)
+	if err != nil {
+		end = 0 // the local topic does not exist yet: its first batch goes at 0
+	}
+	upKey, localKey := cursorKeys(dq.q)
+	now := time.Now()
+	if err := b.PutForwardCursors([]edge.ForwardCursor{
+		{Name: d.cursorName(), Topic: upKey, QueueID: dq.q.QueueID, Offset: next, Updated: now},
+		{Name: d.cursorName(), Topic: localKey, QueueID: dq.q.QueueID, Offset: end, Updated: now},
+	}); err != nil {
+		return fmt.Errorf("store cursor of %s: %w", dq.q, err)
+	}
+	dq.cursor.Store(next)
+	cctx, cancel := context.WithTimeout(ctx, d.u.opts.SendTimeout)
+	defer cancel()
+	if err := c.CommitOffset(cctx, d.cfg.Group, dq.q, next); err != nil {
+		d.u.lg.Debug("uplink: commit upstream offset", "rule", d.cfg.Name, "queue", dq.q, "err", err)
+	}
+	return nil
+}
+
+// localQueue is the local queue upstream queue dq.q goes to, as the local topic's route
+// says now (the local topic is made by the first batch).
+func (dq *downQueue) localQueue() (mq.MessageQueue, error) {
+	b := dq.d.u.b
+	n := int32(b.Options().DefaultQueues)
+	if tc, err := b.Topic(dq.d.cfg.LocalTopic); err == nil {
+		n = tc.WriteQueues
+	}
+	if n <= 0 {
+		return mq.MessageQueue{}, fmt.Errorf("local topic %s has no write queue", dq.d.cfg.LocalTopic)
+	}
+	return mq.MessageQueue{Topic: dq.d.cfg.LocalTopic, BrokerName: b.Options().BrokerName, QueueID: int32(dq.index) % n}, nil
+}
+
+// resume returns where mirroring the queue starts: after the stored cursor and past anything
+// a crash stored locally before the cursor moved; with no cursor, at the group's committed
+// upstream offset, else the queue's first message.
+func (dq *downQueue) resume(ctx context.Context, c *remoting.Client) (off int64, stored bool, err error) {
+	d, b := dq.d, dq.d.u.b
+	cs, err := b.ForwardCursors(d.cursorName())
+	if err != nil {
+		return 0, false, err
+	}
+	upKey, localKey := cursorKeys(dq.q)
+	off, localEnd := int64(-1), int64(-1)
+	for _, cur := range cs {
+		if cur.QueueID != dq.q.QueueID {
+			continue
+		}
+		switch cur.Topic {
+		case upKey:
+			off = cur.Offset
+		case localKey:
+			localEnd = cur.Offset
+		}
+	}
+	if off < 0 {
+		if off, err = c.QueryOffset(ctx, d.cfg.Group, dq.q); err != nil || off < 0 {
+			if off, err = c.MinOffset(ctx, dq.q); err != nil {
+				return 0, false, fmt.Errorf("min offset of %s: %w", dq.q, err)
+			}
+		}
+		return off, false, nil
+	}
+	// What the local queue got past localEnd from this upstream queue was stored before a
+	// crash kept the cursor from moving.
+	lq, err := dq.localQueue()
+	if err != nil {
+		return 0, false, err
+	}
+	prefix := source(dq.q, 0)
+	prefix = prefix[:strings.LastIndexByte(prefix, '/')+1]
+	for at := max(localEnd, 0); ; {
+		res, err := b.Pull(ctx, mq.PullRequest{Group: "UPLINK_" + d.cfg.Name, Queue: lq, Offset: at, MaxMsgs: 256, Filter: "*"})
+		if err != nil || res.Status != mq.PullFound {
+			break // no local topic, or its end
+		}
+		for _, m := range res.Messages {
+			if s, ok := strings.CutPrefix(m.Properties[PropertyDownSource], prefix); ok {
+				if n, err := strconv.ParseInt(s, 10, 64); err == nil && n >= off {
+					off = n + 1
+				}
+			}
+		}
+		at = res.NextBeginOffset
+	}
+	return off, true, nil
+}
+
+// source is the PropertyDownSource of the message at offset of upstream queue q.
+func source(q mq.MessageQueue, offset int64) string {
+	return q.BrokerName + "/" + strconv.Itoa(int(q.QueueID)) + "/" + strconv.FormatInt(offset, 10)
+}

@@ -1,0 +1,158 @@
+package uplink
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/edgemq/edgemq/edge"
+	"github.com/edgemq/edgemq/edge/mq"
+)
+
+// TestForwardSurvivesSIGKILL: a process forwarding to the hub is killed (SIGKILL) three
+// times mid-forward; after the last, forwarding resumes from the stored cursors: every
+// message arrives, in order per queue, and at most one batch per queue per kill twice.
+func TestForwardSurvivesSIGKILL(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts child processes")
+	}
+	dir := t.TempDir()
+	h := startHub(t, "")
+	local := openLocal(t, dir, nil)
+	if err := local.CreateTopic(edge.TopicConfig{Name: "T", ReadQueues: 4, WriteQueues: 4}); err != nil {
+		t.Fatal(err)
+	}
+	const total, batch, kills = 4000, 20, 3
+	sendN(t, local, "T", 0, total)
+	if err := local.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for k := 1; k <= kills; k++ {
+		exe, err := os.Executable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(exe, "-test.run=^TestForwardKillChild$", "-test.v=false")
+		cmd.Env = append(os.Environ(), "UPLINK_KILL_DIR="+dir, "UPLINK_KILL_HUB="+h.addr, fmt.Sprintf("UPLINK_KILL_BATCH=%d", batch))
+		cmd.Stderr = os.Stderr
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		line, _ := bufio.NewReader(out).ReadString('\n')
+		if strings.TrimSpace(line) != "READY" {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("child %d: %q", k, line)
+		}
+		target := int64(k * total / (kills + 1))
+		waitFor(t, 60*time.Second, fmt.Sprintf("%d upstream", target), func() bool { return count(t, h.b, "T") >= target })
+		cmd.Process.Signal(syscall.SIGKILL)
+		cmd.Wait()
+		t.Logf("kill %d at %d messages upstream", k, count(t, h.b, "T"))
+	}
+	local = openLocal(t, dir, nil)
+	u := startUplink(t, local, Options{Up: []UpRule{{Name: "r", Topics: []string{"T"}, BatchSize: batch,
+		Upstream: Upstream{Addrs: h.addr, Kind: KindEdgeMQ}}}})
+	waitFor(t, 60*time.Second, "backlog drained", func() bool { s := u.Stats().Up[0]; return s.Queues == 4 && s.Backlog == 0 })
+	dups := checkSame(t, local, "T", h.b, "T", kills*4*batch)
+	t.Logf("%d duplicates after %d kills", dups, kills)
+}
+
+// TestForwardKillChild is the child of TestForwardSurvivesSIGKILL and TestDownSurvivesSIGKILL:
+// it forwards (or mirrors, with UPLINK_KILL_DOWN) until killed.
+func TestForwardKillChild(t *testing.T) {
+	dir := os.Getenv("UPLINK_KILL_DIR")
+	if dir == "" {
+		t.Skip("child process of TestForwardSurvivesSIGKILL")
+	}
+	var batch int
+	fmt.Sscan(os.Getenv("UPLINK_KILL_BATCH"), &batch)
+	b, err := edge.Open(dir, brokerOptions(t, "gw1", nil))
+	if err != nil {
+		fmt.Println("OPENFAIL", err)
+		os.Exit(3)
+	}
+	o := Options{Up: []UpRule{{Name: "r", Topics: []string{"T"}, BatchSize: batch,
+		Upstream: Upstream{Addrs: os.Getenv("UPLINK_KILL_HUB"), Kind: KindEdgeMQ}}}}
+	if os.Getenv("UPLINK_KILL_DOWN") != "" {
+		o = Options{Down: []DownRule{{Name: "d", Topic: "cmd", BatchSize: batch,
+			Upstream: Upstream{Addrs: os.Getenv("UPLINK_KILL_HUB"), Kind: KindEdgeMQ}}}}
+	}
+	_, err = Start(b, &o)
+	if err != nil {
+		fmt.Println("STARTFAIL", err)
+		os.Exit(3)
+	}
+	fmt.Println("READY")
+	select {}
+}
+
+// TestDownSurvivesSIGKILL: a process mirroring a hub topic is killed (SIGKILL) three times
+// mid-mirror; after the last, mirroring resumes: every upstream message is stored locally
+// exactly once, in order per queue.
+func TestDownSurvivesSIGKILL(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts child processes")
+	}
+	dir := t.TempDir()
+	h := startHub(t, "")
+	if err := h.b.CreateTopic(edge.TopicConfig{Name: "cmd", ReadQueues: 4, WriteQueues: 4}); err != nil {
+		t.Fatal(err)
+	}
+	const total, kills = 4000, 3
+	sendUniq(t, h.b, "cmd", 0, total)
+	local := openLocal(t, dir, nil)
+	if err := local.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for k := 1; k <= kills; k++ {
+		exe, err := os.Executable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(exe, "-test.run=^TestForwardKillChild$", "-test.v=false")
+		cmd.Env = append(os.Environ(), "UPLINK_KILL_DIR="+dir, "UPLINK_KILL_HUB="+h.addr, "UPLINK_KILL_BATCH=20", "UPLINK_KILL_DOWN=1")
+		cmd.Stderr = os.Stderr
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		line, _ := bufio.NewReader(out).ReadString('\n')
+		if strings.TrimSpace(line) != "READY" {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("child %d: %q", k, line)
+		}
+		// The child's progress shows as the group's offsets committed on the hub.
+		target := int64(k * total / (kills + 1))
+		waitFor(t, 60*time.Second, fmt.Sprintf("%d mirrored", target), func() bool {
+			var n int64
+			for q := range int32(4) {
+				off, _ := h.b.QueryOffset(context.Background(), "gw1_d", mq.MessageQueue{Topic: "cmd", BrokerName: "hub", QueueID: q})
+				n += max(off, 0)
+			}
+			return n >= target
+		})
+		cmd.Process.Signal(syscall.SIGKILL)
+		cmd.Wait()
+	}
+	local = openLocal(t, dir, nil)
+	u := startUplink(t, local, Options{Down: []DownRule{{Name: "d", Topic: "cmd", BatchSize: 20,
+		Upstream: Upstream{Addrs: h.addr, Kind: KindEdgeMQ}}}})
+	waitFor(t, 60*time.Second, "all mirrored", func() bool { return count(t, local, "cmd") >= total })
+	waitFor(t, 10*time.Second, "no lag", func() bool { s := u.Stats().Down[0]; return s.Queues == 4 && s.Lag == 0 })
+	checkQueues(t, readAll(t, h.b, "cmd"), readAll(t, local, "cmd"), 0)
+}
