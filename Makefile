@@ -15,6 +15,7 @@
 #                   (scripts/test-arm.sh; needs qemu-user-static)
 #   make run        build, then run the demo with its data under ./data
 #   make serve      build, then run the daemon (edgemq serve) on ./data with configs/edgemq.toml
+#                   until Ctrl-C: RocketMQ clients reach it at -n 127.0.0.1:9876
 #   make test-interop  real RocketMQ clients (rocketmq-client-go, the Java client, mqadmin)
 #                   against edgemq serve and against a real Apache RocketMQ (scripts/interop/run.sh;
 #                   needs Java 17+ and Maven)
@@ -25,7 +26,6 @@
 #                   (scripts/check-metrics.sh; installs Debian's prometheus if promtool is missing)
 #   make test-ui    the status page in headless Chromium against edgemq serve (scripts/ui; installs
 #                   Debian's chromium if missing); screenshot in $ARTIFACTS_DIR or out/ui
-#                   until Ctrl-C: RocketMQ clients reach it at -n 127.0.0.1:9876
 #   make clean      remove build outputs
 
 SHELL       := /bin/bash
@@ -34,6 +34,9 @@ SHELL       := /bin/bash
 GO         ?= go
 VERSION    ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS    := -X main.version=$(VERSION)
+# BUILDTAGS: nethttpomithttp2 leaves HTTP/2 out of net/http (about 380 KiB): the metrics and
+# status listener speaks HTTP/1.1, which Prometheus and browsers use for it.
+BUILDTAGS  ?= nethttpomithttp2
 FUZZTIME   ?= 10s
 EXT4_CUTS  ?= 50
 FUZZ_PKGS  ?= ./...
@@ -47,7 +50,7 @@ export GO VERSION FUZZTIME FUZZ_PKGS ARM_PKGS
 all: build
 
 build:
-	$(GO) build -ldflags "$(LDFLAGS)" -o bin/edgemq ./cmd/edgemq
+	$(GO) build -tags "$(BUILDTAGS)" -ldflags "$(LDFLAGS)" -o bin/edgemq ./cmd/edgemq
 
 test: lint contract-deps
 	$(GO) test -race -count=1 ./...

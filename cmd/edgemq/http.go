@@ -16,6 +16,7 @@ import (
 
 	"github.com/edgemq/edgemq/edge"
 	"github.com/edgemq/edgemq/edge/remoting/server"
+	"github.com/edgemq/edgemq/edge/uplink"
 )
 
 // defaultHTTPListen is http.listen's default: loopback only, the remoting port plus one.
@@ -36,6 +37,7 @@ type monitor struct {
 
 	broker atomic.Pointer[edge.Broker]   // set by serving
 	srv    atomic.Pointer[server.Server] // set by serving
+	uplink atomic.Pointer[uplink.Uplink] // set by setUplink; nil without rules
 	ready  atomic.Bool                   // serving and not stopping
 	stop   atomic.Bool                   // stopping was called
 	rates  *rateSampler                  // set by serving, before broker
@@ -80,6 +82,9 @@ func (m *monitor) serving(b *edge.Broker, srv *server.Server) {
 	m.broker.Store(b)
 	m.ready.Store(!m.stop.Load())
 }
+
+// setUplink has /metrics and /api/status report u's rules.
+func (m *monitor) setUplink(u *uplink.Uplink) { m.uplink.Store(u) }
 
 // stopping says serve is stopping: /readyz answers 503 from now on.
 func (m *monitor) stopping() {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/edgemq/edgemq/edge"
 	"github.com/edgemq/edgemq/edge/mq"
+	"github.com/edgemq/edgemq/edge/uplink"
 )
 
 // handleMetrics answers GET /metrics: the broker's, the remoting server's and the process's
@@ -43,9 +44,72 @@ func (m *monitor) writeMetrics(ctx context.Context, e *expo) {
 			e.sample("edgemq_remoting_replies_total", float64(st.Replies[c]), "code", strconv.Itoa(int(c)))
 		}
 	}
-	// Uplink (edge/uplink) metrics go here, as edgemq_uplink_* families, once an uplink is
-	// configured: its queue depth, forwarded and pulled messages and bytes, and connection
-	// state. Until then there are none.
+	if u := m.uplink.Load(); u != nil {
+		uplinkMetrics(e, u.Stats())
+	}
+}
+
+// uplinkStates are the states of a rule, each a sample of edgemq_uplink_state.
+var uplinkStates = []uplink.State{uplink.Idle, uplink.Connected, uplink.Draining, uplink.BackingOff}
+
+// uplinkMetrics writes the uplink's families, labelled by rule: those of up rules, then
+// those of down rules; state and failures have both, told apart by direction.
+func uplinkMetrics(e *expo, st uplink.Stats) {
+	e.family("edgemq_uplink_state", "gauge", "A rule's link state: 1 for the current one (idle, connected, draining, backing_off), 0 for the others.")
+	stateSamples := func(rule, dir string, cur uplink.State) {
+		for _, s := range uplinkStates {
+			e.sample("edgemq_uplink_state", b2f(s == cur), "rule", rule, "direction", dir, "state", s.String())
+		}
+	}
+	for _, r := range st.Up {
+		stateSamples(r.Name, "up", r.State)
+	}
+	for _, d := range st.Down {
+		stateSamples(d.Name, "down", d.State)
+	}
+	e.family("edgemq_uplink_failures_total", "counter", "Failed dials, sends, pulls and local reads or stores of a rule.")
+	for _, r := range st.Up {
+		e.sample("edgemq_uplink_failures_total", float64(r.Failures), "rule", r.Name, "direction", "up")
+	}
+	for _, d := range st.Down {
+		e.sample("edgemq_uplink_failures_total", float64(d.Failures), "rule", d.Name, "direction", "down")
+	}
+	for _, f := range []struct {
+		name, typ, help string
+		v               func(uplink.RuleStats) float64
+	}{
+		{"edgemq_uplink_backlog_messages", "gauge", "Messages of an up rule's topics stored and not yet acknowledged upstream.",
+			func(r uplink.RuleStats) float64 { return float64(r.Backlog) }},
+		{"edgemq_uplink_backlog_bytes", "gauge", "Commit log bytes from an up rule's oldest message not yet forwarded to the log's end: an upper bound of its backlog's size.",
+			func(r uplink.RuleStats) float64 { return float64(r.BacklogBytes) }},
+		{"edgemq_uplink_oldest_age_seconds", "gauge", "How long ago an up rule's oldest message not yet forwarded was stored (0 with no backlog).",
+			func(r uplink.RuleStats) float64 { return r.OldestAge.Seconds() }},
+		{"edgemq_uplink_forwarded_messages_total", "counter", "Messages of an up rule the upstream acknowledged.",
+			func(r uplink.RuleStats) float64 { return float64(r.Forwarded) }},
+		{"edgemq_uplink_forwarded_bytes_total", "counter", "Body bytes of an up rule the upstream acknowledged.",
+			func(r uplink.RuleStats) float64 { return float64(r.ForwardedBytes) }},
+		{"edgemq_uplink_batches_total", "counter", "Sends of an up rule the upstream acknowledged.",
+			func(r uplink.RuleStats) float64 { return float64(r.Batches) }},
+		{"edgemq_uplink_resent_messages_total", "counter", "Messages an up rule sent again after a failed attempt: an upper bound of the duplicates upstream.",
+			func(r uplink.RuleStats) float64 { return float64(r.Resent) }},
+		{"edgemq_uplink_lost_messages_total", "counter", "Messages of an up rule that retention deleted before they were forwarded.",
+			func(r uplink.RuleStats) float64 { return float64(r.Lost) }},
+		{"edgemq_uplink_rejected_messages_total", "counter", "Messages of an up rule the upstream refused as too large, skipped.",
+			func(r uplink.RuleStats) float64 { return float64(r.Rejected) }},
+	} {
+		e.family(f.name, f.typ, f.help)
+		for _, r := range st.Up {
+			e.sample(f.name, f.v(r), "rule", r.Name)
+		}
+	}
+	e.family("edgemq_uplink_lag_messages", "gauge", "Messages of a down rule's upstream topic not yet stored locally, as of each queue's last pull.")
+	for _, d := range st.Down {
+		e.sample("edgemq_uplink_lag_messages", float64(d.Lag), "rule", d.Name)
+	}
+	e.family("edgemq_uplink_received_messages_total", "counter", "Messages a down rule stored locally.")
+	for _, d := range st.Down {
+		e.sample("edgemq_uplink_received_messages_total", float64(d.Received), "rule", d.Name)
+	}
 }
 
 // brokerMetrics writes the broker's families: traffic, lag, store and disk.

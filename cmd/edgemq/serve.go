@@ -154,6 +154,9 @@ func serve(ctx context.Context, c *config, lg *slog.Logger, warnings func() int6
 			b.Close()
 			return err
 		}
+		if mon != nil {
+			mon.setUplink(up)
+		}
 	}
 
 	vip := "off"

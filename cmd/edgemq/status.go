@@ -10,6 +10,7 @@ import (
 
 	"github.com/edgemq/edgemq/edge"
 	"github.com/edgemq/edgemq/edge/mq"
+	"github.com/edgemq/edgemq/edge/uplink"
 )
 
 // web holds the status page: plain HTML, CSS and JavaScript, served as they are.
@@ -90,10 +91,53 @@ type diskStatus struct {
 	UsedBytes  uint64 `json:"usedBytes"`
 }
 
-// uplinkStatusJSON is the uplink's part of the status: none is configured yet.
+// uplinkStatusJSON is the uplink's part of the status: its rules, up rules first.
 type uplinkStatusJSON struct {
-	Configured bool   `json:"configured"`
-	Note       string `json:"note"`
+	Configured bool               `json:"configured"`
+	Note       string             `json:"note,omitempty"`
+	Rules      []uplinkRuleStatus `json:"rules"`
+}
+
+// uplinkRuleStatus is one rule's state, backlog and totals since start.
+type uplinkRuleStatus struct {
+	Name      string `json:"name"`
+	Direction string `json:"direction"` // "up" or "down"
+	Upstream  string `json:"upstream"`
+	// State is "idle", "connected", "draining" or "backing_off".
+	State string `json:"state"`
+	// Backlog, BacklogBytes and OldestAgeSeconds are an up rule's messages not yet
+	// acknowledged upstream, the commit log bytes from the oldest to the log's end, and how
+	// long ago the oldest was stored; 0 for a down rule.
+	Backlog          int64   `json:"backlog"`
+	BacklogBytes     int64   `json:"backlogBytes"`
+	OldestAgeSeconds float64 `json:"oldestAgeSeconds"`
+	// Forwarded counts an up rule's messages acknowledged upstream, or a down rule's
+	// messages stored locally.
+	Forwarded int64  `json:"forwarded"`
+	Failures  int64  `json:"failures"`
+	LastError string `json:"lastError,omitempty"`
+	// Lag is a down rule's upstream messages not yet stored locally.
+	Lag *int64 `json:"lag,omitempty"`
+}
+
+// uplinkStatus returns the status of u's rules; u nil is no uplink.
+func uplinkStatus(u *uplink.Uplink) uplinkStatusJSON {
+	if u == nil {
+		return uplinkStatusJSON{Note: "no uplink configured", Rules: []uplinkRuleStatus{}}
+	}
+	st := u.Stats()
+	out := uplinkStatusJSON{Configured: true, Rules: make([]uplinkRuleStatus, 0, len(st.Up)+len(st.Down))}
+	for _, r := range st.Up {
+		out.Rules = append(out.Rules, uplinkRuleStatus{Name: r.Name, Direction: "up", Upstream: r.Upstream, State: r.State.String(),
+			Backlog: r.Backlog, BacklogBytes: r.BacklogBytes, OldestAgeSeconds: r.OldestAge.Seconds(), Forwarded: r.Forwarded,
+			Failures: r.Failures, LastError: r.LastError})
+	}
+	for _, d := range st.Down {
+		lag := d.Lag
+		out.Rules = append(out.Rules, uplinkRuleStatus{Name: d.Name, Direction: "down", Upstream: d.Upstream, State: d.State.String(),
+			Forwarded: d.Received, Failures: d.Failures, LastError: d.LastError, Lag: &lag})
+	}
+	return out
 }
 
 // handleStatus answers GET /api/status.
@@ -107,7 +151,7 @@ func (m *monitor) status(ctx context.Context) statusJSON {
 	now := time.Now()
 	st := statusJSON{Version: version, Time: now.UTC().Format(time.RFC3339), UptimeSeconds: now.Sub(m.started).Seconds(),
 		State: m.state(), Ready: m.ready.Load(), Health: "ok", Topics: []topicStatus{}, Groups: []groupStatus{},
-		Uplink: uplinkStatusJSON{Note: "no uplink configured"}}
+		Uplink: uplinkStatus(m.uplink.Load())}
 	st.RecentErrors, st.WarningsSeen = m.recent.entries()
 	if s := m.srv.Load(); s != nil {
 		st.Listen, st.Connections = s.Addr().String(), s.Conns()

@@ -221,7 +221,7 @@ const upDoc = "The up rules: each [[uplink.up]] table forwards local topics to a
 	"message with its id, keys, tags and properties, resuming after restarts and days offline where the " +
 	"upstream last acknowledged. Keys: name (required; names the rule's stored cursors), topics (required: " +
 	"names, or prefixes ending in *), upstream (required: the name servers, ip:port;ip:port), kind (rocketmq " +
-	"or edgemq; default rocketmq), access_key and secret_key (kept; requests are not signed yet), " +
+	"or edgemq; default rocketmq), access_key and secret_key (the upstream's ACL account: requests are signed with it), " +
 	"topic_template (the upstream topic, {topic} and {gateway} replaced; default {topic}), priority " +
 	"(higher goes first; default 0), batch_size (1..1024; default 32), batch_bytes (default 256KiB), " +
 	"linger (wait for a fuller batch; default 0s), compress (zlib bodies of at least compress_over, " +

@@ -152,7 +152,8 @@ func (d *down) scan() error {
 	if c == nil {
 		ctx, cancel := context.WithTimeout(u.ctx, u.opts.SendTimeout)
 		var err error
-		c, err = remoting.Dial(ctx, d.cfg.Upstream.Addrs, &remoting.Options{Logger: u.lg, RequestTimeout: u.opts.SendTimeout})
+		c, err = remoting.Dial(ctx, d.cfg.Upstream.Addrs, &remoting.Options{Logger: u.lg, RequestTimeout: u.opts.SendTimeout,
+			Credentials: d.cfg.Upstream.credentials()})
 		cancel()
 		if err != nil {
 			return err

@@ -53,6 +53,7 @@ type hub struct {
 	t         testing.TB
 	dir       string
 	advertise string
+	acl       *server.ACL // nil: no ACL
 	b         *edge.Broker
 	srv       *server.Server
 	addr      string // the server's address
@@ -75,7 +76,7 @@ func (h *hub) start(listen string) {
 	if err != nil {
 		h.t.Fatalf("edge.Open hub: %v", err)
 	}
-	srv, err := server.Start(b, server.Options{Listen: listen, VIPListen: "off", Advertise: h.advertise, Logger: testLogger(h.t)})
+	srv, err := server.Start(b, server.Options{Listen: listen, VIPListen: "off", Advertise: h.advertise, ACL: h.acl, Logger: testLogger(h.t)})
 	if err != nil {
 		b.Close()
 		h.t.Fatalf("server.Start: %v", err)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/edgemq/edgemq/edge/mq"
+	"github.com/edgemq/edgemq/edge/remoting"
 )
 
 // Kind is the kind of upstream broker.
@@ -63,8 +64,9 @@ type Upstream struct {
 	Addrs string
 	// Kind is KindRocketMQ or KindEdgeMQ. Default KindRocketMQ.
 	Kind Kind
-	// AccessKey and SecretKey are the upstream's ACL credentials. They are kept with the
-	// rule; requests are not signed yet.
+	// AccessKey and SecretKey are the upstream's ACL credentials: when AccessKey is set,
+	// every request to the upstream is signed with them as RocketMQ's plain ACL wants
+	// (Apache RocketMQ with ACL on, or an EdgeMQ hub with server.acl).
 	AccessKey, SecretKey string
 }
 
@@ -320,4 +322,9 @@ func checkAddrs(s string) error {
 		}
 	}
 	return nil
+}
+
+// credentials returns the upstream's ACL credentials for the remoting client.
+func (up Upstream) credentials() remoting.Credentials {
+	return remoting.Credentials{AccessKey: up.AccessKey, SecretKey: up.SecretKey}
 }

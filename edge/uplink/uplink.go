@@ -239,6 +239,7 @@ func (r *rule) conn(ctx context.Context) (*producer.Producer, error) {
 	defer cancel()
 	c, err := remoting.Dial(ctx, r.cfg.Upstream.Addrs, &remoting.Options{CompressOver: over,
 		ProducerGroup: "EDGEMQ_UPLINK_" + r.cfg.Name, Logger: r.u.lg, RequestTimeout: r.u.opts.SendTimeout,
+		Credentials:    r.cfg.Upstream.credentials(),
 		MaxMessageSize: 64 << 20})
 	if err != nil {
 		return nil, err

@@ -88,9 +88,9 @@ func (s *Server) send(c *conn, req *remoting.Command, size int64) (reply *remoti
 	origin := edge.Origin{BornTime: max(h.BornTimestamp, 0), BornHost: c.born, ReconsumeTimes: max(h.ReconsumeTimes, 0)}
 	a := &sendAck{c: c, req: req, size: size, topic: h.Topic, queueID: h.QueueID}
 	if req.Code == remoting.SendBatchMessage || h.Batch {
-		msgs, err := remoting.DecodeBatch(body)
-		if err != nil {
-			return req.Reply(remoting.MessageIllegal, err.Error()), false
+		msgs, derr := remoting.DecodeBatch(body)
+		if derr != nil {
+			return req.Reply(remoting.MessageIllegal, derr.Error()), false
 		}
 		if len(msgs) == 0 {
 			return req.Reply(remoting.MessageIllegal, "server: empty batch"), false
