@@ -11,6 +11,7 @@ import (
 
 	"github.com/edgemq/edgemq/edge/mq"
 	"github.com/edgemq/edgemq/store"
+	"github.com/edgemq/edgemq/store/commitlog"
 	"github.com/edgemq/edgemq/store/meta"
 	"github.com/klauspost/compress/zstd"
 )
@@ -28,13 +29,16 @@ import (
 // heartbeat expiry loop, which owns the short-lived goroutines delivering OnChange
 // callbacks; the delayed-message scheduler.
 type Broker struct {
-	opts  Options
-	lg    *slog.Logger
-	st    *store.Store
-	meta  *meta.Store
-	zenc  *zstd.Encoder
-	zdec  *zstd.Decoder
-	ready atomic.Bool // every part is built: arrivals may be routed
+	opts Options
+	lg   *slog.Logger
+	st   *store.Store
+	// syncFlush: the store's flush policy is commitlog.FlushSync (sends wait for an fsync
+	// unless their topic says otherwise).
+	syncFlush bool
+	meta      *meta.Store
+	zenc      *zstd.Encoder
+	zdec      *zstd.Decoder
+	ready     atomic.Bool // every part is built: arrivals may be routed
 
 	topics  *topicTable
 	offsets *offsetTable
@@ -98,6 +102,7 @@ func open(dir string, o Options) (b *Broker, err error) {
 		return b, fmt.Errorf("edge: zstd: %w", err)
 	}
 	b.hold = newHoldService(b)
+	b.syncFlush = so.Flush == commitlog.FlushSync
 	if b.st, err = store.Open(dir, &so); err != nil {
 		return b, err
 	}

@@ -16,8 +16,9 @@ import (
 
 // Send stores m on a write queue of its topic chosen by sel (round robin when nil) and
 // returns where. With the sync flush policy (the store's default) it returns once the message
-// is on disk. A message with a delay level (mq.Message.SetDelayLevel) is held in the schedule
-// topic and delivered to its topic and queue when due.
+// is on disk, unless the topic's Durability says otherwise (TopicConfig.Durability). A
+// message with a delay level (mq.Message.SetDelayLevel) is held in the schedule topic and
+// delivered to its topic and queue when due.
 //
 // A send to a group's retry topic (what a client does when its send-back failed) stores the
 // mq.PropertyReconsumeTime property as the message's reconsume count, and goes to the
@@ -72,8 +73,9 @@ func (b *Broker) SendFrom(ctx context.Context, m *mq.Message, sel mq.QueueSelect
 // so that one goroutine can keep many sends in flight, and they share fsyncs (group commit).
 // Errors found before the message is written (those of Send, and the store's for a closed
 // broker or a full disk) are returned and done is not called. Otherwise done is called
-// exactly once: with the store's async flush policy before SendAsync returns, else from the
-// store's acknowledgement goroutine, in the order the messages were stored; with an error
+// exactly once: when the send waits for no fsync (the store's async flush policy, or a topic
+// of durability async) before SendAsync returns, else from the store's acknowledgement
+// goroutine, in the order the messages were stored; with an error
 // if the fsync failed (the message was written, its durability is unknown). done must not
 // block; m's body and properties must not be changed until done is called.
 func (b *Broker) SendAsync(ctx context.Context, m *mq.Message, sel mq.QueueSelector, done func(mq.SendResult, error)) error {
@@ -87,21 +89,44 @@ func (b *Broker) SendAsyncFrom(ctx context.Context, m *mq.Message, sel mq.QueueS
 	if done == nil {
 		return fmt.Errorf("%w: SendAsync needs a done function", mq.ErrInvalidArgument)
 	}
+	var s store.Message
+	tp, err := b.prepareSend(ctx, m, sel, &o, &s)
+	if err != nil {
+		return err
+	}
+	if !b.waitsForFsync(s.Durability) {
+		// Acknowledged once written: done runs now, as after Send, without the state of a
+		// send in flight (a pooled asyncSend and the store's callback).
+		if err := b.st.Append([]*store.Message{&s}); err != nil {
+			return appendErr(err)
+		}
+		tp.in.add(1, int64(len(m.Body)))
+		done(b.result(&s), nil)
+		return nil
+	}
 	op := asyncSends.Get().(*asyncSend)
 	if op.complete == nil {
 		op.complete = op.finish
 	}
-	tp, err := b.prepareSend(ctx, m, sel, &o, &op.s)
-	if err != nil {
-		op.release()
-		return err
-	}
+	op.s = s
 	op.b, op.tp, op.bytes, op.done = b, tp, int64(len(m.Body)), done
 	op.ptr[0] = &op.s
 	if err = b.st.AppendAsync(op.ptr[:], op.complete); err != nil {
 		op.release()
 	}
 	return appendErr(err)
+}
+
+// waitsForFsync reports whether a send of durability d is acknowledged only once an fsync
+// covers it.
+func (b *Broker) waitsForFsync(d store.Durability) bool {
+	switch d {
+	case store.DurabilitySync:
+		return true
+	case store.DurabilityAsync:
+		return false
+	}
+	return b.syncFlush
 }
 
 // asyncSend is a SendAsync in flight, with the stored copy of its message. They are pooled,
@@ -158,6 +183,7 @@ func (b *Broker) prepareSend(ctx context.Context, m *mq.Message, sel mq.QueueSel
 		return nil, err
 	}
 	storeCopy(m, q, s)
+	s.Durability = tp.cfg.Durability
 	o.apply(s)
 	return tp, b.prepare(s)
 }
@@ -353,6 +379,7 @@ func (b *Broker) prepareBatch(ctx context.Context, msgs []*mq.Message, sel mq.Qu
 	var bytes int64
 	for i, m := range msgs {
 		storeCopy(m, q, &stored[i])
+		stored[i].Durability = tp.cfg.Durability
 		o.apply(&stored[i])
 		if err := b.prepare(&stored[i]); err != nil {
 			return nil, nil, 0, err

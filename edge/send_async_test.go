@@ -164,3 +164,46 @@ func TestSendAsyncAllocs(t *testing.T) {
 		t.Errorf("SendAsync: %.2f allocations per call, want 0", n)
 	}
 }
+
+// TestSendAsyncNoFsyncActsNow: a send that waits for no fsync (async flush, or a topic of
+// durability async in a sync store) is acknowledged before SendAsync returns, with the
+// result Send would give, and counted in the topic's stats.
+func TestSendAsyncNoFsyncActsNow(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		flush commitlog.FlushMode
+		dur   store.Durability
+	}{
+		{"async flush", commitlog.FlushAsync, store.DurabilityDefault},
+		{"async topic, sync flush", commitlog.FlushSync, store.DurabilityAsync},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := openBroker(t, &Options{Store: &store.Options{Flush: c.flush, MetaNoSync: true, SegmentSize: 16 << 20}})
+			if err := b.CreateTopic(TopicConfig{Name: "T", WriteQueues: 1, ReadQueues: 1, Durability: c.dur}); err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			for i := range 3 {
+				var got *mq.SendResult
+				err := b.SendAsync(ctx, &mq.Message{Topic: "T", Body: []byte("x")}, nil, func(r mq.SendResult, err error) {
+					if err != nil {
+						t.Error(err)
+					}
+					got = &r
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got == nil {
+					t.Fatalf("send %d: done not called before SendAsync returned", i)
+				}
+				if got.QueueOffset != int64(i) || got.Queue.Topic != "T" {
+					t.Fatalf("send %d: result %+v, want queue offset %d of T", i, *got, i)
+				}
+			}
+			if st := b.TopicStats("T"); st.MessagesIn != 3 {
+				t.Fatalf("topic stats count %d sends, want 3", st.MessagesIn)
+			}
+		})
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/edgemq/edgemq/edge/mq"
+	"github.com/edgemq/edgemq/store"
 	"github.com/edgemq/edgemq/store/meta"
 )
 
@@ -22,7 +23,17 @@ type TopicConfig struct {
 	WriteQueues int32 // queues producers write; default Options.DefaultQueues
 	Perm        int32 // mq.PermRead|mq.PermWrite (default) and mq.PermInherit bits
 	Order       bool  // ordered topic: producers should pick queues by key
+	// Durability is when a send to the topic returns: store.DurabilityDefault (the store's
+	// flush policy), store.DurabilitySync (once an fsync covers the message) or
+	// store.DurabilityAsync (once written: a power cut may lose the sends of the last
+	// store.Options.FlushInterval; with the sync flush policy consumers see a message once
+	// it is durable, up to that much after Send returned).
+	Durability store.Durability
 }
+
+// DurabilityAttr is the topic attribute, as RocketMQ's "+key=value" topic attributes carry
+// it, that sets TopicConfig.Durability: "sync", "async" or "default".
+const DurabilityAttr = "durability"
 
 // topic is a topic's config and its round-robin cursor.
 type topic struct {
@@ -55,7 +66,12 @@ func newTopicTable(b *Broker) (*topicTable, error) {
 		return nil, fmt.Errorf("edge: load topics: %w", err)
 	}
 	for _, s := range stored {
-		t.m[s.Name] = t.newTopic(TopicConfig{Name: s.Name, ReadQueues: s.ReadQueues, WriteQueues: s.WriteQueues, Perm: s.Perm, Order: s.Order})
+		d, err := store.ParseDurability(s.Durability)
+		if err != nil { // a value from a newer version: the safe choice
+			b.lg.Warn("topic has an unknown durability: acknowledging its sends once durable", "topic", s.Name, "err", err)
+			d = store.DurabilitySync
+		}
+		t.m[s.Name] = t.newTopic(TopicConfig{Name: s.Name, ReadQueues: s.ReadQueues, WriteQueues: s.WriteQueues, Perm: s.Perm, Order: s.Order, Durability: d})
 	}
 	// More delay levels than when the schedule topic was made: it needs a queue for each.
 	if tp, ok := t.m[mq.ScheduleTopic]; ok && tp.cfg.WriteQueues < int32(len(b.opts.DelayLevels)) {
@@ -92,13 +108,21 @@ func (t *topicTable) put(cfg TopicConfig, create bool) (*topic, error) {
 	if cfg.Perm&^(mq.PermRead|mq.PermWrite|mq.PermInherit) != 0 {
 		return nil, fmt.Errorf("%w: permission %d", mq.ErrInvalidArgument, cfg.Perm)
 	}
+	durability := ""
+	switch cfg.Durability {
+	case store.DurabilityDefault:
+	case store.DurabilitySync, store.DurabilityAsync:
+		durability = cfg.Durability.String()
+	default:
+		return nil, fmt.Errorf("%w: durability %v", mq.ErrInvalidArgument, cfg.Durability)
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if old, ok := t.m[cfg.Name]; ok && create {
 		return old, fmt.Errorf("%w: %q", ErrTopicExists, cfg.Name)
 	}
 	err := t.b.meta.PutTopic(meta.Topic{Name: cfg.Name, ReadQueues: cfg.ReadQueues, WriteQueues: cfg.WriteQueues,
-		Perm: cfg.Perm, Order: cfg.Order, Created: time.Now().UnixMilli()})
+		Perm: cfg.Perm, Order: cfg.Order, Created: time.Now().UnixMilli(), Durability: durability})
 	if err != nil {
 		return nil, fmt.Errorf("edge: store topic %q: %w", cfg.Name, err)
 	}

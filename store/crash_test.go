@@ -311,7 +311,7 @@ func appendAcked(s *Store, mu *sync.Mutex, next *int64, acked *[]ack) bool {
 
 // TestPowerCut cuts the power (CrashFS: every write not covered by a completed fsync may be
 // lost, and one sector in flight is torn) at hundreds of random moments while appenders run.
-// In sync mode every acknowledged message survives; in async mode every message below the
+// In sync mode, with or without Linger, every acknowledged message survives; in async mode every message below the
 // durable position at the cut survives; in both, the store reopens whole, serving only
 // messages that were written, with dense queues, and the .broken files recovery leaves stay
 // within their default budget of two segments.
@@ -322,14 +322,23 @@ func TestPowerCut(t *testing.T) {
 	}
 	seed := crashSeed(t)
 	rng := rand.New(rand.NewPCG(seed, 2))
-	for _, mode := range []commitlog.FlushMode{commitlog.FlushSync, commitlog.FlushAsync} {
-		t.Run(mode.String(), func(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		mode   commitlog.FlushMode
+		linger time.Duration
+	}{
+		{"sync", commitlog.FlushSync, 0},
+		{"sync-linger", commitlog.FlushSync, 3 * time.Millisecond},
+		{"async", commitlog.FlushAsync, 0},
+	} {
+		mode := c.mode
+		t.Run(c.name, func(t *testing.T) {
 			fs := vfstest.NewCrashFS()
 			dir := t.TempDir() // the same path inside every CrashFS; lock and meta.db on disk
 			var acked []ack
 			next := int64(0)
 			for cut := 0; cut < cuts/2; cut++ {
-				o := testOptions(Options{FS: fs, Flush: mode, SegmentSize: 192 << 10, MaxMessageSize: 16 << 10, QueueSegmentEntries: 32,
+				o := testOptions(Options{FS: fs, Flush: mode, Linger: c.linger, SegmentSize: 192 << 10, MaxMessageSize: 16 << 10, QueueSegmentEntries: 32,
 					FlushInterval: 5 * time.Millisecond, QueueFlushInterval: 5 * time.Millisecond})
 				if os.Getenv("EDGEMQ_DEBUG") != "" {
 					o.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))

@@ -32,7 +32,7 @@ type cutPoint struct {
 // everything not yet durable (CutClean), the cut of a disk that did everything asked of it
 // but that step (CutAllBut), and before a directory fsync with names pending, the cut of a
 // disk that made every name durable and no unsynced data (CutNamesOnly). In each recovered store every acknowledged message survives (in sync
-// mode every message whose Append returned; in async mode those below the durable position
+// mode, with or without Linger, every message whose Append returned; in async mode those below the durable position
 // the log reported), the log ends at or past that durable position with no hole below its
 // end, and the queues agree with the log (verifyStore). Unlike TestPowerCut's random cut
 // times, which almost never fall between two steps microseconds apart, every ordering of
@@ -45,18 +45,26 @@ func TestPowerCutAtEveryStep(t *testing.T) {
 	if testing.Short() {
 		uncut = 70 // cut the steps from batch 70 on: the first roll, and Close
 	}
-	for _, mode := range []commitlog.FlushMode{commitlog.FlushSync, commitlog.FlushAsync} {
-		t.Run(mode.String(), func(t *testing.T) { cutAtEveryStep(t, mode, batches, uncut) })
+	for _, c := range []struct {
+		name   string
+		mode   commitlog.FlushMode
+		linger time.Duration
+	}{
+		{"sync", commitlog.FlushSync, 0},
+		{"sync-linger", commitlog.FlushSync, 2 * time.Millisecond},
+		{"async", commitlog.FlushAsync, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) { cutAtEveryStep(t, c.mode, c.linger, batches, uncut) })
 	}
 }
 
 // cutAtEveryStep runs the store of TestPowerCutAtEveryStep, appending batches batches, and
 // checks cuts at every step after the first uncut batches were acknowledged.
-func cutAtEveryStep(t *testing.T, mode commitlog.FlushMode, batches, uncut int) {
+func cutAtEveryStep(t *testing.T, mode commitlog.FlushMode, linger time.Duration, batches, uncut int) {
 	fs := vfstest.NewCrashFS()
 	dir := t.TempDir() // the running store's path in the CrashFS; its lock and meta.db on disk
 	recoverDir := t.TempDir()
-	o := testOptions(Options{Flush: mode, SegmentSize: 136 << 10, MaxMessageSize: 1 << 10, QueueSegmentEntries: 32,
+	o := testOptions(Options{Flush: mode, Linger: linger, SegmentSize: 136 << 10, MaxMessageSize: 1 << 10, QueueSegmentEntries: 32,
 		FlushInterval: time.Hour, FlushBytes: 24 << 10, QueueFlushInterval: time.Hour, QueueFlushBytes: 32 << 10,
 		RetentionInterval: time.Hour})
 	var (

@@ -26,6 +26,12 @@
 // take back: the batch an fsync covers is dispatched after that fsync and before its
 // acknowledgements go out.
 //
+// Options.Linger makes a sync-mode fsync wait a little for more appends (flash wear: each
+// fsync rewrites the log's last page). A message's Durability (its topic's choice) may
+// override the flush policy: an async message in a sync store is acknowledged once written,
+// made durable by the next fsync, at the latest FlushInterval later, and dispatched then; a
+// sync message in an async store is acknowledged after an fsync that covers it.
+//
 // GetMessages reads a queue from an offset through a tag filter and answers with RocketMQ's
 // statuses (FOUND, NO_MESSAGE_IN_QUEUE, OFFSET_OVERFLOW_ONE, ...), next begin offset, and min
 // and max offsets. Records are checksummed; a damaged record or queue entry is reported in the

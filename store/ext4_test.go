@@ -59,9 +59,9 @@ import (
 // and writes each acknowledgement, stamped with CLOCK_MONOTONIC, to a side file outside the
 // image; the parent cuts at a random moment (or right after a segment roll, a retention
 // delete or a queue-file roll it sees in the directory), kills the child, remounts, reopens
-// the store and checks it: every message acknowledged before the cut in sync mode, and
-// below the durable position the child saw before the cut in async mode, is there byte for
-// byte; async mode loses nothing acknowledged longer than its flush window (asyncWindow)
+// the store and checks it: every message acknowledged before the cut in sync mode (every
+// other sync-mode child with a Linger of 2 ms), and below the durable position the child saw
+// before the cut in async mode, is there byte for byte; async mode loses nothing acknowledged longer than its flush window (asyncWindow)
 // before the cut; the queues and the log agree both ways; the .broken files stay in their
 // budget.
 
@@ -123,6 +123,7 @@ func TestExt4PowerCutChild(t *testing.T) {
 	mode, _ := commitlog.ParseFlushMode(os.Getenv("EDGEMQ_EXT4_MODE"))
 	base, _ := strconv.ParseInt(os.Getenv("EDGEMQ_EXT4_BASE"), 10, 64)
 	o := ext4Options(mode)
+	o.Linger, _ = time.ParseDuration(os.Getenv("EDGEMQ_EXT4_LINGER"))
 	o.Logger = slog.New(slog.NewTextHandler(side, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	s, err := Open(dir, &o)
 	if err != nil {
@@ -230,7 +231,7 @@ type ext4Image struct {
 
 // newExt4Image makes and mounts an ext4 image of size bytes (sparse), or skips the test
 // when the machine cannot.
-func newExt4Image(t *testing.T, size int64) *ext4Image {
+func newExt4Image(t testing.TB, size int64) *ext4Image {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: loop devices and mount")
@@ -422,8 +423,12 @@ func ext4Cuts(t *testing.T, im *ext4Image, mode commitlog.FlushMode, cuts int, r
 	}()
 	for cut := 0; cut < cuts; cut++ {
 		sidePath := filepath.Join(sideDir, fmt.Sprintf("%s-%d", mode, cut))
+		linger := "0s" // every other sync-mode child lingers: an ack must still mean durable
+		if mode == commitlog.FlushSync && cut%2 == 1 {
+			linger = "2ms"
+		}
 		cmd := childCommand(t, "TestExt4PowerCutChild", "EDGEMQ_EXT4_DIR="+dir, "EDGEMQ_EXT4_SIDE="+sidePath,
-			"EDGEMQ_EXT4_MODE="+mode.String(), fmt.Sprintf("EDGEMQ_EXT4_BASE=%d", int64(cut)*10_000_000))
+			"EDGEMQ_EXT4_MODE="+mode.String(), fmt.Sprintf("EDGEMQ_EXT4_BASE=%d", int64(cut)*10_000_000), "EDGEMQ_EXT4_LINGER="+linger)
 		stdout, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)

@@ -29,6 +29,53 @@ type Message struct {
 
 	Pos  int64 // commitlog position: a stable global id, set by the store
 	Size int32 // bytes of the record in the commitlog, set by the store
+
+	// Durability is when the store may acknowledge the message; it is not stored.
+	Durability Durability
+}
+
+// Durability is when an append is acknowledged, per message (a topic's choice): a batch is
+// acknowledged as its strictest message asks.
+type Durability int8
+
+const (
+	// DurabilityDefault follows the store's flush policy (Options.Flush).
+	DurabilityDefault Durability = iota
+	// DurabilitySync acknowledges once an fsync covers the message, whatever the store's
+	// flush policy. (In a store with the async policy, readers may see it before.)
+	DurabilitySync
+	// DurabilityAsync acknowledges once the message is written, whatever the store's flush
+	// policy: a power cut may lose what was acknowledged in the last Options.FlushInterval
+	// (and up to Options.FlushBytes). In a store with the sync policy the message reaches
+	// readers once durable, so its Append returns before readers see it, by at most about
+	// FlushInterval (an fsync that another append asks for comes sooner).
+	DurabilityAsync
+)
+
+// String returns "default", "sync" or "async", as ParseDurability reads them.
+func (d Durability) String() string {
+	switch d {
+	case DurabilityDefault:
+		return "default"
+	case DurabilitySync:
+		return "sync"
+	case DurabilityAsync:
+		return "async"
+	}
+	return fmt.Sprintf("Durability(%d)", int8(d))
+}
+
+// ParseDurability parses "sync", "async", or "default" or "" (DurabilityDefault).
+func ParseDurability(s string) (Durability, error) {
+	switch s {
+	case "", "default":
+		return DurabilityDefault, nil
+	case "sync":
+		return DurabilitySync, nil
+	case "async":
+		return DurabilityAsync, nil
+	}
+	return 0, fmt.Errorf("%w: unknown durability %q (want sync, async or default)", ErrOptions, s)
 }
 
 // Presence bits, the first byte of a payload (store/FORMAT.md).

@@ -35,8 +35,16 @@ type Options struct {
 	FlushInterval time.Duration
 	// FlushBytes makes an async log flush once this many bytes are unflushed. Default 4 MiB.
 	FlushBytes int64
+	// Linger, with FlushSync, is how long an fsync waits for more appends to share it, 0 to
+	// commitlog.MaxLinger: acknowledgements come up to Linger later, and a slow stream of
+	// appends takes one fsync (one rewrite of the log's last page) per Linger instead of one
+	// per append. The wait ends early once a page of records is unflushed. Default 0.
+	Linger time.Duration
 	// QueueFlushInterval is how often consume queues are fsynced and the dispatch checkpoint
-	// written. Default 1 s.
+	// written. Default 10 s: each time costs the device about 80 KB on ext4 (the queue files'
+	// pages, the checkpoint's temporary file, rename and directory fsync, and their journal
+	// commits), which at 1 s was 8× the payload of 100 messages a second of 100 bytes (flash
+	// wear). Recovery replays what the checkpoint does not cover, at most QueueFlushBytes.
 	QueueFlushInterval time.Duration
 	// QueueFlushBytes also syncs the queues and writes the checkpoint once the dispatcher
 	// has covered this many bytes of log since the last time, bounding what recovery after
@@ -116,7 +124,7 @@ type Arrival struct {
 // DefaultOptions holds the defaults that zero fields take.
 var DefaultOptions = Options{
 	QueueSegmentEntries: 65536,
-	QueueFlushInterval:  time.Second,
+	QueueFlushInterval:  10 * time.Second,
 	QueueFlushBytes:     32 << 20,
 	MaxDispatchLag:      32 << 20,
 	MaxMessageSize:      4 << 20,
@@ -229,6 +237,7 @@ func (o *Options) logOptions() *commitlog.Options {
 		Flush:             o.Flush,
 		FlushInterval:     o.FlushInterval,
 		FlushBytes:        o.FlushBytes,
+		Linger:            o.Linger,
 		MaxAge:            o.MaxAge,
 		MaxBytes:          o.MaxBytes,
 		MaxUsedRatio:      o.MaxUsedRatio,

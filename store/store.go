@@ -61,6 +61,7 @@ type Store struct {
 	queues atomic.Pointer[map[string]map[int32]*queue]
 
 	dispatched atomic.Int64 // every record below this position has its queue entry
+	lazyEnd    atomic.Int64 // end of the last lazy batch (durable later than acknowledged)
 	// dmu is the dispatch token: its holder (the dispatcher goroutine, or an acknowledgement
 	// that dispatches records, see dispatchTo and dispatchInline) owns dr, dstopped, the
 	// queues' read-ahead and the appends to consume queues. Release it with unlockDispatch.
@@ -175,6 +176,7 @@ func Open(dir string, opts *Options) (st *Store, err error) {
 	}
 	lo := s.opts.logOptions()
 	lo.OnRetention = s.trimQueues
+	lo.OnDurable = s.onDurable
 	if s.log, err = commitlog.Open(filepath.Join(dir, commitlogDir), lo); err != nil {
 		return nil, err
 	}
@@ -258,18 +260,52 @@ func (s *Store) Dir() string { return s.dir }
 // full disk, Append still returns nil, as the message is stored, and the dispatcher adds the
 // entry once it can.) A batch may mix topics and queues. On error nothing of the batch is
 // visible to readers (except after a flush failure, when durability is unknown).
+//
+// A message's Durability may override the store's flush policy: a batch of DurabilityAsync
+// messages returns once written (in sync mode before readers see it, see DurabilityAsync); a
+// batch with a message that asks for an fsync (DurabilitySync, or the default in sync mode)
+// returns once an fsync covers it.
 func (s *Store) Append(msgs []*Message) error {
-	end, err := s.write(msgs, nil)
+	lazy := s.lazy(msgs)
+	end, err := s.write(msgs, nil, lazy)
 	if err != nil || end < 0 {
 		return err
 	}
-	if s.opts.Flush == commitlog.FlushSync {
+	if !lazy {
 		if err := s.log.WaitDurable(end); err != nil {
 			return err
 		}
+	} else if s.opts.Flush == commitlog.FlushSync {
+		return nil // readers see it once durable (onDurable)
 	}
 	s.dispatchTo(end)
 	return nil
+}
+
+// lazy reports whether no message of the batch asks for an fsync before its acknowledgement.
+func (s *Store) lazy(msgs []*Message) bool {
+	for _, m := range msgs {
+		if m == nil {
+			return false // write refuses it
+		}
+		switch m.Durability {
+		case DurabilitySync:
+			return false
+		case DurabilityDefault:
+			if s.opts.Flush == commitlog.FlushSync {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// onDurable is the commitlog's OnDurable: in sync mode, once lazy records are durable,
+// nobody waits to dispatch them, so the dispatcher goroutine does.
+func (s *Store) onDurable(durable int64) {
+	if s.opts.Flush == commitlog.FlushSync && s.lazyEnd.Load() > s.dispatched.Load() {
+		s.kickDispatcher()
+	}
 }
 
 // AppendAsync stores msgs as Append does, but with FlushSync it returns once the batch is
@@ -278,8 +314,9 @@ func (s *Store) Append(msgs []*Message) error {
 // or with the flush's error. Concurrent and successive async appends share fsyncs, so that
 // one caller can keep many batches in flight. An error found before writing (bad message,
 // closed store, full disk) is returned and done is not called. Otherwise done is called
-// exactly once: with the async flush policy before AppendAsync returns, else from the
-// store's acknowledgement goroutine, in log order. done must not block: it delays the
+// exactly once: for a batch that needs no fsync (Durability as for Append: the async flush
+// policy, or DurabilityAsync messages) before AppendAsync returns, else from the store's
+// acknowledgement goroutine, in log order. done must not block: it delays the
 // acknowledgements behind it, and Close waits for it.
 func (s *Store) AppendAsync(msgs []*Message, done func(error)) error {
 	if done == nil {
@@ -289,15 +326,18 @@ func (s *Store) AppendAsync(msgs []*Message, done func(error)) error {
 		done(nil)
 		return nil
 	}
-	if s.opts.Flush == commitlog.FlushSync {
-		_, err := s.write(msgs, done)
+	lazy := s.lazy(msgs)
+	if !lazy {
+		_, err := s.write(msgs, done, false)
 		return err
 	}
-	end, err := s.write(msgs, nil)
+	end, err := s.write(msgs, nil, true)
 	if err != nil {
 		return err
 	}
-	s.dispatchTo(end)
+	if s.opts.Flush == commitlog.FlushAsync {
+		s.dispatchTo(end)
+	}
 	done(nil)
 	return nil
 }
@@ -305,7 +345,7 @@ func (s *Store) AppendAsync(msgs []*Message, done func(error)) error {
 // write appends msgs to the log and returns the end of the batch (-1 for none). With
 // done, the batch's acknowledgement is queued for the ack goroutine under the append lock,
 // so that Close, which waits for that lock, finds it queued.
-func (s *Store) write(msgs []*Message, done func(error)) (int64, error) {
+func (s *Store) write(msgs []*Message, done func(error), lazy bool) (int64, error) {
 	if len(msgs) == 0 {
 		return -1, nil
 	}
@@ -319,16 +359,24 @@ func (s *Store) write(msgs []*Message, done func(error)) (int64, error) {
 	}
 	s.waitForDispatcher()
 	now := s.opts.Now().UnixMilli() // read outside the lock, kept monotonic under it
-	end, err := s.writeLocked(now, msgs, done)
+	end, err := s.writeLocked(now, msgs, done, lazy)
 	if err != nil {
 		return 0, err
 	}
-	s.log.AfterAppend(end) // its system calls must not hold up the next appender
+	// Its system calls must not hold up the next appender.
+	if lazy {
+		s.log.AfterAppendLazy(end)
+		if s.log.Durable() >= end { // an fsync came before lazyEnd was set: onDurable missed it
+			s.onDurable(end)
+		}
+	} else {
+		s.log.AfterAppend(end)
+	}
 	return end, nil
 }
 
 // writeLocked is write's part under the append lock.
-func (s *Store) writeLocked(now int64, msgs []*Message, done func(error)) (int64, error) {
+func (s *Store) writeLocked(now int64, msgs []*Message, done func(error), lazy bool) (int64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed.Load() {
@@ -382,6 +430,9 @@ func (s *Store) writeLocked(now int64, msgs []*Message, done func(error)) (int64
 	}
 	if done != nil {
 		s.queueAck(end, done)
+	}
+	if lazy {
+		s.lazyEnd.Store(end)
 	}
 	return end, nil
 }

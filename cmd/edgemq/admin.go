@@ -10,11 +10,12 @@ import (
 
 	"github.com/edgemq/edgemq/edge"
 	"github.com/edgemq/edgemq/edge/mq"
+	"github.com/edgemq/edgemq/store"
 )
 
 var topicVerbs = []verb{
 	{"list", "list the topics and their messages (system topics too with -all)"},
-	{"create", "create topic -name: -read and -write queues, -perm, -order"},
+	{"create", "create topic -name: -read and -write queues, -perm, -order, -durability"},
 	{"update", "change the settings given of topic -name; the others stay as they are"},
 	{"delete", "delete topic -name (its messages stay until retention removes them)"},
 }
@@ -23,6 +24,7 @@ const topicDoc = `
 Examples:
   edgemq topic list -data ./data
   edgemq topic create -name Orders -read 8 -write 8 -order
+  edgemq topic create -name Telemetry -durability async
   edgemq topic update -name Orders -read 4     # still 8 write queues, still ordered
   edgemq topic delete -name Orders
 
@@ -38,6 +40,8 @@ func topicCommand(fs *flag.FlagSet) runFunc {
 	write := fs.Int("write", 0, "write queue `count`: queues producers write (create: 0 is broker.default_queues)")
 	perm := fs.String("perm", "rw", "`permission`: rw, r (no sends) or w (no pulls)")
 	order := fs.Bool("order", false, "ordered topic: producers pick queues by sharding key (-order=false to unset)")
+	durability := fs.String("durability", "default", "when a send returns: `sync` (once on disk), async (once written: "+
+		"a power cut may lose the last store.flush_interval of sends), or default (store.flush)")
 	all := fs.Bool("all", false, "list system topics too")
 	jsonOut := jsonFlag(fs)
 	return func(ctx context.Context, args []string, out, _ io.Writer) error {
@@ -57,6 +61,10 @@ func topicCommand(fs *flag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
+		dur, err := store.ParseDurability(*durability)
+		if err != nil {
+			return usageError("-durability %q: want sync, async or default", *durability)
+		}
 		a := readWrite
 		switch verb {
 		case "list":
@@ -73,7 +81,7 @@ func topicCommand(fs *flag.FlagSet) runFunc {
 		case "list":
 			return listTopics(ctx, b, out, *all, *jsonOut)
 		case "create":
-			return b.CreateTopic(ctx, edge.TopicConfig{Name: *name, ReadQueues: int32(*read), WriteQueues: int32(*write), Perm: p, Order: *order})
+			return b.CreateTopic(ctx, edge.TopicConfig{Name: *name, ReadQueues: int32(*read), WriteQueues: int32(*write), Perm: p, Order: *order, Durability: dur})
 		case "update":
 			cfg, err := b.Topic(ctx, *name)
 			if err != nil {
@@ -90,6 +98,9 @@ func topicCommand(fs *flag.FlagSet) runFunc {
 			}
 			if given["order"] {
 				cfg.Order = *order
+			}
+			if given["durability"] {
+				cfg.Durability = dur
 			}
 			return b.UpdateTopic(ctx, cfg)
 		case "delete":
@@ -149,6 +160,7 @@ type topicJSON struct {
 	WriteQueues int32  `json:"writeQueues"`
 	Perm        string `json:"perm"`
 	Order       bool   `json:"order"`
+	Durability  string `json:"durability"` // default, sync or async
 	System      bool   `json:"system"`
 	// Messages counts the messages still stored in its queues.
 	Messages int64 `json:"messages"`
@@ -174,7 +186,7 @@ func listTopics(ctx context.Context, b target, out io.Writer, all, asJSON bool) 
 			n += q.MaxOffset - q.MinOffset
 		}
 		list = append(list, topicJSON{Name: t.Name, ReadQueues: t.ReadQueues, WriteQueues: t.WriteQueues,
-			Perm: permString(t.Perm), Order: t.Order, System: sys, Messages: n})
+			Perm: permString(t.Perm), Order: t.Order, Durability: t.Durability.String(), System: sys, Messages: n})
 	}
 	if asJSON {
 		return writeJSON(out, list)

@@ -286,13 +286,20 @@ func TestTopicUpdateChangesOnlyTheFieldsGiven(t *testing.T) {
 			t.Fatalf("after %s: got %+v, want %+v", step, got, want)
 		}
 	}
-	check("create", topicJSON{Name: "O", ReadQueues: 8, WriteQueues: 8, Perm: "rw", Order: true})
+	check("create", topicJSON{Name: "O", ReadQueues: 8, WriteQueues: 8, Perm: "rw", Order: true, Durability: "default"})
 	mustRun(t, "topic", "update", "-data", dir, "-name", "O", "-read", "4")
-	check("-read 4", topicJSON{Name: "O", ReadQueues: 4, WriteQueues: 8, Perm: "rw", Order: true})
+	check("-read 4", topicJSON{Name: "O", ReadQueues: 4, WriteQueues: 8, Perm: "rw", Order: true, Durability: "default"})
+	mustRun(t, "topic", "update", "-data", dir, "-name", "O", "-durability", "async")
+	check("-durability async", topicJSON{Name: "O", ReadQueues: 4, WriteQueues: 8, Perm: "rw", Order: true, Durability: "async"})
 	mustRun(t, "topic", "update", "-data", dir, "-name", "O", "-perm", "r")
-	check("-perm r", topicJSON{Name: "O", ReadQueues: 4, WriteQueues: 8, Perm: "r", Order: true})
+	check("-perm r", topicJSON{Name: "O", ReadQueues: 4, WriteQueues: 8, Perm: "r", Order: true, Durability: "async"})
 	mustRun(t, "topic", "update", "-data", dir, "-name", "O", "-order=false", "-write", "2")
-	check("-order=false -write 2", topicJSON{Name: "O", ReadQueues: 4, WriteQueues: 2, Perm: "r", Order: false})
+	check("-order=false -write 2", topicJSON{Name: "O", ReadQueues: 4, WriteQueues: 2, Perm: "r", Order: false, Durability: "async"})
+	mustRun(t, "topic", "update", "-data", dir, "-name", "O", "-durability", "default")
+	check("-durability default", topicJSON{Name: "O", ReadQueues: 4, WriteQueues: 2, Perm: "r", Order: false, Durability: "default"})
+	if code, _, errOut := edgemq(t, "topic", "update", "-data", dir, "-name", "O", "-durability", "eventually"); code == 0 || !strings.Contains(errOut, "-durability") {
+		t.Fatalf("-durability eventually: exit %d %q", code, errOut)
+	}
 }
 
 // TestSendNeedsATopicOrCreate: send refuses a topic that does not exist unless -create;

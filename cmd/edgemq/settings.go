@@ -136,7 +136,19 @@ var settings = []setting{
 		set: func(c *config, v commitlog.FlushMode) { c.store.Flush = v },
 		doc: "The flush policy: when a send returns. sync: once an fsync covers it (concurrent sends share one: " +
 			"group commit), so an acknowledged message survives a power cut. async: at once; a " +
-			"flush runs every flush_interval or once flush_bytes are unflushed.",
+			"flush runs every flush_interval or once flush_bytes are unflushed. A topic's durability " +
+			"(edgemq topic create -durability) overrides it for that topic.",
+	},
+	item[time.Duration]{
+		section: "store", key: "linger",
+		kind:  durationKind,
+		def:   commitlog.DefaultOptions.Linger,
+		check: between(durationKind, 0, commitlog.MaxLinger),
+		set:   func(c *config, v time.Duration) { c.store.Linger = v },
+		doc: "With flush = \"sync\", how long an fsync waits for more sends to share it (ended early " +
+			"once 4KiB of records wait). A send returns up to this much later, and a slow stream of " +
+			"sends rewrites the log's last page (flash wear) once per linger instead of once per " +
+			"send. 0: no wait beyond group commit.",
 	},
 	item[time.Duration]{
 		section: "store", key: "flush_interval",
@@ -144,7 +156,8 @@ var settings = []setting{
 		def:   commitlog.DefaultOptions.FlushInterval,
 		check: positive[time.Duration](),
 		set:   func(c *config, v time.Duration) { c.store.FlushInterval = v },
-		doc:   "How often an async commitlog flushes.",
+		doc: "How often an async commitlog flushes; with flush = \"sync\", the longest the sends " +
+			"of a topic of durability async stay unflushed (what a power cut may lose of them).",
 	},
 	item[int64]{
 		section: "store", key: "flush_bytes",
@@ -160,7 +173,9 @@ var settings = []setting{
 		def:   store.DefaultOptions.QueueFlushInterval,
 		check: positive[time.Duration](),
 		set:   func(c *config, v time.Duration) { c.store.QueueFlushInterval = v },
-		doc:   "How often consume queues are fsynced and the dispatch checkpoint written.",
+		doc: "How often consume queues are fsynced and the dispatch checkpoint written. Each time " +
+			"costs the device about 80KB on ext4 (flash wear); recovery replays at most " +
+			"queue_flush_bytes of log whatever the interval.",
 	},
 	item[int64]{
 		section: "store", key: "queue_flush_bytes",

@@ -17,6 +17,7 @@ import (
 	"github.com/edgemq/edgemq/edge/mq"
 	"github.com/edgemq/edgemq/edge/remoting"
 	"github.com/edgemq/edgemq/edge/remoting/server"
+	"github.com/edgemq/edgemq/store"
 )
 
 // A target is what the admin and client commands work on: the broker of a data dir opened
@@ -289,7 +290,11 @@ func (t remoteTarget) Topic(ctx context.Context, name string) (edge.TopicConfig,
 	if err != nil {
 		return edge.TopicConfig{}, err
 	}
-	return edge.TopicConfig{Name: cfg.Name, ReadQueues: cfg.ReadQueues, WriteQueues: cfg.WriteQueues, Perm: cfg.Perm, Order: cfg.Order}, nil
+	d, err := store.ParseDurability(cfg.Attributes[edge.DurabilityAttr])
+	if err != nil {
+		return edge.TopicConfig{}, fmt.Errorf("topic %s: %w", name, err)
+	}
+	return edge.TopicConfig{Name: cfg.Name, ReadQueues: cfg.ReadQueues, WriteQueues: cfg.WriteQueues, Perm: cfg.Perm, Order: cfg.Order, Durability: d}, nil
 }
 
 func (t remoteTarget) CreateTopic(ctx context.Context, cfg edge.TopicConfig) error {
@@ -311,8 +316,16 @@ func (t remoteTarget) CreateTopic(ctx context.Context, cfg edge.TopicConfig) err
 }
 
 func (t remoteTarget) UpdateTopic(ctx context.Context, cfg edge.TopicConfig) error {
+	// The attribute goes only where it means something: a broker that does not know it
+	// (Apache RocketMQ) refuses it.
+	var attrs map[string]string
+	if cfg.Durability != store.DurabilityDefault {
+		attrs = map[string]string{edge.DurabilityAttr: cfg.Durability.String()}
+	} else if old, err := t.Topic(ctx, cfg.Name); err == nil && old.Durability != store.DurabilityDefault {
+		attrs = map[string]string{edge.DurabilityAttr: store.DurabilityDefault.String()}
+	}
 	return t.Client.CreateTopic(ctx, remoting.TopicConfig{Name: cfg.Name, ReadQueues: cfg.ReadQueues,
-		WriteQueues: cfg.WriteQueues, Perm: cfg.Perm, Order: cfg.Order})
+		WriteQueues: cfg.WriteQueues, Perm: cfg.Perm, Order: cfg.Order, Attributes: attrs})
 }
 
 func (t remoteTarget) DeleteTopic(ctx context.Context, name string) error {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -25,6 +26,9 @@ type TopicConfig struct {
 	WriteQueues int32 // queues producers write; 0 in CreateTopic: the broker's default
 	Perm        int32 // mq.PermRead, mq.PermWrite bits
 	Order       bool
+	// Attributes are the topic's attributes (RocketMQ 5), such as EdgeMQ's "durability";
+	// CreateTopic sends them as "+key=value" each.
+	Attributes map[string]string
 }
 
 // QueueStats is one queue's offsets, as GET_TOPIC_STATS_INFO answers them.
@@ -97,7 +101,7 @@ func (c *Client) CreateTopic(ctx context.Context, cfg TopicConfig) error {
 		return err
 	}
 	h := CreateTopicHeader{Topic: cfg.Name, DefaultTopic: "TBW102", ReadQueueNums: cfg.ReadQueues, WriteQueueNums: cfg.WriteQueues,
-		Perm: cfg.Perm, TopicFilterType: "SINGLE_TAG", Order: cfg.Order}
+		Perm: cfg.Perm, TopicFilterType: "SINGLE_TAG", Order: cfg.Order, Attributes: FormatAttributes(cfg.Attributes)}
 	for _, a := range addrs {
 		if _, err := c.adminCall(ctx, a, UpdateAndCreateTopic, h.Ext(), nil); err != nil {
 			return err
@@ -185,11 +189,12 @@ func (c *Client) TopicConfig(ctx context.Context, topic string) (TopicConfig, er
 		return TopicConfig{}, err
 	}
 	var j struct {
-		TopicName      string          `json:"topicName"`
-		ReadQueueNums  json.RawMessage `json:"readQueueNums"`
-		WriteQueueNums json.RawMessage `json:"writeQueueNums"`
-		Perm           json.RawMessage `json:"perm"`
-		Order          bool            `json:"order"`
+		TopicName      string            `json:"topicName"`
+		ReadQueueNums  json.RawMessage   `json:"readQueueNums"`
+		WriteQueueNums json.RawMessage   `json:"writeQueueNums"`
+		Perm           json.RawMessage   `json:"perm"`
+		Order          bool              `json:"order"`
+		Attributes     map[string]string `json:"attributes"`
 	}
 	// RocketMQ 5 wraps the config: {"topicConfig":{...},"mappingDetail":...}.
 	var wrapped struct {
@@ -203,6 +208,9 @@ func (c *Client) TopicConfig(ctx context.Context, topic string) (TopicConfig, er
 		return TopicConfig{}, fmt.Errorf("remoting: topic config from %s: %w: %v", addr, ErrMalformed, err)
 	}
 	cfg := TopicConfig{Name: cmp.Or(j.TopicName, topic), Order: j.Order}
+	if len(j.Attributes) > 0 {
+		cfg.Attributes = j.Attributes
+	}
 	for _, f := range []struct {
 		dst  *int32
 		raw  json.RawMessage
@@ -554,4 +562,40 @@ func (c *Client) CreateGroup(ctx context.Context, group string) error {
 		}
 	}
 	return nil
+}
+
+// FormatAttributes writes topic attributes as UPDATE_AND_CREATE_TOPIC carries them:
+// "+key=value" each, sorted by key, comma-separated; "" for none.
+func FormatAttributes(attrs map[string]string) string {
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(attrs)) {
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString("+" + k + "=" + attrs[k])
+	}
+	return b.String()
+}
+
+// ParseAttributes reads topic attributes as UPDATE_AND_CREATE_TOPIC carries them: set has
+// each "+key=value", unset each "-key". An item of neither form is ErrMalformed.
+func ParseAttributes(s string) (set map[string]string, unset []string, err error) {
+	set = map[string]string{}
+	for item := range strings.SplitSeq(s, ",") {
+		item = strings.TrimSpace(item)
+		switch {
+		case item == "":
+		case item[0] == '+':
+			k, v, ok := strings.Cut(item[1:], "=")
+			if !ok || k == "" {
+				return nil, nil, fmt.Errorf("%w: topic attribute %q: want +key=value", ErrMalformed, item)
+			}
+			set[k] = v
+		case item[0] == '-' && len(item) > 1:
+			unset = append(unset, item[1:])
+		default:
+			return nil, nil, fmt.Errorf("%w: topic attribute %q: want +key=value or -key", ErrMalformed, item)
+		}
+	}
+	return set, unset, nil
 }

@@ -2,13 +2,16 @@ package remoting_test
 
 import (
 	"errors"
+	"reflect"
 	"slices"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/edgemq/edgemq/edge"
 	"github.com/edgemq/edgemq/edge/mq"
 	"github.com/edgemq/edgemq/edge/remoting"
+	"github.com/edgemq/edgemq/store"
 )
 
 // TestClientAdmin runs every admin request of the client against an EdgeMQ server and
@@ -26,8 +29,30 @@ func TestClientAdmin(t *testing.T) {
 		t.Fatalf("broker's topic after CreateTopic: %+v, %v", cfg, err)
 	}
 	cfg, err := c.TopicConfig(ctx, "Orders")
-	if want := (remoting.TopicConfig{Name: "Orders", ReadQueues: 3, WriteQueues: 2, Perm: mq.PermRead | mq.PermWrite, Order: true}); err != nil || cfg != want {
+	if want := (remoting.TopicConfig{Name: "Orders", ReadQueues: 3, WriteQueues: 2, Perm: mq.PermRead | mq.PermWrite, Order: true}); err != nil || !reflect.DeepEqual(cfg, want) {
 		t.Fatalf("TopicConfig = %+v, %v; want %+v", cfg, err, want)
+	}
+	// The durability attribute: set, read back, kept by an update that does not name it,
+	// refused when unknown.
+	async := map[string]string{edge.DurabilityAttr: "async"}
+	tel := remoting.TopicConfig{Name: "Telemetry", ReadQueues: 1, WriteQueues: 1, Perm: mq.PermRead | mq.PermWrite, Attributes: async}
+	if err := c.CreateTopic(ctx, tel); err != nil {
+		t.Fatalf("CreateTopic with durability async: %v", err)
+	}
+	if got, err := c.TopicConfig(ctx, "Telemetry"); err != nil || !reflect.DeepEqual(got, tel) {
+		t.Fatalf("TopicConfig = %+v, %v; want %+v", got, err, tel)
+	}
+	upd := tel
+	upd.Attributes, upd.WriteQueues, upd.ReadQueues = nil, 2, 2
+	if err := c.CreateTopic(ctx, upd); err != nil {
+		t.Fatalf("CreateTopic (update): %v", err)
+	}
+	if got, err := tb.b.Topic("Telemetry"); err != nil || got.Durability != store.DurabilityAsync || got.WriteQueues != 2 {
+		t.Fatalf("broker's topic after an update without attributes: %+v, %v; want durability async kept", got, err)
+	}
+	upd.Attributes = map[string]string{edge.DurabilityAttr: "eventually"}
+	if err := c.CreateTopic(ctx, upd); err == nil {
+		t.Fatal("CreateTopic with durability eventually: no error")
 	}
 	if _, err := c.TopicConfig(ctx, "Nope"); !errors.Is(err, mq.ErrTopicNotExist) {
 		t.Fatalf("TopicConfig(Nope): %v, want %v", err, mq.ErrTopicNotExist)

@@ -32,8 +32,14 @@ func (r row) label() string {
 		if j.Producers > 1 {
 			p = fmt.Sprintf("%d producers", j.Producers)
 		}
-		if j.Pipelined {
+		if j.Pipelined && j.Durable {
 			return fmt.Sprintf("send %s, 1 producer, ≤ %d in flight: EdgeMQ SendAsync, sync flush vs JS PublishAsync, SyncAlways", sizeName(j.Size), j.Window)
+		}
+		if j.Pipelined {
+			return fmt.Sprintf("send %s, 1 producer, ≤ %d in flight: EdgeMQ SendAsync, async flush vs JS PublishAsync, default", sizeName(j.Size), j.Window)
+		}
+		if j.Producers == 1 {
+			p = "1 producer, one at a time"
 		}
 		if j.Durable {
 			return fmt.Sprintf("send %s, %s: EdgeMQ sync flush vs JS SyncAlways", sizeName(j.Size), p)

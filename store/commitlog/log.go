@@ -20,8 +20,9 @@ import (
 // reads run concurrently with appends and with each other.
 //
 // Goroutines (all stopped and waited for by Close):
-//   - the flusher: fsyncs written bytes (on demand in sync mode, on a timer or byte count in
-//     async mode), wakes appenders waiting for durability, and writes the checkpoint;
+//   - the flusher: fsyncs written bytes (on demand in sync mode, after Linger, and on a timer
+//     for lazy appends; on a timer or byte count in async mode), wakes appenders waiting for
+//     durability, and writes the checkpoint;
 //   - the preparer: creates and preallocates the next segment file ahead of need;
 //   - the retention loop: deletes expired or over-quota segments and unmaps idle ones.
 type Log struct {
@@ -627,6 +628,22 @@ func (l *Log) AfterAppend(end int64) {
 	}
 }
 
+// AfterAppendLazy is AfterAppend for records whose appender does not wait for them to be
+// durable: with FlushSync it does not wake the flusher, which covers them with the next fsync
+// another appender asks for, or else within FlushInterval (or once FlushBytes are unflushed),
+// as with FlushAsync.
+func (l *Log) AfterAppendLazy(end int64) {
+	end = min(end, l.written.Load())
+	l.maybeDropBehind(end)
+	l.kickPrefault(end)
+	if end-l.durable.Load() >= l.opts.FlushBytes {
+		select {
+		case l.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
 func batchSize(payloads [][]byte, d int64) int64 {
 	var n int64
 	for _, p := range payloads {
@@ -725,22 +742,24 @@ func (l *Log) Size() int64 { return int64(len(*l.segs.Load())) * l.opts.SegmentS
 
 func (l *Log) flushLoop() {
 	defer l.wg.Done()
-	var tick <-chan time.Time
-	if l.opts.Flush == FlushAsync {
-		t := time.NewTicker(l.opts.FlushInterval)
-		defer t.Stop()
-		tick = t.C
-	}
+	// With FlushSync the ticker covers the records of lazy appends (AfterAppendLazy).
+	t := time.NewTicker(l.opts.FlushInterval)
+	defer t.Stop()
 	lastCkpt := time.Now()
 	for {
+		wait := l.opts.Flush == FlushSync
 		select {
 		case <-l.kick:
-		case <-tick:
+		case <-t.C:
+			if l.written.Load() == l.durable.Load() {
+				continue
+			}
+			wait = false // nobody asked: no gathering or lingering
 		case <-l.done:
-			l.flushOnce(true, &lastCkpt)
+			l.flushOnce(true, false, &lastCkpt)
 			return
 		}
-		l.flushOnce(false, &lastCkpt)
+		l.flushOnce(false, wait, &lastCkpt)
 	}
 }
 
@@ -776,15 +795,44 @@ func (l *Log) gather() {
 	}
 }
 
+// linger waits, before a sync-mode fsync, until Linger has passed since the flusher was
+// woken or a page of records (LingerPage) is unflushed, so that the appends of a slow stream
+// share fsyncs. Appends wake the flusher, which then checks the unflushed bytes again.
+func (l *Log) linger() {
+	if l.written.Load()-l.durable.Load() >= LingerPage {
+		return
+	}
+	if l.gatherTimer == nil {
+		l.gatherTimer = time.NewTimer(l.opts.Linger)
+	} else {
+		l.gatherTimer.Reset(l.opts.Linger)
+	}
+	defer l.gatherTimer.Stop()
+	for l.written.Load()-l.durable.Load() < LingerPage {
+		select {
+		case <-l.kick:
+		case <-l.gatherTimer.C:
+			return
+		case <-l.done:
+			return
+		}
+	}
+}
+
 // checkpointEvery bounds how often the flusher rewrites the checkpoint.
 const checkpointEvery = 100 * time.Millisecond
 
-func (l *Log) flushOnce(final bool, lastCkpt *time.Time) {
+// flushOnce fsyncs what was written; wait lets a sync-mode flush gather or linger first.
+func (l *Log) flushOnce(final, wait bool, lastCkpt *time.Time) {
 	if l.failed.Load() {
 		return
 	}
-	if l.opts.Flush == FlushSync && !final {
-		l.gather()
+	if wait {
+		if l.opts.Linger > 0 {
+			l.linger()
+		} else {
+			l.gather()
+		}
 	}
 	n0 := l.appends.Load()
 	target := l.written.Load()
@@ -834,6 +882,9 @@ func (l *Log) flushOnce(final bool, lastCkpt *time.Time) {
 	}
 	l.fcond.Broadcast()
 	l.fmu.Unlock()
+	if err == nil && target > from && l.opts.OnDurable != nil {
+		l.opts.OnDurable(target)
+	}
 }
 
 func (l *Log) prepareLoop() {

@@ -78,10 +78,19 @@ type Options struct {
 	SegmentSize int64
 	// Flush is the flush policy. Default FlushSync.
 	Flush FlushMode
-	// FlushInterval is how often an async log flushes. Default 500 ms.
+	// FlushInterval is how often an async log flushes, and the longest a sync log leaves
+	// the records of lazy appends (AfterAppendLazy) unflushed. Default 500 ms.
 	FlushInterval time.Duration
 	// FlushBytes makes an async log flush once this many bytes are unflushed. Default 4 MiB.
 	FlushBytes int64
+	// Linger, with FlushSync, is how long an fsync waits for more appends to share it,
+	// counted from the append that wakes the flusher: a waiter is acknowledged up to Linger
+	// (plus the fsync) later, and the fsyncs of a slow stream of appends, each of which
+	// rewrites the log's last 4 KiB page (flash wear), fall to one per Linger. The wait ends
+	// early once a page of records (LingerPage bytes) is unflushed, where more waiting no
+	// longer saves a page write. Default 0: group commit only, no waiting but a short gather
+	// of appenders that just took part in an fsync. At most MaxLinger; negative is refused.
+	Linger time.Duration
 	// MaxAge deletes a sealed segment once its newest record is older than this.
 	// Default 72 h; negative disables age retention.
 	MaxAge time.Duration
@@ -138,6 +147,9 @@ type Options struct {
 	Now func() time.Time
 	// Logger receives recovery and retention reports. Default: discard.
 	Logger *slog.Logger
+	// OnDurable, if set, is called from the flusher after each fsync that made more records
+	// durable, with the new durable position. It must not block or append.
+	OnDurable func(durable int64)
 	// OnRetention, if set, is called from the retention goroutine after segments were
 	// deleted, with the new minimum position. It must not call Close.
 	OnRetention func(minPos int64)
@@ -167,6 +179,13 @@ var DefaultOptions = Options{
 	PrefaultRate:      16 << 20,
 	Now:               time.Now,
 }
+
+// MaxLinger is the largest Linger.
+const MaxLinger = time.Second
+
+// LingerPage is the unflushed bytes that end a Linger early: a page of the page cache, what
+// each fsync writes at least.
+const LingerPage = 4096
 
 // MinSegmentSize is the smallest SegmentSize Open accepts.
 const MinSegmentSize = 64 << 10
@@ -238,6 +257,8 @@ func (o *Options) withDefaults() (Options, error) {
 		return r, fmt.Errorf("commitlog: unknown Flush mode %d (want FlushSync or FlushAsync)", r.Flush)
 	case r.FlushInterval < 0:
 		return r, fmt.Errorf("commitlog: FlushInterval %v is negative (want > 0, or 0 for the default %v)", r.FlushInterval, d.FlushInterval)
+	case r.Linger < 0 || r.Linger > MaxLinger:
+		return r, fmt.Errorf("commitlog: Linger %v out of range [0, %v]", r.Linger, MaxLinger)
 	case r.FlushBytes < 0:
 		return r, fmt.Errorf("commitlog: FlushBytes %d is negative (want > 0, or 0 for the default %d)", r.FlushBytes, d.FlushBytes)
 	case r.RetentionInterval < 0:

@@ -22,6 +22,9 @@ type Topic struct {
 	SysFlag int32 `msg:"sys_flag"`
 	// Created is when the topic was created, in Unix milliseconds.
 	Created int64 `msg:"created"`
+	// Durability is when a send to the topic is acknowledged: "" (the broker's flush
+	// policy), "sync" or "async".
+	Durability string `msg:"durability,omitempty"`
 }
 
 // Group is a subscription group's configuration, stored under its name.

@@ -176,28 +176,46 @@ func (z Settings) Msgsize() (s int) {
 // MarshalMsg implements msgp.Marshaler
 func (z *Topic) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
-	// map header, size 7
-	// string "name"
-	o = append(o, 0x87, 0xa4, 0x6e, 0x61, 0x6d, 0x65)
-	o = msgp.AppendString(o, z.Name)
-	// string "read_queues"
-	o = append(o, 0xab, 0x72, 0x65, 0x61, 0x64, 0x5f, 0x71, 0x75, 0x65, 0x75, 0x65, 0x73)
-	o = msgp.AppendInt32(o, z.ReadQueues)
-	// string "write_queues"
-	o = append(o, 0xac, 0x77, 0x72, 0x69, 0x74, 0x65, 0x5f, 0x71, 0x75, 0x65, 0x75, 0x65, 0x73)
-	o = msgp.AppendInt32(o, z.WriteQueues)
-	// string "perm"
-	o = append(o, 0xa4, 0x70, 0x65, 0x72, 0x6d)
-	o = msgp.AppendInt32(o, z.Perm)
-	// string "order"
-	o = append(o, 0xa5, 0x6f, 0x72, 0x64, 0x65, 0x72)
-	o = msgp.AppendBool(o, z.Order)
-	// string "sys_flag"
-	o = append(o, 0xa8, 0x73, 0x79, 0x73, 0x5f, 0x66, 0x6c, 0x61, 0x67)
-	o = msgp.AppendInt32(o, z.SysFlag)
-	// string "created"
-	o = append(o, 0xa7, 0x63, 0x72, 0x65, 0x61, 0x74, 0x65, 0x64)
-	o = msgp.AppendInt64(o, z.Created)
+	// check for omitted fields
+	zb0001Len := uint32(8)
+	var zb0001Mask uint8 /* 8 bits */
+	_ = zb0001Mask
+	if z.Durability == "" {
+		zb0001Len--
+		zb0001Mask |= 0x80
+	}
+	// variable map header, size zb0001Len
+	o = append(o, 0x80|uint8(zb0001Len))
+
+	// skip if no fields are to be emitted
+	if zb0001Len != 0 {
+		// string "name"
+		o = append(o, 0xa4, 0x6e, 0x61, 0x6d, 0x65)
+		o = msgp.AppendString(o, z.Name)
+		// string "read_queues"
+		o = append(o, 0xab, 0x72, 0x65, 0x61, 0x64, 0x5f, 0x71, 0x75, 0x65, 0x75, 0x65, 0x73)
+		o = msgp.AppendInt32(o, z.ReadQueues)
+		// string "write_queues"
+		o = append(o, 0xac, 0x77, 0x72, 0x69, 0x74, 0x65, 0x5f, 0x71, 0x75, 0x65, 0x75, 0x65, 0x73)
+		o = msgp.AppendInt32(o, z.WriteQueues)
+		// string "perm"
+		o = append(o, 0xa4, 0x70, 0x65, 0x72, 0x6d)
+		o = msgp.AppendInt32(o, z.Perm)
+		// string "order"
+		o = append(o, 0xa5, 0x6f, 0x72, 0x64, 0x65, 0x72)
+		o = msgp.AppendBool(o, z.Order)
+		// string "sys_flag"
+		o = append(o, 0xa8, 0x73, 0x79, 0x73, 0x5f, 0x66, 0x6c, 0x61, 0x67)
+		o = msgp.AppendInt32(o, z.SysFlag)
+		// string "created"
+		o = append(o, 0xa7, 0x63, 0x72, 0x65, 0x61, 0x74, 0x65, 0x64)
+		o = msgp.AppendInt64(o, z.Created)
+		if (zb0001Mask & 0x80) == 0 { // if not omitted
+			// string "durability"
+			o = append(o, 0xaa, 0x64, 0x75, 0x72, 0x61, 0x62, 0x69, 0x6c, 0x69, 0x74, 0x79)
+			o = msgp.AppendString(o, z.Durability)
+		}
+	}
 	return
 }
 
@@ -261,6 +279,12 @@ func (z *Topic) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "Created")
 				return
 			}
+		case "durability":
+			z.Durability, bts, err = msgp.ReadStringBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Durability")
+				return
+			}
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -275,7 +299,7 @@ func (z *Topic) UnmarshalMsg(bts []byte) (o []byte, err error) {
 
 // Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
 func (z *Topic) Msgsize() (s int) {
-	s = 1 + 5 + msgp.StringPrefixSize + len(z.Name) + 12 + msgp.Int32Size + 13 + msgp.Int32Size + 5 + msgp.Int32Size + 6 + msgp.BoolSize + 9 + msgp.Int32Size + 8 + msgp.Int64Size
+	s = 1 + 5 + msgp.StringPrefixSize + len(z.Name) + 12 + msgp.Int32Size + 13 + msgp.Int32Size + 5 + msgp.Int32Size + 6 + msgp.BoolSize + 9 + msgp.Int32Size + 8 + msgp.Int64Size + 11 + msgp.StringPrefixSize + len(z.Durability)
 	return
 }
 

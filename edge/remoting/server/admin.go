@@ -45,6 +45,21 @@ func (s *Server) updateTopic(c *conn, req *remoting.Command) *remoting.Command {
 		return errReply(req, err)
 	}
 	cfg := edge.TopicConfig{Name: h.Topic, ReadQueues: h.ReadQueueNums, WriteQueues: h.WriteQueueNums, Perm: h.Perm, Order: h.Order}
+	if old, err := s.b.Topic(h.Topic); err == nil {
+		cfg.Durability = old.Durability // kept unless the attributes say
+	}
+	set, unset, err := remoting.ParseAttributes(h.Attributes)
+	if err != nil {
+		return errReply(req, fmt.Errorf("%w: %w", mq.ErrInvalidArgument, err))
+	}
+	if slices.Contains(unset, edge.DurabilityAttr) {
+		cfg.Durability = store.DurabilityDefault
+	}
+	if v, ok := set[edge.DurabilityAttr]; ok { // other attributes (RocketMQ's message.type) mean nothing here
+		if cfg.Durability, err = store.ParseDurability(v); err != nil {
+			return errReply(req, fmt.Errorf("%w: topic attribute %s: %w", mq.ErrInvalidArgument, edge.DurabilityAttr, err))
+		}
+	}
 	if err := s.b.UpdateTopic(cfg); err != nil {
 		return errReply(req, err)
 	}
@@ -485,8 +500,12 @@ type topicConfigJSON struct {
 }
 
 func topicConfig(cfg edge.TopicConfig) topicConfigJSON {
+	attrs := map[string]string{}
+	if cfg.Durability != store.DurabilityDefault {
+		attrs[edge.DurabilityAttr] = cfg.Durability.String()
+	}
 	return topicConfigJSON{TopicName: cfg.Name, ReadQueueNums: cfg.ReadQueues, WriteQueueNums: cfg.WriteQueues, Perm: cfg.Perm,
-		TopicFilterType: "SINGLE_TAG", Order: cfg.Order, Attributes: map[string]string{}}
+		TopicFilterType: "SINGLE_TAG", Order: cfg.Order, Attributes: attrs}
 }
 
 // topicConfigReply answers GET_TOPIC_CONFIG (mqadmin topicStatus and others read a topic's
