@@ -12,9 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgemq/edgemq/edge"
 	"github.com/edgemq/edgemq/edge/mq"
-	"github.com/edgemq/edgemq/edge/remoting/server"
 	"github.com/edgemq/edgemq/edge/uplink"
 )
 
@@ -23,16 +21,7 @@ import (
 // each rule's state, backlog and totals as Stats does.
 func TestUplinkMetricsAndStatus(t *testing.T) {
 	m := startMonitored(t, true)
-	hb, err := edge.Open(t.TempDir(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { hb.Close() })
-	hub, err := server.Start(hb, server.Options{Listen: "127.0.0.1:0", VIPListen: "off", Logger: m.lg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { hub.Close() })
+	hb, hub := startHub(t, m.lg)
 	ctx := context.Background()
 	for _, body := range []string{"c1", "c2"} {
 		if _, err := hb.Send(ctx, &mq.Message{Topic: "C", Body: []byte(body)}, nil); err != nil {
@@ -202,16 +191,7 @@ func TestUplinkMetricsAndStatus(t *testing.T) {
 
 // TestServeUplinkStatus: serve with an up rule reports it on /api/status and /metrics.
 func TestServeUplinkStatus(t *testing.T) {
-	hb, err := edge.Open(t.TempDir(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { hb.Close() })
-	hub, err := server.Start(hb, server.Options{Listen: "127.0.0.1:0", VIPListen: "off"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { hub.Close() })
+	_, hub := startHub(t, nil)
 	dir := filepath.Join(t.TempDir(), "data")
 	mustRun(t, "send", "-data", dir, "-topic", "T", "-create", "one", "two")
 	rule := `[{name = "r1", topics = ["T"], upstream = "` + hub.Addr().String() + `", kind = "edgemq"}]`

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -19,16 +20,7 @@ import (
 // messages to a hub, under the template's name, and stops cleanly; restarted, it sends
 // nothing twice. A down rule mirrors a hub topic into the data dir.
 func TestServeForwardsUp(t *testing.T) {
-	hb, err := edge.Open(t.TempDir(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { hb.Close() })
-	srv, err := server.Start(hb, server.Options{Listen: "127.0.0.1:0", VIPListen: "off"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
+	hb, srv := startHub(t, nil)
 	upstreamCount := func() int64 {
 		qs, err := hb.Queues("gw-T")
 		if err != nil {
@@ -145,4 +137,21 @@ func TestREADMEUplink(t *testing.T) {
 	if err := c.uplink.Validate("edgemq"); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// startHub opens a broker in a temporary dir and serves it on a free loopback port, as an
+// upstream for uplink rules; t.Cleanup stops both. lg may be nil.
+func startHub(t *testing.T, lg *slog.Logger) (*edge.Broker, *server.Server) {
+	t.Helper()
+	hb, err := edge.Open(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { hb.Close() })
+	srv, err := server.Start(hb, server.Options{Listen: "127.0.0.1:0", VIPListen: "off", Logger: lg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	return hb, srv
 }

@@ -34,26 +34,7 @@ func TestForwardSurvivesSIGKILL(t *testing.T) {
 		t.Fatal(err)
 	}
 	for k := 1; k <= kills; k++ {
-		exe, err := os.Executable()
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd := exec.Command(exe, "-test.run=^TestForwardKillChild$", "-test.v=false")
-		cmd.Env = append(os.Environ(), "UPLINK_KILL_DIR="+dir, "UPLINK_KILL_HUB="+h.addr, fmt.Sprintf("UPLINK_KILL_BATCH=%d", batch))
-		cmd.Stderr = os.Stderr
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		line, _ := bufio.NewReader(out).ReadString('\n')
-		if strings.TrimSpace(line) != "READY" {
-			cmd.Process.Kill()
-			cmd.Wait()
-			t.Fatalf("child %d: %q", k, line)
-		}
+		cmd := startKillChild(t, k, "UPLINK_KILL_DIR="+dir, "UPLINK_KILL_HUB="+h.addr, fmt.Sprintf("UPLINK_KILL_BATCH=%d", batch))
 		target := int64(k * total / (kills + 1))
 		waitFor(t, 60*time.Second, fmt.Sprintf("%d upstream", target), func() bool { return count(t, h.b, "T") >= target })
 		cmd.Process.Signal(syscall.SIGKILL)
@@ -116,26 +97,7 @@ func TestDownSurvivesSIGKILL(t *testing.T) {
 		t.Fatal(err)
 	}
 	for k := 1; k <= kills; k++ {
-		exe, err := os.Executable()
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd := exec.Command(exe, "-test.run=^TestForwardKillChild$", "-test.v=false")
-		cmd.Env = append(os.Environ(), "UPLINK_KILL_DIR="+dir, "UPLINK_KILL_HUB="+h.addr, "UPLINK_KILL_BATCH=20", "UPLINK_KILL_DOWN=1")
-		cmd.Stderr = os.Stderr
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		line, _ := bufio.NewReader(out).ReadString('\n')
-		if strings.TrimSpace(line) != "READY" {
-			cmd.Process.Kill()
-			cmd.Wait()
-			t.Fatalf("child %d: %q", k, line)
-		}
+		cmd := startKillChild(t, k, "UPLINK_KILL_DIR="+dir, "UPLINK_KILL_HUB="+h.addr, "UPLINK_KILL_BATCH=20", "UPLINK_KILL_DOWN=1")
 		// The child's progress shows as the group's offsets committed on the hub.
 		target := int64(k * total / (kills + 1))
 		waitFor(t, 60*time.Second, fmt.Sprintf("%d mirrored", target), func() bool {
@@ -155,4 +117,31 @@ func TestDownSurvivesSIGKILL(t *testing.T) {
 	waitFor(t, 60*time.Second, "all mirrored", func() bool { return count(t, local, "cmd") >= total })
 	waitFor(t, 10*time.Second, "no lag", func() bool { s := u.Stats().Down[0]; return s.Queues == 4 && s.Lag == 0 })
 	checkQueues(t, readAll(t, h.b, "cmd"), readAll(t, local, "cmd"), 0)
+}
+
+// startKillChild starts this test binary as child k running TestForwardKillChild with env
+// added to its environment, and waits for its READY line.
+func startKillChild(t *testing.T, k int, env ...string) *exec.Cmd {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, "-test.run=^TestForwardKillChild$", "-test.v=false")
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, _ := bufio.NewReader(out).ReadString('\n')
+	if strings.TrimSpace(line) != "READY" {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("child %d: %q", k, line)
+	}
+	return cmd
 }
