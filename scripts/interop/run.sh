@@ -165,7 +165,7 @@ start_secure_instance() {
 	say "starting edgemq serve with TLS $mode and the ACL on 127.0.0.1:$port"
 	"$work/edgemq" serve -data "$dir/data-$mode" -server.listen "127.0.0.1:$port" -server.vip_listen off \
 		-server.tls_mode "$mode" -server.tls_cert "$dir/cert.pem" -server.tls_key "$dir/key.pem" \
-		-server.acl "$dir/acl.toml" >"$log" 2>&1 </dev/null &
+		-server.acl "$dir/acl.toml" -http.listen off >"$log" 2>&1 </dev/null &
 	pid=$!
 	secure_pid="$secure_pid $pid"
 	for ((i = 0; i < 300; i++)); do
