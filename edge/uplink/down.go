@@ -60,15 +60,8 @@ func (d *DownRule) fill(gateway string) error {
 	if err := mq.ValidateGroup(d.Group); err != nil {
 		return fmt.Errorf("group: %w", err)
 	}
-	if err := checkAddrs(d.Upstream.Addrs); err != nil {
-		return fmt.Errorf("upstream addrs: %w", err)
-	}
-	switch d.Upstream.Kind {
-	case "":
-		d.Upstream.Kind = KindRocketMQ
-	case KindRocketMQ, KindEdgeMQ:
-	default:
-		return fmt.Errorf("upstream kind %q (want rocketmq or edgemq)", d.Upstream.Kind)
+	if err := d.Upstream.fill(); err != nil {
+		return err
 	}
 	if d.BatchSize == 0 {
 		d.BatchSize = DefaultBatchSize

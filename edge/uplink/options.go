@@ -253,15 +253,8 @@ func (u *UpRule) fill(gateway string) error {
 	if !strings.Contains(u.TopicTemplate, "{topic}") && len(u.Topics) > 1 {
 		return fmt.Errorf("template %q without {topic} would merge %d topics", u.TopicTemplate, len(u.Topics))
 	}
-	if err := checkAddrs(u.Upstream.Addrs); err != nil {
-		return fmt.Errorf("upstream addrs: %w", err)
-	}
-	switch u.Upstream.Kind {
-	case "":
-		u.Upstream.Kind = KindRocketMQ
-	case KindRocketMQ, KindEdgeMQ:
-	default:
-		return fmt.Errorf("upstream kind %q (want rocketmq or edgemq)", u.Upstream.Kind)
+	if err := u.Upstream.fill(); err != nil {
+		return err
 	}
 	if u.BatchSize == 0 {
 		u.BatchSize = DefaultBatchSize
@@ -320,6 +313,25 @@ func checkAddrs(s string) error {
 		if err != nil || host == "" || port == "" {
 			return fmt.Errorf("%q is not host:port", a)
 		}
+	}
+	return nil
+}
+
+// fill sets the upstream's defaults and checks it: its addresses, its kind, and that
+// its credentials come as a pair.
+func (up *Upstream) fill() error {
+	if err := checkAddrs(up.Addrs); err != nil {
+		return fmt.Errorf("upstream addrs: %w", err)
+	}
+	switch up.Kind {
+	case "":
+		up.Kind = KindRocketMQ
+	case KindRocketMQ, KindEdgeMQ:
+	default:
+		return fmt.Errorf("upstream kind %q (want rocketmq or edgemq)", up.Kind)
+	}
+	if (up.AccessKey == "") != (up.SecretKey == "") {
+		return fmt.Errorf("upstream access key and secret key: both or neither")
 	}
 	return nil
 }

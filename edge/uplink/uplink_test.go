@@ -147,6 +147,15 @@ func TestRulesValidated(t *testing.T) {
 		{"no addrs", func(o *Options) { o.Up[0].Upstream.Addrs = "" }},
 		{"addr without port", func(o *Options) { o.Up[0].Upstream.Addrs = "10.0.0.1" }},
 		{"kind", func(o *Options) { o.Up[0].Upstream.Kind = "kafka" }},
+		{"access key alone", func(o *Options) { o.Up[0].Upstream.AccessKey = "gw" }},
+		{"secret key alone", func(o *Options) { o.Up[0].Upstream.SecretKey = "s3cret" }},
+		{"down: no addrs", func(o *Options) { o.Down = []DownRule{{Name: "d", Topic: "T"}} }},
+		{"down: kind", func(o *Options) {
+			o.Down = []DownRule{{Name: "d", Topic: "T", Upstream: Upstream{Addrs: "127.0.0.1:1", Kind: "nats"}}}
+		}},
+		{"down: secret key alone", func(o *Options) {
+			o.Down = []DownRule{{Name: "d", Topic: "T", Upstream: Upstream{Addrs: "127.0.0.1:1", SecretKey: "s"}}}
+		}},
 		{"template placeholder", func(o *Options) { o.Up[0].TopicTemplate = "{host}-{topic}" }},
 		{"template merges", func(o *Options) { o.Up[0].TopicTemplate = "all"; o.Up[0].Topics = []string{"A", "B"} }},
 		{"template makes a bad name", func(o *Options) { o.Up[0].TopicTemplate = "{topic}.x" }},
