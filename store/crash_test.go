@@ -145,6 +145,42 @@ func childCommand(t testing.TB, run string, env ...string) *exec.Cmd {
 	return cmd
 }
 
+// startChild starts this test binary as a child running test run (see childCommand) and
+// waits up to a minute for its first line, which must be READY; it fails t otherwise. It
+// returns the child and the channel of its further stdout lines, which closes with the
+// child's stdout.
+func startChild(t testing.TB, run string, env ...string) (*exec.Cmd, <-chan string) {
+	t.Helper()
+	cmd := childCommand(t, run, env...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string, 1024)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	var said string
+	select {
+	case said = <-lines:
+	case <-time.After(time.Minute):
+		said = "nothing for a minute"
+	}
+	if said != "READY" {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("%s: child said %q, want READY", run, said)
+	}
+	return cmd, lines
+}
+
 // TestCrashChild is the child of TestCrashKill: it appends in sync mode until killed and
 // prints one line per acknowledged message.
 func TestCrashChild(t *testing.T) {
@@ -211,27 +247,7 @@ func TestCrashKill(t *testing.T) {
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
 	var acked []ack
 	for round := 0; round < rounds; round++ {
-		cmd := childCommand(t, "TestCrashChild", "EDGEMQ_CRASH_DIR="+dir, fmt.Sprintf("EDGEMQ_CRASH_BASE=%d", int64(round)*10_000_000))
-		stdout, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		lines := make(chan string, 1024)
-		go func() {
-			defer close(lines)
-			sc := bufio.NewScanner(stdout)
-			for sc.Scan() {
-				lines <- sc.Text()
-			}
-		}()
-		if l := <-lines; l != "READY" {
-			cmd.Process.Kill()
-			cmd.Wait()
-			t.Fatalf("round %d: child said %q", round, l)
-		}
+		cmd, lines := startChild(t, "TestCrashChild", "EDGEMQ_CRASH_DIR="+dir, fmt.Sprintf("EDGEMQ_CRASH_BASE=%d", int64(round)*10_000_000))
 		kill := time.After(time.Duration(20+rng.IntN(300)) * time.Millisecond)
 		var roundAcks int
 	read:

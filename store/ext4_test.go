@@ -427,33 +427,8 @@ func ext4Cuts(t *testing.T, im *ext4Image, mode commitlog.FlushMode, cuts int, r
 		if mode == commitlog.FlushSync && cut%2 == 1 {
 			linger = "2ms"
 		}
-		cmd := childCommand(t, "TestExt4PowerCutChild", "EDGEMQ_EXT4_DIR="+dir, "EDGEMQ_EXT4_SIDE="+sidePath,
+		cmd, _ := startChild(t, "TestExt4PowerCutChild", "EDGEMQ_EXT4_DIR="+dir, "EDGEMQ_EXT4_SIDE="+sidePath,
 			"EDGEMQ_EXT4_MODE="+mode.String(), fmt.Sprintf("EDGEMQ_EXT4_BASE=%d", int64(cut)*10_000_000), "EDGEMQ_EXT4_LINGER="+linger)
-		stdout, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		ready := make(chan string, 1)
-		go func() {
-			sc := bufio.NewScanner(stdout)
-			sc.Scan()
-			ready <- sc.Text()
-		}()
-		select {
-		case l := <-ready:
-			if l != "READY" {
-				cmd.Process.Kill()
-				cmd.Wait()
-				t.Fatalf("cut %d: child said %q", cut, l)
-			}
-		case <-time.After(60 * time.Second):
-			cmd.Process.Kill()
-			cmd.Wait()
-			t.Fatalf("cut %d: child not ready after 60 s", cut)
-		}
 
 		kind := cut % cutKinds
 		if kind == cutAnyTime {
