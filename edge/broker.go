@@ -103,6 +103,7 @@ func open(dir string, o Options) (b *Broker, err error) {
 	}
 	b.hold = newHoldService(b)
 	b.syncFlush = so.Flush == commitlog.FlushSync
+	b.floors.holdOpen(o.RetentionHolds) // everything, until the floor is known below
 	if b.st, err = store.Open(dir, &so); err != nil {
 		return b, err
 	}
@@ -112,6 +113,12 @@ func open(dir string, o Options) (b *Broker, err error) {
 	}
 	if b.offsets, err = newOffsetTable(b); err != nil {
 		return b, err
+	}
+	if len(o.RetentionHolds) > 0 {
+		low := b.openHoldFloor(o.RetentionHolds)
+		b.floors.mu.Lock()
+		b.floors.openFloor = low
+		b.floors.mu.Unlock()
 	}
 	b.groups = newGroupRegistry(b)
 	b.locks = newLockTable(b)

@@ -11,11 +11,91 @@ import (
 	"github.com/edgemq/edgemq/store/meta"
 )
 
-// floorTable holds the retention floors of forwarders (HoldRetention).
+// floorTable holds the retention floors of forwarders (HoldRetention), and the one of
+// Options.RetentionHolds.
 type floorTable struct {
-	mu     sync.Mutex // guards floors and next; a leaf: floor functions run outside it
+	mu     sync.Mutex // guards floors, next, open and openFloor; a leaf: floor functions run outside it
 	floors map[int]func() int64
 	next   int
+	// open are the names of Options.RetentionHolds not released yet; while there is one,
+	// retention keeps openFloor on.
+	open      map[string]bool
+	openFloor int64
+}
+
+// RetentionHold names a forwarder whose unsent messages retention keeps from the broker's
+// open on, before the forwarder runs (Options.RetentionHolds).
+type RetentionHold struct {
+	// Name is the name the forwarder's cursors are stored under (ForwardCursor.Name).
+	Name string
+	// Match reports whether the forwarder sends local topic on. Required; it must be quick.
+	Match func(topic string) bool
+}
+
+// holdOpen installs Options.RetentionHolds, holding every message until setOpenFloor.
+func (f *floorTable) holdOpen(holds []RetentionHold) {
+	if len(holds) == 0 {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.open = map[string]bool{}
+	for _, h := range holds {
+		f.open[h.Name] = true
+	}
+	f.openFloor = 0
+}
+
+// openHoldFloor returns the lowest commit-log position holds keep: the message at each
+// stored cursor of a matched topic's queue (its first message for a queue without a cursor),
+// and every message stored from now on. What it cannot read it holds entirely (0).
+func (b *Broker) openHoldFloor(holds []RetentionHold) int64 {
+	low := b.st.Log().Written()
+	topics := b.topics.list()
+	type key struct {
+		topic string
+		queue int32
+	}
+	for _, h := range holds {
+		cs, err := b.meta.UplinkCursors(h.Name)
+		if err != nil {
+			b.lg.Warn("retention hold: cursors unreadable: holding every message", "forwarder", h.Name, "err", err)
+			return 0
+		}
+		cursor := make(map[key]int64, len(cs))
+		for _, c := range cs {
+			cursor[key{c.Topic, c.QueueID}] = c.Offset
+		}
+		for _, tc := range topics {
+			if mq.IsSystemTopic(tc.Name) || !h.Match(tc.Name) {
+				continue
+			}
+			for q := range tc.ReadQueues {
+				off := max(cursor[key{tc.Name, q}], b.st.MinOffset(tc.Name, q))
+				if off >= b.st.MaxOffset(tc.Name, q) {
+					continue // all sent
+				}
+				res, err := b.st.GetMessages(tc.Name, q, off, 1, nil)
+				if err != nil || len(res.Messages) == 0 {
+					b.lg.Warn("retention hold: queue unreadable: holding every message", "forwarder", h.Name,
+						"topic", tc.Name, "queue", q, "offset", off, "err", err)
+					return 0
+				}
+				low = min(low, res.Messages[0].Pos)
+			}
+		}
+	}
+	return low
+}
+
+// ReleaseRetentionHold ends the hold Options.RetentionHolds gave the forwarder called name
+// at the open: a forwarder calls it once its own HoldRetention floor is in place. Releasing
+// a name held by none, or twice, does nothing.
+func (b *Broker) ReleaseRetentionHold(name string) {
+	f := &b.floors
+	f.mu.Lock()
+	delete(f.open, name)
+	f.mu.Unlock()
 }
 
 // HoldRetention keeps stored messages from retention on behalf of a forwarder that has not
@@ -49,8 +129,9 @@ func (b *Broker) HoldRetention(floor func() int64) (release func(), err error) {
 	}, nil
 }
 
-// retentionFloor is the store's RetentionFloor: the lowest floor of the holders, and of the
-// one the caller's store options gave.
+// retentionFloor is the store's RetentionFloor: the lowest floor of the holders, of
+// Options.RetentionHolds while one is not released, and of the one the caller's store
+// options gave.
 func (b *Broker) retentionFloor() int64 {
 	f := &b.floors
 	f.mu.Lock()
@@ -58,11 +139,14 @@ func (b *Broker) retentionFloor() int64 {
 	for _, fn := range f.floors {
 		fns = append(fns, fn)
 	}
+	low := int64(math.MaxInt64)
+	if len(f.open) > 0 {
+		low = f.openFloor
+	}
 	f.mu.Unlock()
 	if b.opts.Store != nil && b.opts.Store.RetentionFloor != nil {
 		fns = append(fns, b.opts.Store.RetentionFloor)
 	}
-	low := int64(math.MaxInt64)
 	for _, fn := range fns {
 		low = min(low, fn())
 	}

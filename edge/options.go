@@ -78,6 +78,13 @@ type Options struct {
 	// new group starts where its consumers ask: with ConsumeFromLastOffset, at new
 	// messages. Default 60 s; negative: never.
 	NewQueueWindow time.Duration
+	// RetentionHolds are forwarders (an uplink's up rules) whose unsent messages retention
+	// keeps from the open on, before they run: for each, the messages of the topics it
+	// matches from its stored cursors (ForwardCursors) on, every message of a matched queue
+	// it has no cursor for, and every message stored after the open. A forwarder's hold
+	// lasts until ReleaseRetentionHold(name), which it calls once its own HoldRetention
+	// floor is in place; one that never starts holds until the broker closes. Default none.
+	RetentionHolds []RetentionHold
 }
 
 // DefaultDelayLevels are RocketMQ's 18 delay levels.
@@ -163,6 +170,12 @@ func (o *Options) withDefaults() (Options, error) {
 			return r, fmt.Errorf("%w: delay level %d is %v", mq.ErrInvalidArgument, i+1, l)
 		}
 	}
+	for i, h := range r.RetentionHolds {
+		if h.Name == "" || h.Match == nil {
+			return r, fmt.Errorf("%w: retention hold %d (%q) without a name or a Match", mq.ErrInvalidArgument, i+1, h.Name)
+		}
+	}
+	r.RetentionHolds = slices.Clone(r.RetentionHolds)
 	return r, nil
 }
 
@@ -181,6 +194,7 @@ func (b *Broker) Options() Options {
 	}
 	o := b.opts
 	o.DelayLevels = slices.Clone(o.DelayLevels)
+	o.RetentionHolds = slices.Clone(o.RetentionHolds)
 	if o.Store != nil {
 		so := *o.Store
 		o.Store = &so
