@@ -131,7 +131,9 @@ func serve(ctx context.Context, c *config, lg *slog.Logger, warnings func() int6
 		return err
 	}
 	before := warnings()
-	b, err := edge.Open(c.dataDir, c.optionsLogging(lg))
+	bo := c.optionsLogging(lg)
+	bo.RetentionHolds = c.uplink.RetentionHolds(cmp.Or(bo.BrokerName, edge.DefaultOptions.BrokerName)) // what the up rules have not forwarded, until the uplink starts
+	b, err := edge.Open(c.dataDir, bo)
 	if err != nil {
 		return fmt.Errorf("open data dir %s: %w", c.dataDir, err)
 	}

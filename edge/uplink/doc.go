@@ -15,7 +15,10 @@
 // properties; the delay properties are dropped, the delay having been served locally.
 //
 // While a rule with Overflow RejectNew has not forwarded a message, the broker's retention
-// keeps it (edge.Broker.HoldRetention): a full disk then refuses new messages. With
+// keeps it (edge.Broker.HoldRetention): a full disk then refuses new messages. The hold
+// starts at the broker's open when the broker is opened with the holds
+// Options.RetentionHolds returns (edge.Options.RetentionHolds): retention then deletes
+// nothing unforwarded before Start either, nor after a Start that failed. With
 // DropOldest retention runs as configured, and messages it deletes before they were
 // forwarded are counted as lost (RuleStats.Lost) and logged.
 //

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edgemq/edgemq/edge"
 	"github.com/edgemq/edgemq/edge/mq"
 	"github.com/edgemq/edgemq/edge/remoting"
 )
@@ -154,6 +155,24 @@ const (
 func (o *Options) Validate(brokerName string) error {
 	_, err := o.withDefaults(brokerName)
 	return err
+}
+
+// RetentionHolds returns the retention holds (edge.Options.RetentionHolds) of the RejectNew
+// up rules, for the broker the Uplink will run on: from the broker's open until Start, the
+// messages those rules have not forwarded stay, and Start takes over. brokerName stands for
+// the broker's name (Gateway's default). Options that do not validate hold nothing.
+func (o *Options) RetentionHolds(brokerName string) []edge.RetentionHold {
+	r, err := o.withDefaults(brokerName)
+	if err != nil {
+		return nil
+	}
+	var holds []edge.RetentionHold
+	for _, u := range r.Up {
+		if u.Overflow == RejectNew {
+			holds = append(holds, edge.RetentionHold{Name: u.Name, Match: u.matches})
+		}
+	}
+	return holds
 }
 
 // withDefaults returns the options with defaults filled in and every rule checked, or an

@@ -94,6 +94,9 @@ func Start(b *edge.Broker, opts *Options) (*Uplink, error) {
 		u.cancel()
 		return nil, err
 	}
+	for _, cfg := range o.Up { // the broker held them from its open (Options.RetentionHolds)
+		b.ReleaseRetentionHold(cfg.Name)
+	}
 	u.wg.Add(1)
 	go u.scanLoop()
 	for _, cfg := range o.Down {
