@@ -34,8 +34,15 @@
 // the group's offset upstream. Each stored message carries PropertyDownSource (its upstream
 // broker, queue and offset): after a crash between a local store and the cursor's move, the
 // rule finds what it stored past its cursor and goes on after it, so every upstream message
-// is stored locally once. A down rule reads every queue of its topic itself: gateways that
-// share a group do not divide the queues among them.
+// is stored locally once. A down rule is a member of its group upstream, as a RocketMQ
+// consumer is (a client id per rule and process, heartbeats, NOTIFY_CONSUMER_IDS_CHANGED),
+// and mirrors only the queues the group's allocation gives it (RocketMQ's default,
+// AllocateMessageQueueAveragely): gateways with the same rule and group, and RocketMQ
+// consumers of that group, divide the topic's queues. When the members change, a queue the
+// rule loses stops after its batch in flight is stored and committed, and a queue it gains
+// starts at the group's committed offset (or past it, where the rule's own cursor or a
+// crash's stored batch is further on). A batch in flight when another member takes its
+// queue before the commit may be stored by both.
 //
 // Compression: a rule with Compress sends each message on its own, zlib-compressing bodies
 // of at least CompressOver bytes (the COMPRESSED sysflag, which RocketMQ 4.x and 5.x

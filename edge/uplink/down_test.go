@@ -12,8 +12,8 @@ import (
 
 // TestDownMirrorsOnce: a down rule stores an upstream topic's messages locally, queue for
 // queue in order with their ids, keys, tags and properties, and commits the group's offset
-// upstream; restarted with its cursors rolled back, as by a crash after a local store and
-// before the cursor moved, it stores none of them twice.
+// upstream; restarted with its cursors and the group's offsets rolled back, as by a crash
+// after a local store and before the cursor moved, it stores none of them twice.
 func TestDownMirrorsOnce(t *testing.T) {
 	h := startHub(t, "")
 	if err := h.b.CreateTopic(edge.TopicConfig{Name: "cmd", ReadQueues: 4, WriteQueues: 4}); err != nil {
@@ -44,9 +44,17 @@ func TestDownMirrorsOnce(t *testing.T) {
 		t.Fatalf("group offset upstream %d, %v: want the mirrored position", committed, err)
 	}
 
-	// As if it had crashed after storing the later batches and before their cursors moved.
+	// As if it had crashed after storing the later batches and before their cursors moved
+	// and the group's offsets were committed.
 	if err := local.PutForwardCursors(early); err != nil {
 		t.Fatal(err)
+	}
+	for _, c := range early {
+		if c.Topic == "cmd@hub" {
+			if err := h.b.CommitOffset(context.Background(), "gw1_d", mq.MessageQueue{Topic: "cmd", BrokerName: "hub", QueueID: c.QueueID}, c.Offset); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	u = startUplink(t, local, opts)
 	sendUniq(t, h.b, "cmd", 1000, 100)
@@ -73,4 +81,101 @@ func sendUniq(t testing.TB, b *edge.Broker, topic string, from, n int) {
 			t.Fatalf("send %d: %v", i, err)
 		}
 	}
+}
+
+// TestDownSharesGroup: two gateways with the same down rule and group divide the upstream
+// queues between them (two each of four), and every upstream message lands in exactly one
+// of them; a gateway that stops hands its queues to the other, one that starts again takes
+// its share back, messages flowing all along: none is lost, and any stored twice (a batch
+// in flight at a handover) are counted and few.
+func TestDownSharesGroup(t *testing.T) {
+	const batch = 16
+	h := startHub(t, "")
+	if err := h.b.CreateTopic(edge.TopicConfig{Name: "cmd", ReadQueues: 4, WriteQueues: 4}); err != nil {
+		t.Fatal(err)
+	}
+	gw := []*edge.Broker{openLocal(t, t.TempDir(), nil), nil}
+	var err error
+	if gw[1], err = edge.Open(t.TempDir(), brokerOptions(t, "gw2", nil)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gw[1].Close() })
+	opts := Options{ScanInterval: time.Second, Down: []DownRule{{Name: "d", Topic: "cmd", Group: "shared", BatchSize: batch,
+		Upstream: Upstream{Addrs: h.addr, Kind: KindEdgeMQ}}}}
+	us := []*Uplink{startUplink(t, gw[0], opts), startUplink(t, gw[1], opts)}
+	held := func(i int) int { return us[i].Stats().Down[0].Queues }
+	waitFor(t, 10*time.Second, "the queues divided two and two", func() bool { return held(0) == 2 && held(1) == 2 })
+
+	// received returns how many times each upstream message was stored, over both gateways.
+	received := func() map[string]int {
+		n := map[string]int{}
+		for _, b := range gw {
+			for _, ms := range readAll(t, b, "cmd") {
+				for _, m := range ms {
+					n[m.Keys]++
+				}
+			}
+		}
+		return n
+	}
+	check := func(sent, maxDup int) {
+		t.Helper()
+		waitFor(t, 30*time.Second, fmt.Sprintf("%d messages stored", sent), func() bool { return len(received()) == sent })
+		dup := 0
+		for k, n := range received() {
+			dup += n - 1
+			if n > 1 {
+				t.Logf("%s stored %d times", k, n)
+			}
+		}
+		if dup > maxDup {
+			t.Fatalf("%d messages stored twice, want at most %d (the batches in flight)", dup, maxDup)
+		}
+		t.Logf("%d sent, %d stored twice", sent, dup)
+	}
+	sendUniq(t, h.b, "cmd", 0, 1000)
+	check(1000, 0)
+	if a, b := count(t, gw[0], "cmd"), count(t, gw[1], "cmd"); a == 0 || b == 0 {
+		t.Fatalf("gateways stored %d and %d: want both a share", a, b)
+	}
+
+	// Gateway 2 stops while messages arrive: gateway 1 takes all four queues.
+	sending := sendSlowly(t, h.b, "cmd", 1000, 2000)
+	waitFor(t, 10*time.Second, "gateway 2 at work", func() bool { return len(received()) > 1100 })
+	us[1].Close()
+	waitFor(t, 10*time.Second, "gateway 1 holding all four queues", func() bool { return held(0) == 4 })
+	if err := <-sending; err != nil {
+		t.Fatal(err)
+	}
+	check(2000, 2*batch)
+
+	// It starts again while messages arrive: the queues are divided again.
+	sending = sendSlowly(t, h.b, "cmd", 2000, 3000)
+	us[1] = startUplink(t, gw[1], opts)
+	waitFor(t, 10*time.Second, "the queues divided again", func() bool { return held(0) == 2 && held(1) == 2 })
+	if err := <-sending; err != nil {
+		t.Fatal(err)
+	}
+	check(3000, 4*batch)
+}
+
+// sendSlowly sends messages from..to-1 as sendUniq does, 50 at a time with a pause between,
+// from a goroutine; the channel gets the first error, or nil when all are sent.
+func sendSlowly(t testing.TB, b *edge.Broker, topic string, from, to int) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		for i := from; i < to; i++ {
+			m := &mq.Message{Topic: topic, Keys: fmt.Sprintf("k%d", i), Body: []byte(fmt.Sprintf("message %d", i)),
+				Properties: map[string]string{mq.PropertyUniqKey: fmt.Sprintf("UNIQ%028d", i)}}
+			if _, err := b.Send(context.Background(), m, mq.ShardingKey(fmt.Sprint(i%8))); err != nil {
+				done <- fmt.Errorf("send %d: %w", i, err)
+				return
+			}
+			if i%50 == 49 {
+				time.Sleep(5 * time.Millisecond)
+			}
+		}
+		done <- nil
+	}()
+	return done
 }

@@ -21,8 +21,10 @@ import (
 //
 // Goroutines, all stopped and waited for by Close: the scanner, which matches topics to the
 // rules at Start and every Options.ScanInterval and starts forwarders; one forwarder per
-// (up rule, local queue); per down rule, one that dials and routes its topic every
-// ScanInterval, and one mirror per upstream queue; and the remoting clients' own.
+// (up rule, local queue); per down rule, one that dials, joins the group and rebalances its
+// queues every ScanInterval and when the group's members change, and one mirror per
+// upstream queue it holds (ending when a rebalance takes the queue away); and the remoting
+// clients' own.
 type Uplink struct {
 	b       *edge.Broker
 	opts    Options
@@ -100,7 +102,8 @@ func Start(b *edge.Broker, opts *Options) (*Uplink, error) {
 	u.wg.Add(1)
 	go u.scanLoop()
 	for _, cfg := range o.Down {
-		d := &down{u: u, cfg: cfg, queues: map[mq.MessageQueue]*downQueue{}}
+		d := &down{u: u, cfg: cfg, clientID: downClientID(o.Gateway, cfg.Name), kick: make(chan struct{}, 1),
+			queues: map[mq.MessageQueue]*downQueue{}}
 		u.downs = append(u.downs, d)
 		u.wg.Add(1)
 		go d.run()
