@@ -208,7 +208,8 @@ var downRulesKind = rulesKind(downRuleKeys, "down rule", downRulesWant)
 
 // downDoc is the doc of uplink.down.
 const downDoc = "The down rules: each [[uplink.down]] table mirrors an upstream topic into a local one: " +
-	"every queue of the topic, in order, each upstream message stored locally once (across crashes), " +
+	"the queues of the topic its group gives this gateway (gateways and RocketMQ consumers of one group " +
+	"divide the queues as RocketMQ's clients do), in order, each upstream message stored locally once (across crashes), " +
 	"synced before the cursor moves and the group's offset is committed upstream. Keys: name (required; " +
 	"names the rule's stored cursors, distinct from the up rules'), topic (required: the upstream topic), " +
 	"upstream (required), kind, access_key and secret_key (as in [[uplink.up]]), group (the upstream " +
