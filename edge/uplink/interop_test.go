@@ -5,9 +5,11 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/edgemq/edgemq/consumer"
 	"github.com/edgemq/edgemq/edge"
 	"github.com/edgemq/edgemq/edge/mq"
 	"github.com/edgemq/edgemq/edge/remoting"
@@ -20,24 +22,11 @@ import (
 // edgemq), and reads them back with our client: every message, queue by queue in order,
 // with its id, keys, tags, properties and body.
 func TestForwardToRocketMQInterop(t *testing.T) {
-	ns := os.Getenv("INTEROP_NAMESRV")
-	if ns == "" {
-		t.Skip("INTEROP_NAMESRV not set")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	c, err := remoting.Dial(ctx, ns, &remoting.Options{RequestTimeout: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	ctx, ns, c := interopUpstream(t)
 	suffix := time.Now().UnixNano() % 1e9
 	batched, compressed := fmt.Sprintf("UplinkBatch%d", suffix), fmt.Sprintf("UplinkZip%d", suffix)
 	for _, topic := range []string{"gw1-" + batched, "gw1-" + compressed} {
-		if err := c.CreateTopic(ctx, remoting.TopicConfig{Name: topic, ReadQueues: 4, WriteQueues: 4, Perm: mq.PermRead | mq.PermWrite}); err != nil {
-			t.Fatalf("create %s: %v", topic, err)
-		}
-		defer c.DeleteTopic(context.Background(), topic)
+		createUpstreamTopic(ctx, t, c, topic)
 	}
 	local := openLocal(t, t.TempDir(), nil)
 	for _, topic := range []string{batched, compressed} {
@@ -111,4 +100,134 @@ func TestForwardToRocketMQInterop(t *testing.T) {
 		t.Fatalf("the mirror group committed %d messages upstream, want %d", committed, total)
 	}
 	t.Logf("down stats: %+v", m.Stats().Down)
+}
+
+// TestDownSharesGroupInterop: against the cluster INTEROP_NAMESRV names, two gateways with
+// the same down rule and group divide the topic's four queues two and two, each message
+// stored by exactly one of them; when one stops the other takes all four; and a push
+// consumer of package consumer (RocketMQ's averaging allocation, as RocketMQ's clients)
+// joining the group takes its share from the gateway left, the two together getting every
+// later message (at most a batch in flight twice at each handover).
+func TestDownSharesGroupInterop(t *testing.T) {
+	const batch = 16
+	ctx, ns, c := interopUpstream(t)
+	suffix := time.Now().UnixNano() % 1e9
+	topic, group := fmt.Sprintf("DownShare%d", suffix), fmt.Sprintf("DownShareGroup%d", suffix)
+	createUpstreamTopic(ctx, t, c, topic)
+	send := func(from, to int) {
+		t.Helper()
+		for i := from; i < to; i++ {
+			m := &mq.Message{Topic: topic, Keys: fmt.Sprintf("k%d", i), Body: []byte(fmt.Sprintf("message %d", i))}
+			if _, err := c.Send(ctx, m, mq.QueueIndex(i%4)); err != nil {
+				t.Fatalf("send %d: %v", i, err)
+			}
+		}
+	}
+
+	gw := []*edge.Broker{openLocal(t, t.TempDir(), nil), nil}
+	var err error
+	if gw[1], err = edge.Open(t.TempDir(), brokerOptions(t, "gw2", nil)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gw[1].Close() })
+	opts := Options{ScanInterval: 2 * time.Second, Down: []DownRule{{Name: "d", Topic: topic, Group: group, BatchSize: batch,
+		Upstream: Upstream{Addrs: ns, Kind: KindRocketMQ}}}}
+	us := []*Uplink{startUplink(t, gw[0], opts), startUplink(t, gw[1], opts)}
+	held := func(i int) int { return us[i].Stats().Down[0].Queues }
+	waitFor(t, time.Minute, "the queues divided two and two", func() bool { return held(0) == 2 && held(1) == 2 })
+
+	var mu sync.Mutex
+	pushed := map[string]int{} // what the push consumer got
+	received := func() map[string]int {
+		n := map[string]int{}
+		for _, b := range gw {
+			for _, ms := range readAll(t, b, topic) {
+				for _, m := range ms {
+					n[m.Keys]++
+				}
+			}
+		}
+		mu.Lock()
+		for k, v := range pushed {
+			n[k] += v
+		}
+		mu.Unlock()
+		return n
+	}
+	check := func(sent, maxDup int) {
+		t.Helper()
+		waitFor(t, time.Minute, fmt.Sprintf("%d messages received", sent), func() bool { return len(received()) == sent })
+		dup := 0
+		for _, n := range received() {
+			dup += n - 1
+		}
+		if dup > maxDup {
+			t.Fatalf("%d messages received twice, want at most %d (the batches in flight)", dup, maxDup)
+		}
+		t.Logf("%d sent, %d received twice", sent, dup)
+	}
+	send(0, 400)
+	check(400, 0)
+
+	us[1].Close()
+	waitFor(t, time.Minute, "gateway 1 holding all four queues", func() bool { return held(0) == 4 })
+	send(400, 800)
+	check(800, 2*batch)
+
+	pc, err := consumer.NewPushConsumer(c, &consumer.Options{Group: group, ClientID: fmt.Sprintf("push-%d", suffix),
+		Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = pc.Subscribe(topic, "*", consumer.ConcurrentListener(func(_ context.Context, msgs []*consumer.Message, _ *consumer.ConcurrentlyContext) (consumer.ConsumeConcurrentlyStatus, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, m := range msgs {
+			pushed[m.Keys]++
+		}
+		return consumer.ConsumeSuccess, nil
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pc.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Shutdown(context.Background())
+	waitFor(t, time.Minute, "the gateway left with two queues", func() bool { return held(0) == 2 })
+	send(800, 1200)
+	check(1200, 4*batch)
+	mu.Lock()
+	n := len(pushed)
+	mu.Unlock()
+	if n == 0 {
+		t.Fatal("the push consumer got nothing: the group did not give it its share")
+	}
+}
+
+// interopUpstream skips t unless INTEROP_NAMESRV names the upstream cluster; otherwise it
+// returns a context of five minutes, the name servers and a client of them, all ended by
+// t.Cleanup.
+func interopUpstream(t *testing.T) (context.Context, string, *remoting.Client) {
+	ns := os.Getenv("INTEROP_NAMESRV")
+	if ns == "" {
+		t.Skip("INTEROP_NAMESRV not set")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	t.Cleanup(cancel)
+	c, err := remoting.Dial(ctx, ns, &remoting.Options{RequestTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return ctx, ns, c
+}
+
+// createUpstreamTopic creates topic upstream with four queues; t.Cleanup deletes it.
+func createUpstreamTopic(ctx context.Context, t *testing.T, c *remoting.Client, topic string) {
+	t.Helper()
+	if err := c.CreateTopic(ctx, remoting.TopicConfig{Name: topic, ReadQueues: 4, WriteQueues: 4, Perm: mq.PermRead | mq.PermWrite}); err != nil {
+		t.Fatalf("create %s: %v", topic, err)
+	}
+	t.Cleanup(func() { c.DeleteTopic(context.Background(), topic) })
 }
