@@ -17,7 +17,8 @@
 # every network-capable test again over TCP through edge/remoting/server, and the
 # at-least-once test through a faulty link (netfault) at full size (about 2 minutes). uplink
 # runs against each target: edge/uplink forwarding a few thousand messages to it as the
-# upstream, read back with our client (about 5 s).
+# upstream, read back with our client, and two gateways' down rules sharing a group with a
+# push consumer there (about 10 s).
 #
 # Environment (flags win):
 #   INTEROP_TARGETS   targets to run (default "edgemq rocketmq")
@@ -255,7 +256,8 @@ run_go() {
 	fi
 }
 
-# run_uplink TARGET: edge/uplink's TestForwardToRocketMQInterop with the target as upstream.
+# run_uplink TARGET: edge/uplink's interop tests (TestForwardToRocketMQInterop,
+# TestDownSharesGroupInterop) with the target as upstream.
 run_uplink() {
 	local target=$1 log=$work/uplink-$target.log rc
 	say "uplink suite against $target ($NS)"
