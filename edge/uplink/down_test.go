@@ -106,35 +106,9 @@ func TestDownSharesGroup(t *testing.T) {
 	held := func(i int) int { return us[i].Stats().Down[0].Queues }
 	waitFor(t, 10*time.Second, "the queues divided two and two", func() bool { return held(0) == 2 && held(1) == 2 })
 
-	// received returns how many times each upstream message was stored, over both gateways.
-	received := func() map[string]int {
-		n := map[string]int{}
-		for _, b := range gw {
-			for _, ms := range readAll(t, b, "cmd") {
-				for _, m := range ms {
-					n[m.Keys]++
-				}
-			}
-		}
-		return n
-	}
-	check := func(sent, maxDup int) {
-		t.Helper()
-		waitFor(t, 30*time.Second, fmt.Sprintf("%d messages stored", sent), func() bool { return len(received()) == sent })
-		dup := 0
-		for k, n := range received() {
-			dup += n - 1
-			if n > 1 {
-				t.Logf("%s stored %d times", k, n)
-			}
-		}
-		if dup > maxDup {
-			t.Fatalf("%d messages stored twice, want at most %d (the batches in flight)", dup, maxDup)
-		}
-		t.Logf("%d sent, %d stored twice", sent, dup)
-	}
+	received := func() map[string]int { return storedKeys(t, "cmd", gw...) }
 	sendUniq(t, h.b, "cmd", 0, 1000)
-	check(1000, 0)
+	checkOnce(t, received, 1000, 0)
 	if a, b := count(t, gw[0], "cmd"), count(t, gw[1], "cmd"); a == 0 || b == 0 {
 		t.Fatalf("gateways stored %d and %d: want both a share", a, b)
 	}
@@ -147,7 +121,7 @@ func TestDownSharesGroup(t *testing.T) {
 	if err := <-sending; err != nil {
 		t.Fatal(err)
 	}
-	check(2000, 2*batch)
+	checkOnce(t, received, 2000, 2*batch)
 
 	// It starts again while messages arrive: the queues are divided again.
 	sending = sendSlowly(t, h.b, "cmd", 2000, 3000)
@@ -156,7 +130,7 @@ func TestDownSharesGroup(t *testing.T) {
 	if err := <-sending; err != nil {
 		t.Fatal(err)
 	}
-	check(3000, 4*batch)
+	checkOnce(t, received, 3000, 4*batch)
 }
 
 // sendSlowly sends messages from..to-1 as sendUniq does, 50 at a time with a pause between,
@@ -178,4 +152,33 @@ func sendSlowly(t testing.TB, b *edge.Broker, topic string, from, to int) <-chan
 		done <- nil
 	}()
 	return done
+}
+
+// storedKeys counts the messages of topic stored on the brokers bs, by key.
+func storedKeys(t testing.TB, topic string, bs ...*edge.Broker) map[string]int {
+	t.Helper()
+	n := map[string]int{}
+	for _, b := range bs {
+		for _, ms := range readAll(t, b, topic) {
+			for _, m := range ms {
+				n[m.Keys]++
+			}
+		}
+	}
+	return n
+}
+
+// checkOnce waits until received (counts by key) has sent keys, and fails t if more than
+// maxDup messages were received more than once.
+func checkOnce(t testing.TB, received func() map[string]int, sent, maxDup int) {
+	t.Helper()
+	waitFor(t, time.Minute, fmt.Sprintf("%d messages received", sent), func() bool { return len(received()) == sent })
+	dup := 0
+	for _, n := range received() {
+		dup += n - 1
+	}
+	if dup > maxDup {
+		t.Fatalf("%d messages received twice, want at most %d (the batches in flight)", dup, maxDup)
+	}
+	t.Logf("%d sent, %d received twice", sent, dup)
 }

@@ -125,7 +125,8 @@ type Options struct {
 	// SendTimeout bounds one batch's send. Default 10 s.
 	SendTimeout time.Duration
 	// ScanInterval is how often topics are matched again against the rules, for topics and
-	// queues created meanwhile. Default 10 s.
+	// queues created meanwhile, and down rules divide their group's queues again (they also
+	// do at once when the upstream says the group's members changed). Default 10 s.
 	ScanInterval time.Duration
 	// Logger receives link state changes and losses. Default: discard.
 	Logger *slog.Logger

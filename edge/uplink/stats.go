@@ -45,7 +45,8 @@ type DownStats struct {
 	Name     string
 	Upstream string
 	State    State
-	// Queues is the number of upstream queues mirrored.
+	// Queues is the number of upstream queues mirrored: those the group's allocation gives
+	// the rule now.
 	Queues int
 	// Lag is the messages upstream not yet stored locally, as of each queue's last pull.
 	Lag int64
