@@ -42,7 +42,10 @@
 // rule loses stops after its batch in flight is stored and committed, and a queue it gains
 // starts at the group's committed offset (or past it, where the rule's own cursor or a
 // crash's stored batch is further on). A batch in flight when another member takes its
-// queue before the commit may be stored by both.
+// queue before the commit may be stored by both. A down rule reads only its topic: a
+// RocketMQ consumer sharing its group may find the group's retry queue allocated to the
+// rule, which does not read it (RocketMQ's own rule that a group's members subscribe
+// alike).
 //
 // Compression: a rule with Compress sends each message on its own, zlib-compressing bodies
 // of at least CompressOver bytes (the COMPRESSED sysflag, which RocketMQ 4.x and 5.x
