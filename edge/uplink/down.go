@@ -110,6 +110,10 @@ type downQueue struct {
 	state  atomic.Int32
 }
 
+// leaveTimeout bounds leaving the group at Close: an upstream that cannot be reached then
+// drops the member when its connection ends anyway.
+const leaveTimeout = 2 * time.Second
+
 // downStrategy divides a group's queues among its members as RocketMQ's clients do by
 // default (AllocateMessageQueueAveragely), so that down rules and RocketMQ consumers of one
 // group agree on who reads which queue.
@@ -233,11 +237,12 @@ func (d *down) rebalance() error {
 		return fmt.Errorf("members of %s: %w", d.cfg.Group, err)
 	}
 	if !slices.Contains(cids, d.clientID) {
-		// Not (or no longer) a member there: join again, and divide next time.
+		// Not (or no longer) a member there: join again, and divide after a backoff, keeping
+		// the queues held meanwhile.
 		if err := c.Heartbeat(ctx, d.heartbeat()); err != nil {
 			return fmt.Errorf("join group %s: %w", d.cfg.Group, err)
 		}
-		return nil
+		return fmt.Errorf("not among the members of %s upstream: joined again", d.cfg.Group)
 	}
 	mine, err := downStrategy.Allocate(d.cfg.Group, d.clientID, all, cids)
 	if err != nil {
@@ -287,12 +292,14 @@ func (d *down) leave() {
 	d.mu.Unlock()
 	for _, dq := range qs {
 		dq.cancel()
+	}
+	for _, dq := range qs {
 		<-dq.done
 	}
 	if c == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), d.u.opts.SendTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), min(leaveTimeout, d.u.opts.SendTimeout))
 	defer cancel()
 	if err := c.Unregister(ctx, d.clientID, d.cfg.Group); err != nil {
 		d.u.lg.Debug("uplink: leave group", "rule", d.cfg.Name, "group", d.cfg.Group, "err", err)
