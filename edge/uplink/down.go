@@ -105,6 +105,10 @@ type downQueue struct {
 	cancel context.CancelFunc
 	done   chan struct{} // closed when run has returned: its last batch is stored and committed
 
+	// unrecorded: a batch is (or may be) stored locally and the cursor not moved past it
+	// yet; owned by run.
+	unrecorded bool
+
 	cursor atomic.Int64 // next upstream offset to store; -1 until known
 	max    atomic.Int64 // the upstream queue's max offset at the last pull
 	state  atomic.Int32
@@ -312,6 +316,7 @@ func (dq *downQueue) run(c *remoting.Client) {
 	defer u.wg.Done()
 	defer close(dq.done)
 	defer dq.cancel()
+	defer dq.stopped()
 	for dq.ctx.Err() == nil {
 		if err := dq.step(c); err != nil {
 			if dq.ctx.Err() != nil {
@@ -323,6 +328,24 @@ func (dq *downQueue) run(c *remoting.Client) {
 			continue
 		}
 		dq.bo.reset()
+	}
+}
+
+// stoppedCleanly is the stored local end of a queue whose mirror stopped with nothing
+// stored locally past its cursor: taken again, it need not look for a crash's batch.
+const stoppedCleanly = -2
+
+// stopped records that the queue stopped cleanly, unless a batch may be stored past its
+// cursor.
+func (dq *downQueue) stopped() {
+	if dq.unrecorded || dq.cursor.Load() < 0 {
+		return
+	}
+	_, localKey := cursorKeys(dq.q)
+	err := dq.d.u.b.PutForwardCursors([]edge.ForwardCursor{{Name: dq.d.cursorName(), Topic: localKey, QueueID: dq.q.QueueID,
+		Offset: stoppedCleanly, Updated: time.Now()}})
+	if err != nil {
+		dq.d.u.lg.Debug("uplink: record a clean stop", "rule", dq.d.cfg.Name, "queue", dq.q, "err", err)
 	}
 }
 
@@ -389,6 +412,7 @@ func (dq *downQueue) step(c *remoting.Client) error {
 		return dq.store(sctx, c, res.NextBeginOffset)
 	}
 	index := dq.index
+	dq.unrecorded = true
 	if _, err := b.SendBatch(sctx, msgs, func(n int, _ *mq.Message) int { return index % n }); err != nil {
 		return fmt.Errorf("store locally: %w", err)
 	}
@@ -419,6 +443,7 @@ func (dq *downQueue) store(ctx context.Context, c *remoting.Client, next int64) 
 	}); err != nil {
 		return fmt.Errorf("store cursor of %s: %w", dq.q, err)
 	}
+	dq.unrecorded = false
 	dq.cursor.Store(next)
 	cctx, cancel := context.WithTimeout(ctx, d.u.opts.SendTimeout)
 	defer cancel()
@@ -445,7 +470,8 @@ func (dq *downQueue) localQueue() (mq.MessageQueue, error) {
 // resume returns where mirroring the queue starts: at the group's committed upstream
 // offset (where the member that held the queue before stopped), or past it when the rule's
 // own stored cursor, and anything a crash stored locally before that cursor moved, are
-// further on; with neither, at the queue's first message.
+// further on; with neither, at the queue's first message. A queue whose mirror stopped
+// cleanly has nothing stored past its cursor: the local queue is not read.
 func (dq *downQueue) resume(ctx context.Context, c *remoting.Client) (int64, error) {
 	d, b := dq.d, dq.d.u.b
 	committed, err := c.QueryOffset(ctx, d.cfg.Group, dq.q)
@@ -481,6 +507,9 @@ func (dq *downQueue) resume(ctx context.Context, c *remoting.Client) (int64, err
 			return 0, fmt.Errorf("min offset of %s: %w", dq.q, err)
 		}
 		return off, nil
+	}
+	if localEnd == stoppedCleanly {
+		return max(off, committed), nil
 	}
 	// What the local queue got past localEnd from this upstream queue was stored before a
 	// crash kept the cursor from moving.

@@ -3,6 +3,7 @@ package uplink
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -118,6 +119,16 @@ func TestDownSharesGroup(t *testing.T) {
 	waitFor(t, 10*time.Second, "gateway 2 at work", func() bool { return len(received()) > 1100 })
 	us[1].Close()
 	waitFor(t, 10*time.Second, "gateway 1 holding all four queues", func() bool { return held(0) == 4 })
+	// Its mirrors stopped cleanly: taken again, they need not look for a crash's batch.
+	cs, err := gw[1].ForwardCursors("down:d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cs {
+		if strings.HasSuffix(c.Topic, "#local") && c.Offset != stoppedCleanly {
+			t.Fatalf("gateway 2 closed: cursor %+v, want its local end marked stopped cleanly", c)
+		}
+	}
 	if err := <-sending; err != nil {
 		t.Fatal(err)
 	}
