@@ -146,26 +146,15 @@ func freeSubnet(t testing.TB) int {
 	return 0
 }
 
-// edgemqBinary builds cmd/edgemq once per test binary.
-var edgemqBinary = func() func(t testing.TB) string {
-	var path string
-	return func(t testing.TB) string {
-		t.Helper()
-		if path != "" {
-			return path
-		}
-		dir, err := os.MkdirTemp("", "edgemq-netns-bin-")
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := filepath.Join(dir, "edgemq")
-		if out, err := exec.Command("go", "build", "-o", p, "github.com/edgemq/edgemq/cmd/edgemq").CombinedOutput(); err != nil {
-			t.Fatalf("go build cmd/edgemq: %v\n%s", err, out)
-		}
-		path = p
-		return path
+// edgemqBinary builds cmd/edgemq into a directory t.Cleanup removes.
+func edgemqBinary(t testing.TB) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "edgemq")
+	if out, err := exec.Command("go", "build", "-o", p, "github.com/edgemq/edgemq/cmd/edgemq").CombinedOutput(); err != nil {
+		t.Fatalf("go build cmd/edgemq: %v\n%s", err, out)
 	}
-}()
+	return p
+}
 
 // startNetnsHub makes a namespace joined to this one by a veth pair carrying link, starts
 // `edgemq serve` in it and a delaying proxy to it here. t.Cleanup undoes all of it.
