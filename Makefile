@@ -21,6 +21,8 @@
 #                   needs Java 17+ and Maven)
 #   make test-ext4  EXT4_CUTS power cuts per flush mode of real ext4 on a loop device under a
 #                   store's appends (scripts/test-ext4.sh; root, losetup, mkfs.ext4)
+#   make test-netns the uplink over a shaped, lossy link: an edgemq serve in a network namespace
+#                   behind a veth with tbf rate and iptables loss, delay from a proxy (root, ~1 min)
 #   make check-unit systemd-analyze verify of configs/edgemq.service (scripts/check-unit.sh)
 #   make check-metrics  promtool check metrics on a real scrape of edgemq serve
 #                   (scripts/check-metrics.sh; installs Debian's prometheus if promtool is missing)
@@ -45,7 +47,7 @@ ARM_PKGS   ?= ./...
 
 export GO VERSION FUZZTIME FUZZ_PKGS ARM_PKGS
 
-.PHONY: all build test lint contract-deps fmt-check vet bench fuzz cross test-arm test-interop test-ext4 check-unit check-metrics test-ui run serve clean
+.PHONY: all build test lint contract-deps fmt-check vet bench fuzz cross test-arm test-interop test-ext4 test-netns check-unit check-metrics test-ui run serve clean
 
 all: build
 
@@ -98,6 +100,10 @@ test-interop:
 
 test-ext4:
 	bash scripts/test-ext4.sh $(EXT4_CUTS)
+
+# Root only; the figures (alarm latency, drain rate) are in the -v output.
+test-netns:
+	EDGEMQ_NETNS=1 $(GO) test -count=1 -v -run 'TestNetns' ./edge/uplink
 
 check-unit:
 	bash scripts/check-unit.sh

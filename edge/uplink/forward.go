@@ -32,6 +32,7 @@ type queueFwd struct {
 	up     string          // the upstream topic
 	bo     backoff         // owned by run
 	stored bool            // the cursor was stored once; owned by run after start
+	caught bool            // the last read reached the queue's end; owned by run
 
 	cursor atomic.Int64 // next queue offset to forward
 	floor  atomic.Int64 // commit-log position retention must keep for this queue (0 until read)
@@ -46,6 +47,9 @@ func (f *queueFwd) run() {
 	defer u.gate.mark(f, r.cfg.Priority, false)
 	ctx := u.ctx
 	for ctx.Err() == nil {
+		if f.caught { // the read may wait for new messages: hold no one up meanwhile
+			u.gate.mark(f, r.cfg.Priority, false)
+		}
 		msgs, err := f.read(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -119,13 +123,16 @@ func (f *queueFwd) read(ctx context.Context) ([]mq.MessageExt, error) {
 	f.floor.Store(msgs[0].CommitLogOffset)
 	f.oldest.Store(msgs[0].StoreTime)
 	msgs = f.trim(msgs)
+	f.caught = len(msgs) == len(res.Messages) && res.NextBeginOffset >= res.MaxOffset
 	if l := r.cfg.Linger; l > 0 && len(msgs) < r.cfg.BatchSize && len(msgs) == len(res.Messages) {
 		if sleep(ctx, l) != nil {
 			return nil, ctx.Err()
 		}
 		req.Offset, req.Suspend, req.MaxMsgs = res.NextBeginOffset, false, r.cfg.BatchSize-len(msgs)
 		if more, err := b.Pull(ctx, req); err == nil && more.Status == mq.PullFound {
+			n := len(msgs) + len(more.Messages)
 			msgs = f.trim(append(msgs, more.Messages...))
+			f.caught = len(msgs) == n && more.NextBeginOffset >= more.MaxOffset
 		}
 	}
 	return msgs, nil

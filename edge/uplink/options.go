@@ -90,7 +90,9 @@ type UpRule struct {
 	// BatchSize is the most messages per batch, 1..1024. Default 32.
 	BatchSize int
 	// BatchBytes is the most body bytes per batch (one message is always sent, whatever
-	// its size). Default 256 KiB.
+	// its size). Default 256 KiB. Under a rate cap (RateLimit, or the Options' shared one,
+	// the smaller) it is at most a quarter second's worth of the cap, so that a message of
+	// a higher priority waits at most that long behind one batch.
 	BatchBytes int
 	// Linger is how long a forwarder that read fewer than BatchSize messages waits for
 	// more before sending. Default 0: send at once.
@@ -100,7 +102,10 @@ type UpRule struct {
 	Compress bool
 	// CompressOver is the smallest body compressed, with Compress. Default 1 KiB.
 	CompressOver int
-	// RateLimit caps the body bytes per second this rule sends. Default 0: no cap.
+	// RateLimit caps the body bytes per second this rule sends. Default 0: no cap. On a
+	// slow link, capping a bulk rule under the link's rate (counting the wire's overhead
+	// per message) keeps the link's queue short, so that a higher priority's message does
+	// not wait behind it.
 	RateLimit int64
 	// Overflow is what a full local disk does to the rule's backlog. Default RejectNew.
 	Overflow Overflow
@@ -223,6 +228,11 @@ func (o *Options) withDefaults(brokerName string) (Options, error) {
 			return r, fmt.Errorf("%w: up rule %d: name %q used twice", ErrInvalidRule, i+1, u.Name)
 		}
 		seen[u.Name] = true
+		// On a capped link a batch carries at most a quarter second of the cap, so that a
+		// higher priority's message waits at most that long behind one batch.
+		if c := minCap(u.RateLimit, r.RateLimit); c > 0 && int64(u.BatchBytes) > c/4 {
+			u.BatchBytes = int(max(c/4, 1))
+		}
 	}
 	r.Down = append([]DownRule(nil), r.Down...)
 	for i := range r.Down {
@@ -309,6 +319,17 @@ func (u *UpRule) matches(t string) bool {
 // upstreamTopic applies the rule's template to local topic t.
 func (u *UpRule) upstreamTopic(gateway, t string) string {
 	return strings.NewReplacer("{topic}", t, "{gateway}", gateway).Replace(u.TopicTemplate)
+}
+
+// minCap returns the smaller of two rate caps, 0 (no cap) counting as none.
+func minCap(a, b int64) int64 {
+	switch {
+	case a <= 0:
+		return b
+	case b <= 0:
+		return a
+	}
+	return min(a, b)
 }
 
 func checkName(s string) error {

@@ -40,3 +40,27 @@ func TestAlarmOvertakesTelemetry(t *testing.T) {
 	}
 	waitFor(t, 30*time.Second, "telemetry drained", func() bool { return count(t, h.b, "telemetry") == telemetry })
 }
+
+// TestIdleAlarmRuleHoldsNoOneUp: a high-priority rule that has sent what it had and waits
+// for more does not hold a lower priority's backlog back meanwhile.
+func TestIdleAlarmRuleHoldsNoOneUp(t *testing.T) {
+	local := openLocal(t, t.TempDir(), nil)
+	h := startHub(t, "")
+	ctx := context.Background()
+	up := Upstream{Addrs: h.addr, Kind: KindEdgeMQ}
+	u := startUplink(t, local, Options{ScanInterval: 50 * time.Millisecond, Up: []UpRule{
+		{Name: "telemetry", Topics: []string{"telemetry"}, Upstream: up, BatchSize: 10},
+		{Name: "alarms", Topics: []string{"alarm"}, Upstream: up, Priority: 10},
+	}})
+	if _, err := local.Send(ctx, &mq.Message{Topic: "alarm", Body: []byte("a")}, mq.QueueIndex(0)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the alarm upstream", func() bool { return u.Stats().Up[1].Forwarded == 1 })
+	for range 100 {
+		if _, err := local.Send(ctx, &mq.Message{Topic: "telemetry", Body: []byte("t")}, mq.QueueIndex(0)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Well under the 5 s an idle forwarder waits for new messages before it looks again.
+	waitFor(t, 2*time.Second, "telemetry upstream", func() bool { return count(t, h.b, "telemetry") == 100 })
+}

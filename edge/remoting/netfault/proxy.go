@@ -1,6 +1,7 @@
 package netfault
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -23,6 +24,16 @@ type Options struct {
 	Dial func(ctx context.Context) (net.Conn, error)
 	// BufferSize is the most bytes one read forwards at once. Default 32 KiB.
 	BufferSize int
+	// Latency holds every byte, in each direction of each connection, for this long after
+	// the proxy read it before it is forwarded (one-way delay: a round trip through the
+	// proxy takes twice Latency more). Bytes keep their order and the throughput stays
+	// that of the link: the proxy goes on reading while earlier bytes wait, up to
+	// LatencyReads reads per direction. A stall or throttle applies after the delay.
+	// Default 0: no delay.
+	Latency time.Duration
+	// LatencyReads bounds the reads that wait out Latency in one direction; a full delay
+	// line stops reading (back pressure on the sender). Default 4096.
+	LatencyReads int
 }
 
 // Proxy is a TCP proxy between clients and one upstream that injects faults on command.
@@ -32,9 +43,11 @@ type Options struct {
 // each way) and, after StartFaults, one fault scheduler. Close stops all of them and
 // waits for them.
 type Proxy struct {
-	ln      net.Listener
-	dial    func(ctx context.Context) (net.Conn, error)
-	bufSize int
+	ln        net.Listener
+	dial      func(ctx context.Context) (net.Conn, error)
+	bufSize   int
+	latency   time.Duration
+	lineReads int
 
 	ctx    context.Context // ends at Close: bounds upstream dials
 	cancel context.CancelFunc
@@ -69,6 +82,12 @@ func New(upstream string, opts *Options) (*Proxy, error) {
 	if o.BufferSize <= 0 {
 		o.BufferSize = 32 << 10
 	}
+	if o.Latency < 0 {
+		return nil, fmt.Errorf("netfault: negative latency %v", o.Latency)
+	}
+	if o.LatencyReads <= 0 {
+		o.LatencyReads = 4096
+	}
 	if o.Listener == nil {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -78,12 +97,14 @@ func New(upstream string, opts *Options) (*Proxy, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &Proxy{
-		ln:      o.Listener,
-		dial:    o.Dial,
-		bufSize: o.BufferSize,
-		ctx:     ctx,
-		cancel:  cancel,
-		links:   map[*link]struct{}{},
+		ln:        o.Listener,
+		dial:      o.Dial,
+		bufSize:   o.BufferSize,
+		latency:   o.Latency,
+		lineReads: o.LatencyReads,
+		ctx:       ctx,
+		cancel:    cancel,
+		links:     map[*link]struct{}{},
 	}
 	p.wg.Add(1)
 	go p.acceptLoop()
@@ -216,6 +237,16 @@ func (p *Proxy) serve(c net.Conn) {
 		return
 	}
 	p.links[l] = struct{}{}
+	if p.latency > 0 {
+		p.wg.Add(4)
+		p.mu.Unlock()
+		reqs, replies := make(chan delayed, p.lineReads), make(chan delayed, p.lineReads)
+		go p.delayRead(l, c, reqs)
+		go p.delayWrite(l, up, reqs, true)
+		go p.delayRead(l, up, replies)
+		go p.delayWrite(l, c, replies, false)
+		return
+	}
 	p.wg.Add(2)
 	p.mu.Unlock()
 	go p.pump(l, c, up, true)
@@ -249,17 +280,68 @@ func (p *Proxy) pump(l *link, src, dst net.Conn, request bool) {
 	buf := make([]byte, p.bufSize)
 	for {
 		n, err := src.Read(buf)
-		// Forward in steps of at most chunk bytes, each after any stall and its time
-		// under a throttle.
-		for b := buf[:n]; len(b) > 0; {
-			k := min(len(b), p.chunk())
-			if !p.wait(l) || !p.throttle(l, k) || !p.forward(l, dst, b[:k], request) {
-				return
-			}
-			b = b[k:]
+		if !p.send(l, dst, buf[:n], request) {
+			return
 		}
 		if err != nil {
 			return // io.EOF included: a half-close ends the link, as a cut would
+		}
+	}
+}
+
+// send forwards b to dst in steps of at most chunk bytes, each after any stall and its
+// time under a throttle. It reports false when the link is done.
+func (p *Proxy) send(l *link, dst net.Conn, b []byte, request bool) bool {
+	for len(b) > 0 {
+		k := min(len(b), p.chunk())
+		if !p.wait(l) || !p.throttle(l, k) || !p.forward(l, dst, b[:k], request) {
+			return false
+		}
+		b = b[k:]
+	}
+	return true
+}
+
+// delayed is what one read of a delayed direction got, and when it may go on.
+type delayed struct {
+	due time.Time
+	b   []byte
+}
+
+// delayRead reads src into line, stamping each read with the time it may be forwarded,
+// until src fails (io.EOF included) or the link closes; it then closes line.
+func (p *Proxy) delayRead(l *link, src net.Conn, line chan<- delayed) {
+	defer p.wg.Done()
+	defer close(line)
+	buf := make([]byte, p.bufSize)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			d := delayed{due: time.Now().Add(p.latency), b: bytes.Clone(buf[:n])}
+			select {
+			case line <- d:
+			case <-l.done:
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// delayWrite forwards what line holds to dst, each read once it is due, until line closes
+// (then the link closes, as pump closes it at a half-close) or the link closes.
+func (p *Proxy) delayWrite(l *link, dst net.Conn, line <-chan delayed, request bool) {
+	defer p.wg.Done()
+	defer p.unlink(l)
+	defer l.close()
+	for d := range line {
+		if wait := time.Until(d.due); wait > 0 && !sleep(l, wait) {
+			return
+		}
+		if !p.send(l, dst, d.b, request) {
+			return
 		}
 	}
 }

@@ -419,3 +419,83 @@ func TestClose(t *testing.T) {
 		}
 	})
 }
+
+// TestLatency: with Options.Latency each write comes back through an echo upstream twice
+// the latency after it was written, whatever came before it: the bytes keep their order
+// and the delay does not lower the throughput (writes in a burst or spaced by less than
+// the latency do not queue behind one another). A throttle applies after the delay.
+func TestLatency(t *testing.T) {
+	tests := []struct {
+		name     string
+		latency  time.Duration
+		throttle int           // bytes per second; 0: none
+		writes   int           // how many writes
+		size     int           // bytes each
+		gap      time.Duration // between two writes
+		want     func(i int) time.Duration
+	}{
+		{"none", 0, 0, 5, 100, 10 * time.Millisecond, func(int) time.Duration { return 0 }},
+		{"one write", 150 * time.Millisecond, 0, 1, 10, 0, func(int) time.Duration { return 300 * time.Millisecond }},
+		{"stream faster than the delay", 150 * time.Millisecond, 0, 200, 1000, 5 * time.Millisecond,
+			func(int) time.Duration { return 300 * time.Millisecond }},
+		{"burst", 150 * time.Millisecond, 0, 100, 64 << 10, 0, func(int) time.Duration { return 300 * time.Millisecond }},
+		{"gaps above the delay", 50 * time.Millisecond, 0, 5, 10, time.Second, func(int) time.Duration { return 100 * time.Millisecond }},
+		// 1000 bytes at 20 000 B/s: 50 ms each way after 100 ms each way, the directions
+		// overlapping in 1000-byte steps (a twentieth of a second's worth).
+		{"throttled", 100 * time.Millisecond, 20_000, 3, 1000, time.Second, func(int) time.Duration { return 300 * time.Millisecond }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				u := startUpstream(t, echo)
+				ln := newMemListener()
+				p, err := New("", &Options{Listener: ln, Dial: u.ln.dial, Latency: tc.latency})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer p.Close()
+				p.Throttle(tc.throttle)
+				c, err := ln.dial(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				sent := make([]time.Time, tc.writes)
+				want := make([]byte, 0, tc.writes*tc.size)
+				for i := range tc.writes {
+					want = append(want, bytes.Repeat([]byte{byte('a' + i%26)}, tc.size)...)
+				}
+				errc := make(chan error, 1)
+				go func() {
+					for i := range tc.writes {
+						sent[i] = time.Now()
+						if _, err := c.Write(want[i*tc.size : (i+1)*tc.size]); err != nil {
+							errc <- err
+							return
+						}
+						time.Sleep(tc.gap)
+					}
+					errc <- nil
+				}()
+				got := make([]byte, tc.size)
+				for i := range tc.writes {
+					if _, err := io.ReadFull(c, got); err != nil {
+						t.Fatalf("read %d: %v", i, err)
+					}
+					if !bytes.Equal(got, want[i*tc.size:(i+1)*tc.size]) {
+						t.Fatalf("write %d came back as %q..., want %q...", i, got[:1], want[i*tc.size:i*tc.size+1])
+					}
+					if d := time.Since(sent[i]); d != tc.want(i) {
+						t.Fatalf("write %d came back after %v, want %v", i, d, tc.want(i))
+					}
+				}
+				if err := <-errc; err != nil {
+					t.Fatal(err)
+				}
+			})
+		})
+	}
+	if _, err := New("x:1", &Options{Latency: -time.Second}); err == nil {
+		t.Fatal("New accepted a negative latency")
+	}
+}
