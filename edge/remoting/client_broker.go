@@ -119,7 +119,11 @@ func (c *Client) Pull(ctx context.Context, req mq.PullRequest) (mq.PullResult, e
 			return mq.PullResult{}, fmt.Errorf("remoting: pull reply from %s: message at offset %d: %w", addr, m.QueueOffset, err)
 		}
 		m.BrokerName = req.Queue.BrokerName
-		kept = append(kept, *m)
+		if len(kept) == i { // nothing dropped so far: m is in place
+			kept = kept[:i+1]
+		} else {
+			kept = append(kept, *m)
+		}
 	}
 	if len(kept) == 0 {
 		res.Status = mq.PullNoMatchedMsg
