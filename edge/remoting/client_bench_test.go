@@ -107,6 +107,7 @@ type stampedBroker struct {
 	base   time.Time
 	issued []atomic.Int64 // by message index: when the pull that brought it was issued
 	done   []atomic.Int64 // by message index: when that pull returned
+	stored []atomic.Int64 // by message index: its store time (unix ms, the broker's clock)
 }
 
 func (s *stampedBroker) Pull(ctx context.Context, req mq.PullRequest) (mq.PullResult, error) {
@@ -118,6 +119,7 @@ func (s *stampedBroker) Pull(ctx context.Context, req mq.PullRequest) (mq.PullRe
 			if k := binary.LittleEndian.Uint64(b); k < uint64(len(s.done)) {
 				s.issued[k].Store(int64(t0))
 				s.done[k].Store(int64(t1))
+				s.stored[k].Store(res.Messages[i].StoreTime)
 			}
 		}
 	}
@@ -128,9 +130,11 @@ func (s *stampedBroker) Pull(ctx context.Context, req mq.PullRequest) (mq.PullRe
 // (default 10,000), to a topic of 4 queues on a server on loopback (its store flushed
 // asynchronously, as `edgemq serve -store.flush async`), and a PushConsumer over the same
 // client receives them. It reports the percentiles of send-to-listener time and,
-// at the p50 and p99 of that time, where a message's time went: send to the send's
-// acknowledgement (ack), send to the issue of the pull that brought it (a positive wait:
-// no pull was parked when it arrived), that pull's return to the listener (handoff).
+// at some percentiles of that time, where a message's time went: send to the return of
+// SendAsync (the request written), to its store time
+// (to the millisecond), to the send's acknowledgement (ack), to the issue of the pull that
+// brought it (positive: no pull was parked when it was stored), and that pull's return to
+// the listener (handoff).
 func BenchmarkE2ELatency(b *testing.B) {
 	o := brokerOptions()
 	o.Store.Flush = commitlog.FlushAsync
@@ -144,8 +148,9 @@ func BenchmarkE2ELatency(b *testing.B) {
 	defer pr.Close()
 	n := b.N
 	base := time.Now()
-	sb := &stampedBroker{Client: c, base: base, issued: make([]atomic.Int64, n), done: make([]atomic.Int64, n)}
+	sb := &stampedBroker{Client: c, base: base, issued: make([]atomic.Int64, n), done: make([]atomic.Int64, n), stored: make([]atomic.Int64, n)}
 	sent := make([]int64, n)
+	wrote := make([]int64, n) // when SendAsync returned: the request was written
 	acked := make([]atomic.Int64, n)
 	recv := make([]atomic.Int64, n)
 	var got atomic.Int64
@@ -211,6 +216,7 @@ func BenchmarkE2ELatency(b *testing.B) {
 		}); err != nil {
 			b.Fatal(err)
 		}
+		wrote[i] = int64(time.Since(base))
 	}
 	select {
 	case <-all:
@@ -218,14 +224,17 @@ func BenchmarkE2ELatency(b *testing.B) {
 		b.Fatalf("received %d of %d", got.Load(), n)
 	}
 	b.StopTimer()
-	type sample struct{ e2e, ack, wait, handoff time.Duration }
+	type sample struct{ e2e, write, ack, wait, handoff, store time.Duration }
 	ss := make([]sample, n)
 	for i := range ss {
 		ss[i] = sample{
 			e2e:     time.Duration(recv[i].Load() - sent[i]),
+			write:   time.Duration(wrote[i] - sent[i]),
 			ack:     time.Duration(acked[i].Load() - sent[i]),
 			wait:    time.Duration(sb.issued[i].Load() - sent[i]),
 			handoff: time.Duration(recv[i].Load() - sb.done[i].Load()),
+			// to the millisecond: store times have no finer grain
+			store: time.Duration(sb.stored[i].Load()-base.Add(time.Duration(sent[i])).UnixMilli()) * time.Millisecond,
 		}
 	}
 	slices.SortFunc(ss, func(a, b sample) int { return cmp.Compare(a.e2e, b.e2e) })
@@ -238,7 +247,7 @@ func BenchmarkE2ELatency(b *testing.B) {
 	if *latStages {
 		for _, q := range []float64{0.5, 0.9, 0.99, 0.999} {
 			s := at(q)
-			b.Logf("p%v e2e %v: ack %v, pull issued %v after the send, handoff %v", q*100, s.e2e, s.ack, s.wait, s.handoff)
+			b.Logf("p%v e2e %v: written %v, stored %v (±1 ms), ack %v, pull issued %v after the send, handoff %v", q*100, s.e2e, s.write, s.store, s.ack, s.wait, s.handoff)
 		}
 		// The share of the slowest 1 % whose pull was issued after the send.
 		late := 0
