@@ -28,7 +28,7 @@ const poolQueueSize = 4096
 // and it would cost a wake-up per task.
 type workerPool struct {
 	mu     sync.Mutex
-	ring   [poolQueueSize]func() // the queue: size tasks from head, wrapping
+	ring   [poolQueueSize]poolTask // the queue: size tasks from head, wrapping
 	head   int
 	size   int
 	n      int           // workers
@@ -41,6 +41,15 @@ type workerPool struct {
 	done   <-chan struct{}
 }
 
+// poolTask is a task of a workerPool: a funcTask, or a *chunk, which the pool runs without
+// a closure of its own.
+type poolTask interface{ run() }
+
+// funcTask is a function as a pool task.
+type funcTask func()
+
+func (f funcTask) run() { f() }
+
 func newWorkerPool(minN, maxN int, wg *sync.WaitGroup, done <-chan struct{}) *workerPool {
 	p := &workerPool{min: minN, max: maxN, wg: wg, done: done, wake: make(chan struct{}, 1)}
 	p.mu.Lock()
@@ -51,14 +60,14 @@ func newWorkerPool(minN, maxN int, wg *sync.WaitGroup, done <-chan struct{}) *wo
 	return p
 }
 
-func (p *workerPool) startLocked(first func()) {
+func (p *workerPool) startLocked(first poolTask) {
 	p.n++
 	p.wg.Add(1)
 	go p.work(first, p.n > p.min)
 }
 
 // submit queues f; false when the pool is full (or stopped).
-func (p *workerPool) submit(f func()) bool {
+func (p *workerPool) submit(f poolTask) bool {
 	select {
 	case <-p.done:
 		return false
@@ -95,7 +104,7 @@ func (p *workerPool) wakeLocked() bool {
 }
 
 // takeLocked returns the next task, if any, and whether the caller must wake another worker.
-func (p *workerPool) takeLocked() (func(), bool) {
+func (p *workerPool) takeLocked() (poolTask, bool) {
 	if p.size == 0 {
 		return nil, false
 	}
@@ -106,10 +115,10 @@ func (p *workerPool) takeLocked() (func(), bool) {
 	return f, p.wakeLocked()
 }
 
-func (p *workerPool) work(first func(), extra bool) {
+func (p *workerPool) work(first poolTask, extra bool) {
 	defer p.wg.Done()
 	if first != nil {
-		first()
+		first.run()
 	}
 	for {
 		select {
@@ -141,13 +150,13 @@ func (p *workerPool) work(first func(), extra bool) {
 		if wake {
 			p.wake <- struct{}{}
 		}
-		f()
+		f.run()
 	}
 }
 
 // submitConcurrently queues one batch; a refused batch is retried after SubmitRetryDelay.
 func (pc *PushConsumer) submitConcurrently(qs *queueState, msgs []*Message) {
-	if !pc.pool.submit(func() { pc.consumeConcurrently(qs, msgs) }) {
+	if !pc.pool.submit(funcTask(func() { pc.consumeConcurrently(qs, msgs) })) {
 		pc.after(pc.opts.SubmitRetryDelay, func() { pc.submitConcurrently(qs, msgs) })
 	}
 }
@@ -164,9 +173,11 @@ func (pc *PushConsumer) submitChunks(qs *queueState, msgs []*Message) {
 	batches := (len(msgs) + n - 1) / n
 	per := (batches + pc.opts.ConsumeGoroutinesMin - 1) / pc.opts.ConsumeGoroutinesMin // batches per task
 	step := max(per, 1) * n
+	cs := make([]chunk, (len(msgs)+step-1)/step) // one allocation for the pull's tasks
 	for i := 0; i < len(msgs); i += step {
-		c := &chunk{qs: qs, msgs: msgs[i:min(i+step, len(msgs))], n: n}
-		if !pc.pool.submit(func() { pc.consumeChunk(c) }) {
+		c := &cs[i/step]
+		c.pc, c.qs, c.msgs, c.n = pc, qs, msgs[i:min(i+step, len(msgs))], n
+		if !pc.pool.submit(c) {
 			pc.after(pc.opts.SubmitRetryDelay, func() { pc.submitChunks(qs, c.msgs) })
 		}
 	}
@@ -177,6 +188,7 @@ func (pc *PushConsumer) submitChunks(qs *queueState, msgs []*Message) {
 // hangs, the consume-timeout check can take the batches queued behind it away from the task
 // (rest) and submit them anew: the hung worker, when it returns, finds them claimed.
 type chunk struct {
+	pc   *PushConsumer
 	qs   *queueState
 	msgs []*Message
 	n    int
@@ -185,6 +197,9 @@ type chunk struct {
 	// 20 workers, or one batch of 32), so that its contexts cost no allocation of their own.
 	ccs [2]ConcurrentlyContext
 }
+
+// run consumes c: a chunk is its own pool task.
+func (c *chunk) run() { c.pc.consumeChunk(c) }
 
 // claim returns the next batch of c and its index; no messages once every batch is claimed.
 func (c *chunk) claim() ([]*Message, int) {

@@ -21,7 +21,7 @@ func (pc *PushConsumer) submitOrderly(qs *queueState, d time.Duration) {
 		pc.after(d, func() { pc.submitOrderly(qs, 0) })
 		return
 	}
-	if !pc.pool.submit(func() { pc.consumeOrderly(qs) }) {
+	if !pc.pool.submit(funcTask(func() { pc.consumeOrderly(qs) })) {
 		pc.after(pc.opts.SubmitRetryDelay, func() { pc.submitOrderly(qs, 0) })
 	}
 }

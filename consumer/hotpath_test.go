@@ -118,7 +118,7 @@ func TestWorkerPoolRunsEveryTask(t *testing.T) {
 	for range 4 {
 		sub.Go(func() {
 			for range 5000 {
-				for !p.submit(func() { ran.Add(1) }) {
+				for !p.submit(funcTask(func() { ran.Add(1) })) {
 					time.Sleep(time.Millisecond)
 				}
 			}
@@ -132,23 +132,23 @@ func TestWorkerPoolRunsEveryTask(t *testing.T) {
 	var started atomic.Int64
 	block := func() { started.Add(1); <-release }
 	for range 2 {
-		if !p.submit(block) {
+		if !p.submit(funcTask(block)) {
 			t.Fatal("submit to idle workers refused")
 		}
 	}
 	waitFor(t, 5*time.Second, "the standing workers busy", func() bool { return started.Load() == 2 })
 	for range poolQueueSize {
-		if !p.submit(func() {}) {
+		if !p.submit(funcTask(func() {})) {
 			t.Fatal("submit to a queue with room refused")
 		}
 	}
 	for range 2 {
-		if !p.submit(block) { // queue full: an extra worker runs it
+		if !p.submit(funcTask(block)) { // queue full: an extra worker runs it
 			t.Fatal("submit with room for an extra worker refused")
 		}
 	}
 	waitFor(t, 5*time.Second, "extra workers busy", func() bool { return started.Load() == 4 })
-	if p.submit(func() {}) {
+	if p.submit(funcTask(func() {})) {
 		t.Fatal("submit to a full pool at its maximum accepted")
 	}
 	close(release)

@@ -10,6 +10,10 @@ import (
 
 // Message is a message delivered to a listener. A message from the group's retry topic
 // carries its original topic (RocketMQ restores it from RETRY_TOPIC before delivery).
+// A listener may keep a message, its body and its properties after it returns: the
+// consumer does not reuse them (over the network, the bodies of one pull share the
+// reply's buffer, which stays alive while any of them is kept). It must not change them
+// while the batch may still be consumed again.
 type Message = mq.MessageExt
 
 // ConsumeConcurrentlyStatus is a concurrent listener's verdict on a batch.

@@ -58,6 +58,12 @@ type Options struct {
 	// ACL (as its clients' AclClientRPCHook), against EdgeMQ with an ACL and Apache
 	// RocketMQ alike. Default: requests go unsigned.
 	Credentials Credentials
+	// JSONHeaders sends request headers as JSON, the encoding RocketMQ's clients use unless
+	// told otherwise. Default false: the binary ROCKETMQ encoding, which every RocketMQ
+	// 4.x and 5.x broker and EdgeMQ read, and answer in, at less cost than JSON (Apache
+	// RocketMQ's broker decodes a JSON send header with a JSON parser; RocketMQ's own
+	// benchmark producer switches to the binary encoding for that reason).
+	JSONHeaders bool
 	// TLS, when not nil, makes every connection TLS from its first byte (RocketMQ's
 	// clients' tls.enable). Without a ServerName, the host of the address dialed is
 	// verified, unless InsecureSkipVerify. Default nil: plain TCP.

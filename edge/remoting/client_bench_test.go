@@ -1,21 +1,38 @@
 package remoting_test
 
 import (
+	"cmp"
 	"context"
+	"encoding/binary"
+	"flag"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/edgemq/edgemq/consumer"
 	"github.com/edgemq/edgemq/edge/mq"
+	"github.com/edgemq/edgemq/edge/producer"
+	"github.com/edgemq/edgemq/edge/remoting"
+	"github.com/edgemq/edgemq/store/commitlog"
 )
 
 // BenchmarkClientSend measures a sync send of a 100-byte message over the client to a
-// server on loopback: time and the client's and server's allocations together per send.
+// server on loopback: time and the client's and server's allocations together per send,
+// with request headers in each encoding.
 func BenchmarkClientSend(b *testing.B) {
+	for _, enc := range []struct {
+		name string
+		json bool
+	}{{"rocketmq", false}, {"json", true}} {
+		b.Run(enc.name, func(b *testing.B) { benchClientSend(b, &remoting.Options{JSONHeaders: enc.json}) })
+	}
+}
+
+func benchClientSend(b *testing.B, o *remoting.Options) {
 	tb := startBroker(b, "", "")
 	tb.createTopic("B", 4)
-	c := dial(b, tb.addr, nil)
+	c := dial(b, tb.addr, o)
 	ctx := context.Background()
 	body := make([]byte, 100)
 	if _, err := c.Send(ctx, &mq.Message{Topic: "B", Body: body}, nil); err != nil {
@@ -81,3 +98,169 @@ func BenchmarkPushConsume(b *testing.B) {
 	defer cancel()
 	pc.Shutdown(ctx)
 }
+
+// stampedBroker is the client as the consumer under BenchmarkE2ELatency sees it: each
+// Pull records when it was issued and when its reply was decoded, per message, by the
+// message's index in its body.
+type stampedBroker struct {
+	*remoting.Client
+	base   time.Time
+	issued []atomic.Int64 // by message index: when the pull that brought it was issued
+	done   []atomic.Int64 // by message index: when that pull returned
+	stored []atomic.Int64 // by message index: its store time (unix ms, the broker's clock)
+}
+
+func (s *stampedBroker) Pull(ctx context.Context, req mq.PullRequest) (mq.PullResult, error) {
+	t0 := time.Since(s.base)
+	res, err := s.Client.Pull(ctx, req)
+	t1 := time.Since(s.base)
+	for i := range res.Messages {
+		if b := res.Messages[i].Body; len(b) >= 16 {
+			if k := binary.LittleEndian.Uint64(b); k < uint64(len(s.done)) {
+				s.issued[k].Store(int64(t0))
+				s.done[k].Store(int64(t1))
+				s.stored[k].Store(res.Messages[i].StoreTime)
+			}
+		}
+	}
+	return res, err
+}
+
+// BenchmarkE2ELatency sends b.N 100-byte messages by SendAsync, paced at -lat.rate msgs/s
+// (default 10,000), to a topic of 4 queues on a server on loopback (its store flushed
+// asynchronously, as `edgemq serve -store.flush async`), and a PushConsumer over the same
+// client receives them. It reports the percentiles of send-to-listener time and,
+// at some percentiles of that time, where a message's time went: send to the return of
+// SendAsync (the request written), to its store time
+// (to the millisecond), to the send's acknowledgement (ack), to the issue of the pull that
+// brought it (positive: no pull was parked when it was stored), and that pull's return to
+// the listener (handoff).
+func BenchmarkE2ELatency(b *testing.B) {
+	o := brokerOptions()
+	o.Store.Flush = commitlog.FlushAsync
+	tb := startBrokerOpts(b, "", "", o)
+	tb.createTopic("L", 4)
+	c := dial(b, tb.addr, nil)
+	pr, err := producer.New(c, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pr.Close()
+	n := b.N
+	base := time.Now()
+	sb := &stampedBroker{Client: c, base: base, issued: make([]atomic.Int64, n), done: make([]atomic.Int64, n), stored: make([]atomic.Int64, n)}
+	sent := make([]int64, n)
+	wrote := make([]int64, n) // when SendAsync returned: the request was written
+	acked := make([]atomic.Int64, n)
+	recv := make([]atomic.Int64, n)
+	var got atomic.Int64
+	all := make(chan struct{})
+	const probe = ^uint64(0)
+	var probed atomic.Bool
+	pc, err := consumer.NewPushConsumer(sb, &consumer.Options{Group: "lg", FromWhere: consumer.ConsumeFromFirstOffset, OffsetDir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pc.Subscribe("L", "*", consumer.ConcurrentListener(func(_ context.Context, msgs []*consumer.Message, _ *consumer.ConcurrentlyContext) (consumer.ConsumeConcurrentlyStatus, error) {
+		now := int64(time.Since(base))
+		for _, m := range msgs {
+			k := binary.LittleEndian.Uint64(m.Body)
+			if k == probe {
+				probed.Store(true)
+				continue
+			}
+			if k < uint64(n) && recv[k].Swap(now) == 0 && got.Add(1) == int64(n) {
+				close(all)
+			}
+		}
+		return consumer.ConsumeSuccess, nil
+	})); err != nil {
+		b.Fatal(err)
+	}
+	if err := pc.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		pc.Shutdown(ctx)
+	}()
+	ctx := context.Background()
+	pbody := make([]byte, 100)
+	binary.LittleEndian.PutUint64(pbody, probe)
+	for deadline := time.Now().Add(30 * time.Second); !probed.Load(); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			b.Fatal("the consumer received no probe in 30 s")
+		}
+		if _, err := pr.Send(ctx, &mq.Message{Topic: "L", Body: pbody}, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	interval := time.Second / time.Duration(*latRate)
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	for i := range n {
+		if w := time.Until(start.Add(time.Duration(i) * interval)); w > 0 {
+			time.Sleep(w)
+		}
+		body := make([]byte, 100)
+		binary.LittleEndian.PutUint64(body, uint64(i))
+		sent[i] = int64(time.Since(base))
+		if err := pr.SendAsync(ctx, &mq.Message{Topic: "L", Body: body}, nil, func(_ mq.SendResult, err error) {
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			acked[i].Store(int64(time.Since(base)))
+		}); err != nil {
+			b.Fatal(err)
+		}
+		wrote[i] = int64(time.Since(base))
+	}
+	select {
+	case <-all:
+	case <-time.After(time.Minute):
+		b.Fatalf("received %d of %d", got.Load(), n)
+	}
+	b.StopTimer()
+	type sample struct{ e2e, write, ack, wait, handoff, store time.Duration }
+	ss := make([]sample, n)
+	for i := range ss {
+		ss[i] = sample{
+			e2e:     time.Duration(recv[i].Load() - sent[i]),
+			write:   time.Duration(wrote[i] - sent[i]),
+			ack:     time.Duration(acked[i].Load() - sent[i]),
+			wait:    time.Duration(sb.issued[i].Load() - sent[i]),
+			handoff: time.Duration(recv[i].Load() - sb.done[i].Load()),
+			// to the millisecond: store times have no finer grain
+			store: time.Duration(sb.stored[i].Load()-base.Add(time.Duration(sent[i])).UnixMilli()) * time.Millisecond,
+		}
+	}
+	slices.SortFunc(ss, func(a, b sample) int { return cmp.Compare(a.e2e, b.e2e) })
+	at := func(q float64) sample { return ss[min(int(q*float64(n)), n-1)] }
+	us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+	b.ReportMetric(us(at(0.5).e2e), "p50-µs")
+	b.ReportMetric(us(at(0.99).e2e), "p99-µs")
+	b.ReportMetric(us(at(0.999).e2e), "p99.9-µs")
+	b.ReportMetric(0, "ns/op")
+	if *latStages {
+		for _, q := range []float64{0.5, 0.9, 0.99, 0.999} {
+			s := at(q)
+			b.Logf("p%v e2e %v: written %v, stored %v (±1 ms), ack %v, pull issued %v after the send, handoff %v", q*100, s.e2e, s.write, s.store, s.ack, s.wait, s.handoff)
+		}
+		// The share of the slowest 1 % whose pull was issued after the send.
+		late := 0
+		for _, s := range ss[n*99/100:] {
+			if s.wait > 0 {
+				late++
+			}
+		}
+		b.Logf("slowest 1 %%: %d of %d waited for a pull to be issued", late, n-n*99/100)
+	}
+}
+
+var (
+	latRate   = flag.Int("lat.rate", 10000, "BenchmarkE2ELatency: sends per second")
+	latStages = flag.Bool("lat.stages", false, "BenchmarkE2ELatency: log where the time of messages at some percentiles went")
+)

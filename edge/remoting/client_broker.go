@@ -23,7 +23,9 @@ const minPullHold = 500 * time.Millisecond
 // for the reply that long plus Options.PullTimeoutMargin. req.Filter, when set, travels as
 // the pull's subscription and is applied again to the messages received (a broker
 // filters by tag hash); empty, the broker filters by the group's heartbeat subscription.
-// Compressed bodies are inflated; every message gets the queue's broker name.
+// Compressed bodies are inflated; every message gets the queue's broker name. The
+// messages are the caller's to keep: their bodies share the reply's buffer, which the
+// client neither reuses nor changes.
 func (c *Client) Pull(ctx context.Context, req mq.PullRequest) (mq.PullResult, error) {
 	var res mq.PullResult
 	maxMsgs := req.MaxMsgs
@@ -117,7 +119,11 @@ func (c *Client) Pull(ctx context.Context, req mq.PullRequest) (mq.PullResult, e
 			return mq.PullResult{}, fmt.Errorf("remoting: pull reply from %s: message at offset %d: %w", addr, m.QueueOffset, err)
 		}
 		m.BrokerName = req.Queue.BrokerName
-		kept = append(kept, *m)
+		if len(kept) == i { // nothing dropped so far: m is in place
+			kept = kept[:i+1]
+		} else {
+			kept = append(kept, *m)
+		}
 	}
 	if len(kept) == 0 {
 		res.Status = mq.PullNoMatchedMsg

@@ -163,6 +163,12 @@ func (c *clientConn) write(_ context.Context, cmd *Command) error {
 	// writes everything queued in one call, then the frames queued meanwhile, until its
 	// own is out. The others wait for theirs. So many requests in flight on one
 	// connection cost a few writes, not one each.
+	if !cmd.IsResponse() {
+		cmd.Serialize = RocketMQ
+		if c.cl.opts.JSONHeaders {
+			cmd.Serialize = JSON
+		}
+	}
 	if !cmd.IsResponse() && !c.cl.opts.Credentials.IsZero() {
 		signed := *cmd
 		signed.Ext = maps.Clone(cmd.Ext)

@@ -66,13 +66,19 @@ func brokerOptions() *edge.Options {
 // t.Cleanup stops both.
 func startBroker(t testing.TB, dir, listen string) *testBroker {
 	t.Helper()
+	return startBrokerOpts(t, dir, listen, brokerOptions())
+}
+
+// startBrokerOpts is startBroker with the broker's options o.
+func startBrokerOpts(t testing.TB, dir, listen string, o *edge.Options) *testBroker {
+	t.Helper()
 	if dir == "" {
 		dir = t.TempDir()
 	}
 	if listen == "" {
 		listen = "127.0.0.1:0"
 	}
-	b, err := edge.Open(dir, brokerOptions())
+	b, err := edge.Open(dir, o)
 	if err != nil {
 		t.Fatalf("edge.Open: %v", err)
 	}

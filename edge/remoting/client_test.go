@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"sync"
 	"testing"
@@ -500,4 +501,46 @@ func TestClientMaintenance(t *testing.T) {
 		ms, err := tb.b.Members("g")
 		return err == nil && len(ms) == 1 && ms[0].LastHeartbeat.After(first)
 	})
+}
+
+// TestClientHeaderEncoding checks the encoding of the client's request headers as a
+// listener reads them: ROCKETMQ's binary one by default, JSON with Options.JSONHeaders.
+func TestClientHeaderEncoding(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		json bool
+		want remoting.SerializeType
+	}{{"default", false, remoting.RocketMQ}, {"json", true, remoting.JSON}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			got := make(chan *remoting.Command, 1)
+			go func() {
+				nc, err := ln.Accept()
+				if err != nil {
+					close(got)
+					return
+				}
+				defer nc.Close()
+				cmd, err := remoting.NewReader(nc, 0).Read()
+				if err != nil {
+					t.Errorf("read the request: %v", err)
+				}
+				got <- cmd
+			}()
+			c := dial(t, ln.Addr().String(), &remoting.Options{JSONHeaders: tc.json, RequestTimeout: 200 * time.Millisecond})
+			defer c.Close()
+			c.Route(context.Background(), "T") // nobody answers: it times out
+			cmd := <-got
+			if cmd == nil {
+				t.Fatal("no request read")
+			}
+			if cmd.Serialize != tc.want || cmd.Code != remoting.GetRouteInfoByTopic || cmd.Ext["topic"] != "T" {
+				t.Errorf("request %d in %v with %v; want %d in %v with topic T", cmd.Code, cmd.Serialize, cmd.Ext, remoting.GetRouteInfoByTopic, tc.want)
+			}
+		})
+	}
 }

@@ -215,21 +215,24 @@ func decodeBinaryHeader(h []byte) (*Command, error) {
 		return nil, err
 	}
 	c.Remark = string(remark)
-	ext, _, err := cutLen32(p, "extFields")
+	extb, _, err := cutLen32(p, "extFields")
 	if err != nil {
 		return nil, err
 	}
+	// One string holds every key and value (they are substrings of it): one allocation for
+	// the fields, not two each.
+	ext := string(extb)
 	for len(ext) > 0 {
 		if len(ext) < 2 {
 			return nil, fmt.Errorf("%w: extension key length cut short", ErrMalformed)
 		}
-		kl := int(int16(binary.BigEndian.Uint16(ext)))
+		kl := int(int16(uint16(ext[0])<<8 | uint16(ext[1])))
 		ext = ext[2:]
 		if kl < 0 || kl > len(ext) {
 			return nil, fmt.Errorf("%w: extension key length %d, %d bytes left", ErrMalformed, kl, len(ext))
 		}
-		k := string(ext[:kl])
-		v, rest, err := cutLen32(ext[kl:], "extension value")
+		k := ext[:kl]
+		v, rest, err := cutLen32String(ext[kl:], "extension value")
 		if err != nil {
 			return nil, err
 		}
@@ -237,9 +240,22 @@ func decodeBinaryHeader(h []byte) (*Command, error) {
 		if c.Ext == nil {
 			c.Ext = make(map[string]string)
 		}
-		c.Ext[k] = string(v)
+		c.Ext[k] = v
 	}
 	return c, nil
+}
+
+// cutLen32String is cutLen32 of a string.
+func cutLen32String(p string, field string) (val, rest string, err error) {
+	if len(p) < 4 {
+		return "", "", fmt.Errorf("%w: %s length cut short", ErrMalformed, field)
+	}
+	n := int64(int32(uint32(p[0])<<24 | uint32(p[1])<<16 | uint32(p[2])<<8 | uint32(p[3])))
+	p = p[4:]
+	if n < 0 || n > int64(len(p)) {
+		return "", "", fmt.Errorf("%w: %s length %d, %d bytes left", ErrMalformed, field, n, len(p))
+	}
+	return p[:n], p[n:], nil
 }
 
 // cutLen32 reads an i32 length and that many bytes from p.

@@ -61,7 +61,10 @@ const (
 // may be missing). An entry without exactly one \x01 is skipped, as both RocketMQ clients
 // do; it never fails. The map is nil when there are no entries.
 func ParseProperties(s string) map[string]string {
-	var m map[string]string
+	if s == "" {
+		return nil
+	}
+	m := make(map[string]string, strings.Count(s, string(propEntrySep))+1)
 	for s != "" {
 		var entry string
 		entry, s, _ = strings.Cut(s, string(propEntrySep))
@@ -69,10 +72,10 @@ func ParseProperties(s string) map[string]string {
 		if !ok || strings.IndexByte(value, propNameSep) >= 0 {
 			continue
 		}
-		if m == nil {
-			m = make(map[string]string)
-		}
 		m[name] = value
+	}
+	if len(m) == 0 {
+		return nil
 	}
 	return m
 }
@@ -302,36 +305,93 @@ func (d *decoder) host(v6 bool, field, portField string) netip.AddrPort {
 // DecodeMessages reads the stored-message records of a pull (or query) body, V1 or V2.
 // Each record must be exactly as long as its TOTALSIZE says. The BODYCRC is not checked,
 // as clients do not check it; a body with SysFlagCompressed set is returned as stored (see
-// DecompressBody). Bodies alias body. TAGS and KEYS go to the messages' Tags and Keys.
+// DecompressBody). Bodies alias body: the caller owns the messages and body, and must not
+// change body while it uses them. TAGS and KEYS go to the messages' Tags and Keys.
 // BrokerName is empty: the body does not name it.
+//
+// The topics and properties of all the records share one string, and records of one topic
+// one topic string: a pull costs a few allocations, and each message one more for its
+// properties map, if it has properties.
 func DecodeMessages(body []byte) ([]mq.MessageExt, error) {
-	var msgs []mq.MessageExt
+	n := 0 // records, as far as their sizes can be followed: the slice's capacity
+	for off := 0; off+4 <= len(body); n++ {
+		size := int(int32(binary.BigEndian.Uint32(body[off:])))
+		if size < recordFixedV4 {
+			n++
+			break
+		}
+		off += size
+	}
+	if len(body) == 0 {
+		return nil, nil
+	}
+	n = max(n, 1)
+	msgs := make([]mq.MessageExt, 0, n)
+	strs := make([]recordStrings, 0, n)
+	total := 0
+	var lastTopic []byte
 	for off := 0; off < len(body); {
-		m, n, err := decodeRecord(body[off:])
+		m, rs, size, err := decodeRecord(body[off:])
 		if err != nil {
 			return nil, fmt.Errorf("message %d at byte %d: %w", len(msgs), off, err)
 		}
+		if lastTopic != nil && bytes.Equal(rs.topic, lastTopic) {
+			rs.sameTopic = true
+		} else {
+			total += len(rs.topic)
+			lastTopic = rs.topic
+		}
+		total += len(rs.props)
 		msgs = append(msgs, m)
-		off += n
+		strs = append(strs, rs)
+		off += size
+	}
+	var sb strings.Builder
+	sb.Grow(total)
+	for _, rs := range strs {
+		if !rs.sameTopic {
+			sb.Write(rs.topic)
+		}
+		sb.Write(rs.props)
+	}
+	all := sb.String()
+	at := 0
+	topic := ""
+	for i, rs := range strs {
+		if !rs.sameTopic {
+			topic = all[at : at+len(rs.topic)]
+			at += len(rs.topic)
+		}
+		msgs[i].Topic = topic
+		SetMessageProperties(&msgs[i].Message, all[at:at+len(rs.props)])
+		at += len(rs.props)
 	}
 	return msgs, nil
 }
 
-// decodeRecord reads the record at the start of b and returns it and its length.
-func decodeRecord(b []byte) (mq.MessageExt, int, error) {
+// recordStrings are the topic and properties of a record, not yet strings.
+type recordStrings struct {
+	topic, props []byte
+	sameTopic    bool // the topic is the previous record's
+}
+
+// decodeRecord reads the record at the start of b and returns it, its topic and properties
+// (which the caller sets), and its length.
+func decodeRecord(b []byte) (mq.MessageExt, recordStrings, int, error) {
 	var m mq.MessageExt
+	var rs recordStrings
 	d := &decoder{b: b}
 	size := d.i32("TOTALSIZE")
 	if d.err == nil && (size < recordFixedV4 || int64(size) > int64(len(b))) {
-		return m, 0, fmt.Errorf("%w: TOTALSIZE %d, %d bytes left", ErrMalformed, size, len(b))
+		return m, rs, 0, fmt.Errorf("%w: TOTALSIZE %d, %d bytes left", ErrMalformed, size, len(b))
 	}
 	if d.err != nil {
-		return m, 0, d.err
+		return m, rs, 0, d.err
 	}
 	d.b = b[4:size]
 	magic := uint32(d.i32("MAGIC"))
 	if magic != MessageMagicV1 && magic != MessageMagicV2 {
-		return m, 0, fmt.Errorf("%w: MAGIC %#x", ErrMalformed, magic)
+		return m, rs, 0, fmt.Errorf("%w: MAGIC %#x", ErrMalformed, magic)
 	}
 	d.i32("BODYCRC")
 	m.StoreSize = size
@@ -355,16 +415,15 @@ func decodeRecord(b []byte) (mq.MessageExt, int, error) {
 	} else {
 		topicLen = int(d.u8("TOPICLEN"))
 	}
-	m.Topic = string(d.take(topicLen, "topic"))
-	props := d.take(int(d.i16("PROPLEN")), "properties")
+	rs.topic = d.take(topicLen, "topic")
+	rs.props = d.take(int(d.i16("PROPLEN")), "properties")
 	if d.err != nil {
-		return m, 0, d.err
+		return m, rs, 0, d.err
 	}
 	if len(d.b) != 0 {
-		return m, 0, fmt.Errorf("%w: %d bytes after the properties of a record of %d", ErrMalformed, len(d.b), size)
+		return m, rs, 0, fmt.Errorf("%w: %d bytes after the properties of a record of %d", ErrMalformed, len(d.b), size)
 	}
-	SetMessageProperties(&m.Message, string(props))
-	return m, int(size), nil
+	return m, rs, int(size), nil
 }
 
 // Batch item (SEND_BATCH_MESSAGE body: items back to back), big-endian:

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/zlib"
 	"errors"
+	"fmt"
 	"maps"
 	"math"
 	"net/netip"
@@ -485,5 +486,28 @@ func TestDecompressBody(t *testing.T) {
 	}
 	if err := DecompressBody(nil, 0); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// BenchmarkDecodeMessages decodes a pull body of 32 records of 100-byte bodies, each with a
+// unique key and a tag as a producer sends them, as the client does with a pull's reply.
+func BenchmarkDecodeMessages(b *testing.B) {
+	var body []byte
+	for i := range 32 {
+		m := &mq.MessageExt{Message: mq.Message{Topic: "bench_topic", Body: make([]byte, 100), Tags: "tagA",
+			Properties: map[string]string{mq.PropertyUniqKey: fmt.Sprintf("7F0000010000%020X", i)}},
+			QueueOffset: int64(i), BornHost: netip.MustParseAddrPort("127.0.0.1:1234"), StoreHost: netip.MustParseAddrPort("127.0.0.1:10911")}
+		var err error
+		if body, err = AppendMessageExt(body, m); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		msgs, err := DecodeMessages(body)
+		if err != nil || len(msgs) != 32 {
+			b.Fatalf("%d messages, %v", len(msgs), err)
+		}
 	}
 }
