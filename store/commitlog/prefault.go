@@ -15,13 +15,14 @@ import (
 // the PrefaultBytes ahead of the write position for writing (vfs.File.Populate), a quarter
 // of it at a time, woken by the appender whose append passes the next mark. The appends
 // then find their pages mapped. A page costs the kernel about as much to populate as the
-// writer takes to fill it with 1 KiB records (6 µs on a VM), and with many producers the
+// writer takes to fill it with 1 KiB records (4-7 µs on a VM), and with many producers the
 // goroutine waits its turn behind them, so it falls behind: then that appender maps the
 // next two steps itself (helpPrefault), after the append, outside the log's lock, where
 // its page faults would hold up every other appender. Both claim what they populate
-// (pfilled), so no page is populated twice. Populated pages are dirty zeros until written: a flush
-// meanwhile writes them, and after it each takes a cheaper write-protect fault when the
-// writer reaches it. While busy the log flushes every FlushBytes (4 MiB) or more, so that
+// (pfilled), so no page is populated twice.
+//
+// Populated pages are dirty zeros until written: a flush meanwhile writes them, and after
+// it each takes a cheaper write-protect fault when the writer reaches it. While busy the log flushes every FlushBytes (4 MiB) or more, so that
 // costs at most PrefaultBytes of zeros a flush (6 %); a slow log is not prefaulted, so its
 // frequent small flushes write no zeros; and sync flush, whose every group commit would
 // write them, never prefaults.
