@@ -25,6 +25,20 @@ trap 'rm -rf "$bin"' EXIT
 "$GO" test -c -o "$bin/store.test" ./store
 "$GO" test -c -o "$bin/commitlog.test" ./store/commitlog
 
+# dd_seq: the disk's sequential write, 1 GiB in 1 MiB blocks and one fdatasync (where the
+# benchmarks put their data dirs: TMPDIR), printed as a benchmark line for benchstat.
+dd_seq() {
+	local dir out
+	dir=$(mktemp -d "${TMPDIR:-/tmp}/bench-store-dd.XXXXXX")
+	out=$(LC_ALL=C dd if=/dev/zero of="$dir/seq" bs=1M count=1024 conv=fdatasync 2>&1 | tail -1)
+	rm -rf "$dir"
+	# "1073741824 bytes (1.1 GB, 1.0 GiB) copied, 2.89901 s, 370 MB/s"
+	awk -v line="$out" 'BEGIN {
+		n = split(line, f, ", "); split(f[n-1], t, " "); secs = t[1]
+		printf "BenchmarkDiskDD/1MiB-fdatasync \t1024\t%.0f ns/op\t%.2f MB/s\n", secs * 1e9 / 1024, 1073741824 / secs / 1e6
+	}'
+}
+
 # run BINARY BENCH BENCHTIME: one pass of the benchmarks matching BENCH.
 run() {
 	"$bin/$1" -test.run='^$' -test.bench="$2" -test.benchtime="$3" -test.benchmem -test.count=1
@@ -34,7 +48,10 @@ run() {
 	echo "# $(date -u +%FT%TZ) $(nproc) CPUs, $("$GO" version)"
 	for r in $(seq "$ROUNDS"); do
 		echo "# round $r"
-		# a: 1 KiB bodies, async; the same ~1 GiB for ceiling and store.
+		# a: 1 KiB bodies, async; the same ~1 GiB for ceiling and store, and for the
+		# disk's sequential write (dd, and the same in Go).
+		dd_seq
+		run store.test '^BenchmarkCeilingSeqWrite$' 1024x
 		run store.test '^BenchmarkCeilingAsyncWrite$/^1KiB$' 1000000x
 		run store.test '^BenchmarkAppendAsync1KiB$' 1000000x
 		# b: 100-byte bodies in batches of 32, async; 3.2 million records each.

@@ -31,7 +31,8 @@
 //
 // Prefaulting: with async flush, while the log is written faster than Options.PrefaultRate,
 // a goroutine maps the Options.PrefaultBytes ahead of the write position for writing, so
-// that appends do not take a page fault per new page. See prefault.go.
+// that appends do not take a page fault per new page under the append lock; when it falls
+// behind, an appender maps the next pages itself after its append. See prefault.go.
 //
 // Recovery (Open): from the checkpoint (the last flushed position, rewritten after flushes)
 // the log walks frames to the first one that is not whole: a zero byte ends a segment and the

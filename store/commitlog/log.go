@@ -64,6 +64,8 @@ type Log struct {
 	pkick      chan struct{} // capacity 1: wake prefaultLoop; nil when prefaulting is off
 	pmark      atomic.Int64  // an append ending at or past this wakes prefaultLoop
 	prefaultOn atomic.Bool   // cleared when the OS cannot
+	pfilled    atomic.Int64  // positions below are populated, or claimed by a populate under way
+	pstepAt    atomic.Int64  // unix ns when an append last moved pmark (helpPrefault)
 
 	appends atomic.Int64 // Append calls so far, for group commit
 	// Flusher-owned group-commit state: appends covered by the last flush, how many it

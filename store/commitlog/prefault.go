@@ -14,9 +14,15 @@ import (
 // With async flush, while the log is busy (PrefaultRate), a goroutine (prefaultLoop) maps
 // the PrefaultBytes ahead of the write position for writing (vfs.File.Populate), a quarter
 // of it at a time, woken by the appender whose append passes the next mark. The appends
-// then find their pages mapped. Populated pages are dirty zeros until written: a flush
-// meanwhile writes them, and after it each takes a cheaper write-protect fault when the
-// writer reaches it. While busy the log flushes every FlushBytes (4 MiB) or more, so that
+// then find their pages mapped. A page costs the kernel about as much to populate as the
+// writer takes to fill it with 1 KiB records (4-7 µs on a VM), and with many producers the
+// goroutine waits its turn behind them, so it falls behind: then that appender maps the
+// next two steps itself (helpPrefault), after the append, outside the log's lock, where
+// its page faults would hold up every other appender. Both claim what they populate
+// (pfilled), so no page is populated twice.
+//
+// Populated pages are dirty zeros until written: a flush meanwhile writes them, and after
+// it each takes a cheaper write-protect fault when the writer reaches it. While busy the log flushes every FlushBytes (4 MiB) or more, so that
 // costs at most PrefaultBytes of zeros a flush (6 %); a slow log is not prefaulted, so its
 // frequent small flushes write no zeros; and sync flush, whose every group commit would
 // write them, never prefaults.
@@ -29,7 +35,8 @@ const minPrefaultStep = 16 << 10
 const populateChunk = 64 << 10
 
 // prefaultHook, when set (by tests, before Open), is called by prefaultLoop after each wake
-// with whether the log was busy, the positions it populated and the error that stopped it.
+// with whether the log was busy, the positions it populated and the error that stopped it,
+// and by helpPrefault after it populated (busy, always).
 var prefaultHook func(busy bool, from, to int64, err error)
 
 // prefaultStep is how far the writer advances between two wakes of prefaultLoop.
@@ -61,6 +68,57 @@ func (l *Log) kickPrefault(end int64) {
 	case l.pkick <- struct{}{}:
 	default:
 	}
+	l.helpPrefault(end)
+}
+
+// busyWithin is how little time a step of appends takes while the log is busy.
+func (l *Log) busyWithin() time.Duration {
+	return time.Duration(float64(l.prefaultStep()) / float64(l.opts.PrefaultRate) * float64(time.Second))
+}
+
+// helpPrefault is called by the appender whose append, ending at end, moved the mark. If
+// the last step took less than busyWithin and less than a step past end is populated (the
+// goroutine is behind), it populates up to two steps past end itself.
+func (l *Log) helpPrefault(end int64) {
+	now := time.Now().UnixNano()
+	last := l.pstepAt.Swap(now)
+	step := l.prefaultStep()
+	if time.Duration(now-last) >= l.busyWithin() || l.pfilled.Load() >= end+step {
+		return
+	}
+	segs := *l.segs.Load()
+	s := segs[len(segs)-1]
+	from, to := l.claim(max(end, s.base), min(end+2*step, s.base+s.size))
+	err := l.populate(s, from, to)
+	if hook := prefaultHook; hook != nil {
+		hook(true, from, to, err)
+	}
+	if err != nil {
+		l.prefaultFailed(err)
+	}
+}
+
+// claim claims the positions of [lo, hi) that no populate claimed before, and returns
+// them (from >= to: none).
+func (l *Log) claim(lo, hi int64) (from, to int64) {
+	for {
+		p := l.pfilled.Load()
+		from = max(lo, p)
+		if from >= hi {
+			return from, from
+		}
+		if l.pfilled.CompareAndSwap(p, hi) {
+			return from, hi
+		}
+	}
+}
+
+// prefaultFailed turns prefaulting off for good after a populate failed.
+func (l *Log) prefaultFailed(err error) {
+	if !l.prefaultOn.Swap(false) || errors.Is(err, errors.ErrUnsupported) {
+		return
+	}
+	l.lg.Warn("prefaulting the log ahead of the writer failed; appends will take the page faults", "err", err)
 }
 
 // prefaultLoop is the prefault goroutine. Each wake means the writer advanced a step since
@@ -69,13 +127,9 @@ func (l *Log) kickPrefault(end int64) {
 // map before. It exits when the log closes, or for good when the OS cannot populate.
 func (l *Log) prefaultLoop() {
 	defer l.wg.Done()
-	step := l.prefaultStep()
-	busyWithin := time.Duration(float64(step) / float64(l.opts.PrefaultRate) * float64(time.Second))
+	busyWithin := l.busyWithin()
 	hook := prefaultHook
-	var (
-		last   time.Time // of the last wake
-		mapped int64     // the pages from the write position to here are mapped
-	)
+	var last time.Time // of the last wake
 	for {
 		select {
 		case <-l.pkick:
@@ -94,20 +148,18 @@ func (l *Log) prefaultLoop() {
 		end := l.written.Load()
 		segs := *l.segs.Load()
 		s := segs[len(segs)-1]
-		from := max(end, mapped, s.base)
-		to := min(end+l.opts.PrefaultBytes, s.base+s.size)
+		from, to := l.claim(max(end, s.base), min(end+l.opts.PrefaultBytes, s.base+s.size))
 		err := l.populate(s, from, to)
 		if hook != nil {
 			hook(true, from, to, err)
 		}
 		if err != nil {
-			l.prefaultOn.Store(false)
-			if !errors.Is(err, errors.ErrUnsupported) {
-				l.lg.Warn("prefaulting the log ahead of the writer failed; appends will take the page faults", "err", err)
-			}
+			l.prefaultFailed(err)
 			return
 		}
-		mapped = to
+		if !l.prefaultOn.Load() { // a helper's populate failed
+			return
+		}
 	}
 }
 

@@ -63,18 +63,61 @@ func TestPrefault(t *testing.T) {
 		t.Fatalf("first wake: %+v, want not busy (nothing to measure the rate against)", w)
 	}
 	appendStep(t, l, step)
-	w := nextWake(t, wakes)
-	if errors.Is(w.err, errors.ErrUnsupported) {
-		t.Skip(w.err) // qemu-user, Linux before 5.14
-	}
-	if w.err != nil {
-		t.Fatal(w.err)
-	}
-	if !w.busy || w.to-w.from < ahead-step-int64(1)<<pageShift {
-		t.Fatalf("second wake: %+v, want busy, populating about %d bytes", w, ahead)
+	// The appender that passed the second step populates two steps (helpPrefault), the
+	// goroutine the rest up to PrefaultBytes past the write position.
+	var w prefaultWake
+	for w.to < l.Written()+ahead-int64(1)<<pageShift {
+		w = nextWake(t, wakes)
+		if errors.Is(w.err, errors.ErrUnsupported) {
+			t.Skip(w.err) // qemu-user, Linux before 5.14
+		}
+		if w.err != nil {
+			t.Fatal(w.err)
+		}
+		if !w.busy || w.to <= w.from {
+			t.Fatalf("after the second step: %+v, want busy, populating", w)
+		}
 	}
 	if rss := mappedRss(t, dir); rss < w.to-int64(1)<<pageShift {
 		t.Errorf("%d KiB of the log resident, want at least the %d KiB up to the prefaulted end", rss>>10, w.to>>10)
+	}
+	reopenCheck(t, l, dir, o, bytes.Repeat([]byte("p"), 1000))
+}
+
+// TestPrefaultHelpedByAppender: while the prefault goroutine is held up, the appender that
+// passes a step of a busy log populates the next two steps itself: the pages past the
+// write position are resident, and the records written into them read back after a reopen.
+func TestPrefaultHelpedByAppender(t *testing.T) {
+	smaps.SkipIfAdviceIgnored(t)
+	const ahead = 256 << 10
+	dir := t.TempDir()
+	o := Options{SegmentSize: 8 << 20, Flush: FlushAsync, FlushInterval: time.Hour, FlushBytes: 1 << 40, ResidentBytes: -1, PrefaultBytes: ahead, PrefaultRate: 1}
+	held, release := make(chan struct{}, 1), make(chan struct{})
+	prefaultHook = func(busy bool, _, _ int64, _ error) {
+		if busy { // the appender's populate
+			return
+		}
+		select {
+		case held <- struct{}{}:
+		default:
+		}
+		<-release
+	}
+	t.Cleanup(func() { prefaultHook = nil })
+	l := openTest(t, dir, o)
+	step := int64(ahead / 4)
+	appendStep(t, l, step) // the goroutine's first wake (not busy) holds it in the hook
+	<-held
+	appendStep(t, l, step)
+	if !l.prefaultOn.Load() {
+		close(release)
+		l.Close()
+		t.Skip("the OS cannot populate a mapping (Linux before 5.14, qemu-user)")
+	}
+	rss, written := mappedRss(t, dir), l.Written()
+	close(release)
+	if rss < written+step {
+		t.Errorf("%d KiB of the log resident, %d KiB written: want at least a step (%d KiB) populated past it", rss>>10, written>>10, step>>10)
 	}
 	reopenCheck(t, l, dir, o, bytes.Repeat([]byte("p"), 1000))
 }
