@@ -24,7 +24,7 @@ type ruleKey[R any] struct {
 }
 
 // upRuleKeys are the keys of an [[uplink.up]] table.
-var upRuleKeys = []ruleKey[uplink.UpRule]{
+var upRuleKeys = slices.Concat([]ruleKey[uplink.UpRule]{
 	{"name", func(r *uplink.UpRule, v any) (err error) { r.Name, err = text("").decode(v); return },
 		func(r *uplink.UpRule) (string, bool) { return tomlQuote(r.Name), true }},
 	{"topics", readTopics, func(r *uplink.UpRule) (string, bool) {
@@ -34,23 +34,7 @@ var upRuleKeys = []ruleKey[uplink.UpRule]{
 		}
 		return "[" + strings.Join(q, ", ") + "]", true
 	}},
-	{"upstream", func(r *uplink.UpRule, v any) (err error) { r.Upstream.Addrs, err = text("").decode(v); return },
-		func(r *uplink.UpRule) (string, bool) { return tomlQuote(r.Upstream.Addrs), true }},
-	{"kind", func(r *uplink.UpRule, v any) error {
-		s, err := text("").decode(v)
-		r.Upstream.Kind = uplink.Kind(s)
-		return err
-	}, func(r *uplink.UpRule) (string, bool) {
-		return tomlQuote(string(r.Upstream.Kind)), r.Upstream.Kind != ""
-	}},
-	{"access_key", func(r *uplink.UpRule, v any) (err error) { r.Upstream.AccessKey, err = text("").decode(v); return },
-		func(r *uplink.UpRule) (string, bool) {
-			return tomlQuote(r.Upstream.AccessKey), r.Upstream.AccessKey != ""
-		}},
-	{"secret_key", func(r *uplink.UpRule, v any) (err error) { r.Upstream.SecretKey, err = text("").decode(v); return },
-		func(r *uplink.UpRule) (string, bool) {
-			return tomlQuote(r.Upstream.SecretKey), r.Upstream.SecretKey != ""
-		}},
+}, upstreamKeys(func(r *uplink.UpRule) *uplink.Upstream { return &r.Upstream }), []ruleKey[uplink.UpRule]{
 	{"topic_template", func(r *uplink.UpRule, v any) (err error) { r.TopicTemplate, err = text("").decode(v); return },
 		func(r *uplink.UpRule) (string, bool) { return tomlQuote(r.TopicTemplate), r.TopicTemplate != "" }},
 	{"priority", func(r *uplink.UpRule, v any) (err error) { r.Priority, err = integer[int]().decode(v); return },
@@ -76,6 +60,24 @@ var upRuleKeys = []ruleKey[uplink.UpRule]{
 	}, func(r *uplink.UpRule) (string, bool) {
 		return tomlQuote(r.Overflow.String()), r.Overflow != uplink.RejectNew
 	}},
+})
+
+// upstreamKeys are the keys of a rule's upstream (where it is, its kind, its ACL account),
+// the same in [[uplink.up]] and [[uplink.down]]; at picks the rule's Upstream.
+func upstreamKeys[R any](at func(*R) *uplink.Upstream) []ruleKey[R] {
+	return []ruleKey[R]{
+		{"upstream", func(r *R, v any) (err error) { at(r).Addrs, err = text("").decode(v); return },
+			func(r *R) (string, bool) { return tomlQuote(at(r).Addrs), true }},
+		{"kind", func(r *R, v any) error {
+			s, err := text("").decode(v)
+			at(r).Kind = uplink.Kind(s)
+			return err
+		}, func(r *R) (string, bool) { return tomlQuote(string(at(r).Kind)), at(r).Kind != "" }},
+		{"access_key", func(r *R, v any) (err error) { at(r).AccessKey, err = text("").decode(v); return },
+			func(r *R) (string, bool) { return tomlQuote(at(r).AccessKey), at(r).AccessKey != "" }},
+		{"secret_key", func(r *R, v any) (err error) { at(r).SecretKey, err = text("").decode(v); return },
+			func(r *R) (string, bool) { return tomlQuote(at(r).SecretKey), at(r).SecretKey != "" }},
+	}
 }
 
 // readTopics reads topics: an array of strings, or one string.
@@ -173,35 +175,19 @@ const downRulesWant = `[[uplink.down]] tables, each with name, topic and upstrea
 	`the same as a TOML array of inline tables, [{name = "cmd", topic = "Commands", upstream = "10.0.0.1:9876"}])`
 
 // downRuleKeys are the keys of an [[uplink.down]] table.
-var downRuleKeys = []ruleKey[uplink.DownRule]{
+var downRuleKeys = slices.Concat([]ruleKey[uplink.DownRule]{
 	{"name", func(r *uplink.DownRule, v any) (err error) { r.Name, err = text("").decode(v); return },
 		func(r *uplink.DownRule) (string, bool) { return tomlQuote(r.Name), true }},
 	{"topic", func(r *uplink.DownRule, v any) (err error) { r.Topic, err = text("").decode(v); return },
 		func(r *uplink.DownRule) (string, bool) { return tomlQuote(r.Topic), true }},
-	{"upstream", func(r *uplink.DownRule, v any) (err error) { r.Upstream.Addrs, err = text("").decode(v); return },
-		func(r *uplink.DownRule) (string, bool) { return tomlQuote(r.Upstream.Addrs), true }},
-	{"kind", func(r *uplink.DownRule, v any) error {
-		s, err := text("").decode(v)
-		r.Upstream.Kind = uplink.Kind(s)
-		return err
-	}, func(r *uplink.DownRule) (string, bool) {
-		return tomlQuote(string(r.Upstream.Kind)), r.Upstream.Kind != ""
-	}},
-	{"access_key", func(r *uplink.DownRule, v any) (err error) { r.Upstream.AccessKey, err = text("").decode(v); return },
-		func(r *uplink.DownRule) (string, bool) {
-			return tomlQuote(r.Upstream.AccessKey), r.Upstream.AccessKey != ""
-		}},
-	{"secret_key", func(r *uplink.DownRule, v any) (err error) { r.Upstream.SecretKey, err = text("").decode(v); return },
-		func(r *uplink.DownRule) (string, bool) {
-			return tomlQuote(r.Upstream.SecretKey), r.Upstream.SecretKey != ""
-		}},
+}, upstreamKeys(func(r *uplink.DownRule) *uplink.Upstream { return &r.Upstream }), []ruleKey[uplink.DownRule]{
 	{"group", func(r *uplink.DownRule, v any) (err error) { r.Group, err = text("").decode(v); return },
 		func(r *uplink.DownRule) (string, bool) { return tomlQuote(r.Group), r.Group != "" }},
 	{"local_topic", func(r *uplink.DownRule, v any) (err error) { r.LocalTopic, err = text("").decode(v); return },
 		func(r *uplink.DownRule) (string, bool) { return tomlQuote(r.LocalTopic), r.LocalTopic != "" }},
 	{"batch_size", func(r *uplink.DownRule, v any) (err error) { r.BatchSize, err = integer[int]().decode(v); return },
 		func(r *uplink.DownRule) (string, bool) { return strconv.Itoa(r.BatchSize), r.BatchSize != 0 }},
-}
+})
 
 // downRulesKind reads [[uplink.down]] tables, as upRulesKind.
 var downRulesKind = rulesKind(downRuleKeys, "down rule", downRulesWant)
