@@ -291,7 +291,7 @@ func (f *queueFwd) advance(off int64) {
 	f.cursor.Store(off)
 	r := f.r
 	err := r.u.b.PutForwardCursors([]edge.ForwardCursor{{Name: r.cfg.Name, Topic: f.queue.Topic, QueueID: f.queue.QueueID,
-		Offset: off, Updated: time.Now()}})
+		Offset: off, Updated: r.u.now()}})
 	if err != nil {
 		r.fail(fmt.Errorf("store cursor of %s: %w", f.queue, err))
 		return

@@ -95,7 +95,7 @@ type RuleStats struct {
 // Stats returns the state, backlog and totals of every rule, in the order of the Options.
 func (u *Uplink) Stats() Stats {
 	var s Stats
-	now := time.Now()
+	now := u.now()
 	end := u.b.WritePos()
 	for _, r := range u.rules {
 		rs := RuleStats{Name: r.cfg.Name, Upstream: r.cfg.Upstream.Addrs, Priority: r.cfg.Priority,
