@@ -1,0 +1,147 @@
+package uplink
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/edgemq/edgemq/edge"
+	"github.com/edgemq/edgemq/edge/mq"
+	"github.com/edgemq/edgemq/store"
+	"github.com/edgemq/edgemq/store/commitlog"
+)
+
+// scaleFlag chooses the size of the fault, kill and offline tests: "full" (or the
+// environment's EDGEMQ_UPLINK_FULL=1) runs them at full scale (make test-uplink-full), else
+// they run small enough for every go test.
+var scaleFlag = flag.String("uplink.scale", "", `"full": run the uplink's fault, kill and offline tests at full scale`)
+
+// fullScale reports whether this run is the full-scale one.
+func fullScale() bool { return *scaleFlag == "full" || os.Getenv("EDGEMQ_UPLINK_FULL") == "1" }
+
+// scaled returns small, or full in the full-scale run.
+func scaled(small, full int) int {
+	if fullScale() {
+		return full
+	}
+	return small
+}
+
+// bulkStore are store options for the full-scale tests: async flush (a million sends, each
+// waiting for an fsync, would take the run), segments and queue files large enough to hold
+// them in tens of files.
+func bulkStore() *store.Options {
+	return &store.Options{Flush: commitlog.FlushAsync, SegmentSize: 64 << 20, MaxMessageSize: 64 << 10,
+		QueueSegmentEntries: 65536}
+}
+
+// sendMany sends the messages sendN sends, n of them from the from-th, in batches of up to
+// 64 per sharding key: the same queues and the same order per queue, a hundred times
+// faster.
+func sendMany(t testing.TB, b *edge.Broker, topic string, from, n int) {
+	t.Helper()
+	ctx := context.Background()
+	const perShard = 64
+	for lo := from; lo < from+n; lo += 8 * perShard {
+		var shards [8][]*mq.Message
+		for i := lo; i < min(lo+8*perShard, from+n); i++ {
+			m := &mq.Message{Topic: topic, Tags: fmt.Sprintf("t%d", i%3), Keys: fmt.Sprintf("k%d", i),
+				Properties: map[string]string{"seq": fmt.Sprint(i), "shard": fmt.Sprint(i % 8)}, Body: []byte(fmt.Sprintf("message %d", i))}
+			if i%2 == 0 {
+				m.Properties[mq.PropertyUniqKey] = fmt.Sprintf("UNIQ%028d", i)
+			}
+			shards[i%8] = append(shards[i%8], m)
+		}
+		for s, msgs := range shards {
+			if len(msgs) == 0 {
+				continue
+			}
+			if _, err := b.SendBatch(ctx, msgs, mq.ShardingKey(fmt.Sprint(s))); err != nil {
+				t.Fatalf("send batch of shard %d from %d: %v", s, lo, err)
+			}
+		}
+	}
+}
+
+// queueReader reads a queue of a broker in order, a pull at a time.
+type queueReader struct {
+	t    testing.TB
+	b    *edge.Broker
+	q    mq.MessageQueue
+	off  int64
+	buf  []mq.MessageExt
+	done bool
+}
+
+func newQueueReader(t testing.TB, b *edge.Broker, topic string, q int32) *queueReader {
+	return &queueReader{t: t, b: b, q: mq.MessageQueue{Topic: topic, BrokerName: b.Options().BrokerName, QueueID: q}}
+}
+
+// next returns the queue's next message, or nil at its end.
+func (r *queueReader) next() *mq.MessageExt {
+	r.t.Helper()
+	if len(r.buf) == 0 && !r.done {
+		req := mqPull(r.q, r.off)
+		req.MaxMsgs = 1024
+		res, err := r.b.Pull(context.Background(), req)
+		if err != nil {
+			r.t.Fatalf("pull %v at %d: %v", r.q, r.off, err)
+		}
+		r.buf, r.off, r.done = res.Messages, res.NextBeginOffset, len(res.Messages) == 0
+	}
+	if len(r.buf) == 0 {
+		return nil
+	}
+	m := &r.buf[0]
+	r.buf = r.buf[1:]
+	return m
+}
+
+// checkStream is checkSame for topics too large to hold in memory: it reads each local
+// queue and its upstream queue side by side. It returns the duplicates upstream (messages
+// whose UNIQ_KEY came before in the queue) and fails past maxDups.
+func checkStream(t *testing.T, local *edge.Broker, topic string, hub *edge.Broker, up string, maxDups int) int {
+	t.Helper()
+	tc, err := local.Topic(topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dups := 0
+	for q := range tc.ReadQueues {
+		lr, hr := newQueueReader(t, local, topic, q), newQueueReader(t, hub, up, q)
+		seen := map[string]struct{}{}
+		n := 0
+		for g := hr.next(); g != nil; g = hr.next() {
+			id := g.Properties[mq.PropertyUniqKey]
+			if _, ok := seen[id]; ok {
+				dups++
+				continue
+			}
+			seen[id] = struct{}{}
+			w := lr.next()
+			if w == nil {
+				t.Fatalf("queue %d: upstream offset %d (uniq %s, seq %s) is none of the %d local messages", q, g.QueueOffset, id, g.Properties["seq"], n)
+			}
+			n++
+			uniq := w.Properties[mq.PropertyUniqKey]
+			if uniq == "" {
+				uniq = w.OffsetMsgID()
+			}
+			if id != uniq || g.Keys != w.Keys || g.Tags != w.Tags ||
+				g.Properties["seq"] != w.Properties["seq"] || string(g.Body) != string(w.Body) {
+				t.Fatalf("queue %d, local offset %d, upstream offset %d:\ngot  uniq %s keys %q tags %q seq %s body %q\nwant uniq %s keys %q tags %q seq %s body %q",
+					q, w.QueueOffset, g.QueueOffset, id, g.Keys, g.Tags, g.Properties["seq"], g.Body,
+					uniq, w.Keys, w.Tags, w.Properties["seq"], w.Body)
+			}
+		}
+		if w := lr.next(); w != nil {
+			t.Fatalf("queue %d: local offset %d (seq %s) and after are not upstream (%d are)", q, w.QueueOffset, w.Properties["seq"], n)
+		}
+	}
+	if dups > maxDups {
+		t.Fatalf("%d messages stored twice, at most %d expected", dups, maxDups)
+	}
+	return dups
+}
