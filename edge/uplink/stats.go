@@ -83,7 +83,8 @@ type RuleStats struct {
 	// bound of the duplicates upstream (a failed attempt may have been stored before its
 	// answer was lost).
 	Resent int64
-	// Lost counts messages retention deleted before they were forwarded (DropOldest).
+	// Lost counts messages retention deleted before they were forwarded (DropOldest), and
+	// those whose records were found gone (lost in a crash, or damaged) and skipped.
 	Lost int64
 	// Rejected counts messages the upstream refused as too large, skipped.
 	Rejected int64
