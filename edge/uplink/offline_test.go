@@ -96,8 +96,8 @@ func testDaysOffline(t *testing.T, policy Overflow) {
 		batch      = 256 // messages per local send, all to one queue
 		recordSize = 110 // bytes of commit log per message of the test (checked below)
 		// heapBound bounds the heap in use while the backlog drains, whatever its size: each
-		// of the 4 forwarders holds one batch (512 messages, read and copied for the
-		// upstream: about 0.5 MB), the hub runs in this process (its pulls and sends take a
+		// of the 4 forwarders holds one batch (64 messages, read and copied for the
+		// upstream: under 0.1 MB), the hub runs in this process (its pulls and sends take a
 		// few MB of buffers), and the garbage collector lets the heap reach twice what is
 		// live. Measured: 3 to 12 MiB for a backlog of 50,000, 12 to 16 MiB for 5,000,000
 		// (550 MB of log).
@@ -131,7 +131,7 @@ func testDaysOffline(t *testing.T, policy Overflow) {
 	addr := ln.Addr().String()
 	ln.Close() // the hub is down until it starts there
 	u := startUplink(t, local, Options{BackoffMin: 100 * time.Millisecond, BackoffMax: time.Second,
-		Up: []UpRule{{Name: "r", Topics: []string{"T"}, Overflow: policy, BatchSize: 512, Upstream: Upstream{Addrs: addr, Kind: KindEdgeMQ}}}})
+		Up: []UpRule{{Name: "r", Topics: []string{"T"}, Overflow: policy, BatchSize: 64, Upstream: Upstream{Addrs: addr, Kind: KindEdgeMQ}}}})
 
 	// Three days of messages, written in seconds.
 	ctx := context.Background()

@@ -3,8 +3,8 @@ package uplink
 import (
 	"context"
 	"flag"
-	"fmt"
 	"os"
+	"strconv"
 	"testing"
 
 	"github.com/edgemq/edgemq/edge"
@@ -47,10 +47,11 @@ func sendMany(t testing.TB, b *edge.Broker, topic string, from, n int) {
 	for lo := from; lo < from+n; lo += 8 * perShard {
 		var shards [8][]*mq.Message
 		for i := lo; i < min(lo+8*perShard, from+n); i++ {
-			m := &mq.Message{Topic: topic, Tags: fmt.Sprintf("t%d", i%3), Keys: fmt.Sprintf("k%d", i),
-				Properties: map[string]string{"seq": fmt.Sprint(i), "shard": fmt.Sprint(i % 8)}, Body: []byte(fmt.Sprintf("message %d", i))}
+			is := strconv.Itoa(i)
+			m := &mq.Message{Topic: topic, Tags: tags[i%3], Keys: "k" + is,
+				Properties: map[string]string{"seq": is, "shard": shardKeys[i%8]}, Body: []byte("message " + is)}
 			if i%2 == 0 {
-				m.Properties[mq.PropertyUniqKey] = fmt.Sprintf("UNIQ%028d", i)
+				m.Properties[mq.PropertyUniqKey] = "UNIQ" + zeros[:28-len(is)] + is
 			}
 			shards[i%8] = append(shards[i%8], m)
 		}
@@ -58,12 +59,18 @@ func sendMany(t testing.TB, b *edge.Broker, topic string, from, n int) {
 			if len(msgs) == 0 {
 				continue
 			}
-			if _, err := b.SendBatch(ctx, msgs, mq.ShardingKey(fmt.Sprint(s))); err != nil {
+			if _, err := b.SendBatch(ctx, msgs, mq.ShardingKey(shardKeys[s])); err != nil {
 				t.Fatalf("send batch of shard %d from %d: %v", s, lo, err)
 			}
 		}
 	}
 }
+
+var (
+	tags      = [3]string{"t0", "t1", "t2"}
+	shardKeys = [8]string{"0", "1", "2", "3", "4", "5", "6", "7"}
+	zeros     = "0000000000000000000000000000"
+)
 
 // queueReader reads a queue of a broker in order, a pull at a time.
 type queueReader struct {
