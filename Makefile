@@ -22,7 +22,7 @@
 #   make test-uplink-full  the uplink at full scale: 1,000,000 messages forwarded through 100
 #                   link cuts and a hub restart, 20 SIGKILLs of a forwarder and of a mirror,
 #                   5,000,000 messages written over three simulated days offline, then drained
-#                   (edge/uplink -uplink.scale=full; about 6 min, 2.5 GB of temp files)
+#                   (edge/uplink -uplink.scale=full; about 5 min, 2.5 GB of temp files)
 #   make test-ext4  EXT4_CUTS power cuts per flush mode of real ext4 on a loop device under a
 #                   store's appends (scripts/test-ext4.sh; root, losetup, mkfs.ext4)
 #   make check-unit systemd-analyze verify of configs/edgemq.service (scripts/check-unit.sh)
