@@ -84,8 +84,10 @@ func TestForwardKillChild(t *testing.T) {
 }
 
 // TestDownSurvivesSIGKILL: a process mirroring a hub topic is killed (SIGKILL) three times
-// mid-mirror (20 times at full scale); after the last, mirroring resumes: every upstream
-// message is stored locally exactly once, in order per queue.
+// mid-mirror (20 times at full scale); after each kill, what it stored locally and the
+// offsets it committed upstream differ by at most the batch in flight per queue; after the
+// last, mirroring resumes: every upstream message is stored locally exactly once, in order
+// per queue.
 func TestDownSurvivesSIGKILL(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts child processes")
@@ -101,9 +103,11 @@ func TestDownSurvivesSIGKILL(t *testing.T) {
 	if err := local.Close(); err != nil {
 		t.Fatal(err)
 	}
+	const batch = 20
+	var drift int64 // the most messages stored locally but not committed upstream after a kill
 	start := time.Now()
 	for k := 1; k <= kills; k++ {
-		cmd := startKillChild(t, k, "UPLINK_KILL_DIR="+dir, "UPLINK_KILL_HUB="+h.addr, "UPLINK_KILL_BATCH=20", "UPLINK_KILL_DOWN=1")
+		cmd := startKillChild(t, k, "UPLINK_KILL_DIR="+dir, "UPLINK_KILL_HUB="+h.addr, fmt.Sprintf("UPLINK_KILL_BATCH=%d", batch), "UPLINK_KILL_DOWN=1")
 		// The child's progress shows as the group's offsets committed on the hub.
 		target := int64(k * total / (kills + 1))
 		waitFor(t, 300*time.Second, fmt.Sprintf("%d mirrored", target), func() bool {
@@ -116,9 +120,24 @@ func TestDownSurvivesSIGKILL(t *testing.T) {
 		})
 		cmd.Process.Signal(syscall.SIGKILL)
 		cmd.Wait()
+		// What the child stored and the offsets it committed upstream differ by at most the
+		// batch in flight per queue.
+		local := openLocal(t, dir, storeOpts(killStore()))
+		for q := range int32(4) {
+			committed, _ := h.b.QueryOffset(context.Background(), "gw1_d", mq.MessageQueue{Topic: "cmd", BrokerName: "hub", QueueID: q})
+			stored, _ := local.MaxOffset(context.Background(), mq.MessageQueue{Topic: "cmd", BrokerName: "gw1", QueueID: q})
+			if d := stored - max(committed, 0); d < 0 || d > batch {
+				t.Fatalf("kill %d, queue %d: %d stored locally, %d committed upstream: more than a batch (%d) apart", k, q, stored, committed, batch)
+			}
+			drift = max(drift, stored-max(committed, 0))
+		}
+		if err := local.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
+	t.Logf("stored and committed at most %d apart after a kill", drift)
 	local = openLocal(t, dir, storeOpts(killStore()))
-	u := startUplink(t, local, Options{Down: []DownRule{{Name: "d", Topic: "cmd", BatchSize: 20,
+	u := startUplink(t, local, Options{Down: []DownRule{{Name: "d", Topic: "cmd", BatchSize: batch,
 		Upstream: Upstream{Addrs: h.addr, Kind: KindEdgeMQ}}}})
 	waitFor(t, 300*time.Second, "all mirrored", func() bool { return count(t, local, "cmd") >= int64(total) })
 	waitFor(t, 10*time.Second, "no lag", func() bool { s := u.Stats().Down[0]; return s.Queues == 4 && s.Lag == 0 })
