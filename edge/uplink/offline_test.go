@@ -27,7 +27,8 @@ func (c *manualClock) Now() time.Time  { return time.Unix(0, c.ns.Load()) }
 func (c *manualClock) Set(t time.Time) { c.ns.Store(t.UnixNano()) }
 
 // smallDisk is the real file system with a disk of capacity bytes under the commit log: a
-// new segment that would take the commit log's files past it fails with vfs.ErrNoSpace.
+// new segment (the commit log preallocates each as a prealloc-*.tmp file) that would take
+// the commit log's files past it fails with vfs.ErrNoSpace.
 type smallDisk struct {
 	vfs.FS
 	capacity int64
