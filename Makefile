@@ -19,6 +19,10 @@
 #   make test-interop  real RocketMQ clients (rocketmq-client-go, the Java client, mqadmin)
 #                   against edgemq serve and against a real Apache RocketMQ (scripts/interop/run.sh;
 #                   needs Java 17+ and Maven)
+#   make test-uplink-full  the uplink at full scale: 1,000,000 messages forwarded through 100
+#                   link cuts and a hub restart, 20 SIGKILLs of a forwarder and of a mirror,
+#                   5,000,000 messages written over three simulated days offline, then drained
+#                   (edge/uplink -uplink.scale=full; about 5 min, 2.5 GB of temp files)
 #   make test-ext4  EXT4_CUTS power cuts per flush mode of real ext4 on a loop device under a
 #                   store's appends (scripts/test-ext4.sh; root, losetup, mkfs.ext4)
 #   make test-netns the uplink over a shaped, lossy link: an edgemq serve in a network namespace
@@ -104,6 +108,14 @@ test-ext4:
 # Root only; the figures (alarm latency, drain rate) are in the -v output.
 test-netns:
 	EDGEMQ_NETNS=1 $(GO) test -count=1 -v -run 'TestNetns' ./edge/uplink
+
+.PHONY: test-uplink-full
+
+# test-uplink-full prints each test's figures (rate, cuts, kills, duplicates, heap); the
+# brokers' INFO and WARN lines are left out.
+test-uplink-full:
+	$(GO) test -count=1 -timeout=20m -v -run '^(TestForwardThroughFaults|TestForwardSurvivesSIGKILL|TestDownSurvivesSIGKILL|TestDaysOffline)$$' \
+		./edge/uplink -uplink.scale=full | grep -v -e 'level=INFO' -e 'level=WARN'
 
 check-unit:
 	bash scripts/check-unit.sh

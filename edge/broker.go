@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/edgemq/edgemq/edge/mq"
 	"github.com/edgemq/edgemq/store"
@@ -84,7 +83,7 @@ func open(dir string, o Options) (b *Broker, err error) {
 	if o.Store != nil {
 		so = *o.Store
 	}
-	so.Now = time.Now // the broker's time and the store's are one
+	so.Now = o.Now // the broker's time and the store's are one
 	so.OnArrival = b.onArrival
 	so.RetentionFloor = b.retentionFloor
 	if so.Logger == nil {

@@ -39,8 +39,9 @@
 // clients branch on with errors.Is; the broker's own are ErrClosed and ErrTopicExists. Bad
 // input is an error, never a panic, and changes nothing (but see Send).
 //
-// The broker takes the time from the time package: store times, delays, and the lifetimes
-// of heartbeats and locks from time.Now, waits and periodic work from time's timers. Tests
+// The broker reads its wall clock from Options.Now (default time.Now): store times, and so
+// retention by age, and topics' creation times. Delays, the lifetimes of heartbeats and
+// locks, waits and periodic work run on the time package's clock and timers. Tests
 // of a program that embeds a broker may run it in a testing/synctest bubble, whose fake
 // clock runs hours of delays and timeouts in no time.
 package edge

@@ -17,9 +17,14 @@ import (
 // NewQueueWindow, where negative means never.
 type Options struct {
 	// Store configures the message store under the broker (segment size, flush policy,
-	// retention, ...). nil means the store's defaults. Its Now (time.Now) and OnArrival are
-	// set by the broker, and its MaxMessageSize raised to MaxMessageSize.
+	// retention, ...). nil means the store's defaults. Its Now (the broker's Now) and
+	// OnArrival are set by the broker, and its MaxMessageSize raised to MaxMessageSize.
 	Store *store.Options
+	// Now is the broker's wall clock: store times (and so retention by age and the age of
+	// a backlog), topics' creation times and the born time of delayed messages. Durations
+	// (waits, heartbeat and lock lifetimes, health) run on the time package's own clock.
+	// Default time.Now. A program simulating days offline gives a clock it advances.
+	Now func() time.Time
 	// Logger receives the broker's reports. Default: discard.
 	Logger *slog.Logger
 	// DefaultQueues is the read and write queue count of auto-created topics and of
@@ -122,6 +127,9 @@ func (o *Options) withDefaults() (Options, error) {
 	d := DefaultOptions
 	if r.Logger == nil {
 		r.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if r.Now == nil {
+		r.Now = time.Now
 	}
 	setDefault(&r.DefaultQueues, d.DefaultQueues)
 	setDefault(&r.MaxMessageSize, d.MaxMessageSize)

@@ -7,7 +7,6 @@ import (
 	"net/netip"
 	"strconv"
 	"sync"
-	"time"
 
 	"github.com/edgemq/edgemq/edge/mq"
 	"github.com/edgemq/edgemq/store"
@@ -430,7 +429,7 @@ func (b *Broker) prepare(s *store.Message) error {
 		s.Topic = mq.ScheduleTopic
 		s.QueueID = int32(level - 1)
 		if s.BornTime == 0 { // else delivery would show the schedule copy's store time
-			s.BornTime = time.Now().UnixMilli()
+			s.BornTime = b.opts.Now().UnixMilli()
 		}
 		if _, err := b.topics.ensure(mq.ScheduleTopic); err != nil {
 			return err

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/edgemq/edgemq/edge/mq"
 	"github.com/edgemq/edgemq/store"
@@ -122,7 +121,7 @@ func (t *topicTable) put(cfg TopicConfig, create bool) (*topic, error) {
 		return old, fmt.Errorf("%w: %q", ErrTopicExists, cfg.Name)
 	}
 	err := t.b.meta.PutTopic(meta.Topic{Name: cfg.Name, ReadQueues: cfg.ReadQueues, WriteQueues: cfg.WriteQueues,
-		Perm: cfg.Perm, Order: cfg.Order, Created: time.Now().UnixMilli(), Durability: durability})
+		Perm: cfg.Perm, Order: cfg.Order, Created: t.b.opts.Now().UnixMilli(), Durability: durability})
 	if err != nil {
 		return nil, fmt.Errorf("edge: store topic %q: %w", cfg.Name, err)
 	}

@@ -14,6 +14,9 @@
 // one gets its local offset message id, the same on every attempt), keys, tags and
 // properties; the delay properties are dropped, the delay having been served locally.
 //
+// An up rule's backlog age (RuleStats.OldestAge), cursor times and error times read the broker's
+// clock (edge.Options.Now), so a gateway simulating days offline sees days-old backlogs.
+//
 // While a rule with Overflow RejectNew has not forwarded a message, the broker's retention
 // keeps it (edge.Broker.HoldRetention): a full disk then refuses new messages. The hold
 // starts at the broker's open when the broker is opened with the holds

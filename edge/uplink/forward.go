@@ -109,13 +109,15 @@ func (f *queueFwd) read(ctx context.Context) ([]mq.MessageExt, error) {
 		}
 		return nil, nil
 	default: // nothing new, or past holes
+		if res.NextBeginOffset > from {
+			f.gone(from, res.NextBeginOffset)
+			f.advance(res.NextBeginOffset)
+			return nil, nil // the queue's end is not known to be reached
+		}
 		f.floor.Store(pos)
 		f.oldest.Store(0)
 		if f.state.Load() == fwdDraining {
 			f.state.Store(fwdConnected)
-		}
-		if res.NextBeginOffset > from {
-			f.advance(res.NextBeginOffset)
 		}
 		return nil, nil
 	}
@@ -123,6 +125,7 @@ func (f *queueFwd) read(ctx context.Context) ([]mq.MessageExt, error) {
 	f.floor.Store(msgs[0].CommitLogOffset)
 	f.oldest.Store(msgs[0].StoreTime)
 	msgs = f.trim(msgs)
+	f.skipped(from, msgs)
 	f.caught = len(msgs) == len(res.Messages) && res.NextBeginOffset >= res.MaxOffset
 	if l := r.cfg.Linger; l > 0 && len(msgs) < r.cfg.BatchSize && len(msgs) == len(res.Messages) {
 		if sleep(ctx, l) != nil {
@@ -130,12 +133,38 @@ func (f *queueFwd) read(ctx context.Context) ([]mq.MessageExt, error) {
 		}
 		req.Offset, req.Suspend, req.MaxMsgs = res.NextBeginOffset, false, r.cfg.BatchSize-len(msgs)
 		if more, err := b.Pull(ctx, req); err == nil && more.Status == mq.PullFound {
-			n := len(msgs) + len(more.Messages)
+			n0, n := len(msgs), len(msgs)+len(more.Messages)
 			msgs = f.trim(append(msgs, more.Messages...))
+			f.skipped(msgs[n0-1].QueueOffset+1, msgs[n0:])
 			f.caught = len(msgs) == n && more.NextBeginOffset >= more.MaxOffset
 		}
 	}
 	return msgs, nil
+}
+
+// skipped counts as lost the entries of the queue from from that a read of msgs skipped
+// (gone), before and between them.
+func (f *queueFwd) skipped(from int64, msgs []mq.MessageExt) {
+	for i := range msgs {
+		if off := msgs[i].QueueOffset; off > from {
+			f.gone(from, off)
+		}
+		from = msgs[i].QueueOffset + 1
+	}
+}
+
+// gone counts the queue offsets from..to, whose records the read found gone (deleted by
+// retention before the queue's min offset caught up, lost in a crash, or damaged), as lost:
+// they were not forwarded. Not before the cursor was stored once (a new rule reads what the
+// queue still has).
+func (f *queueFwd) gone(from, to int64) {
+	if !f.stored {
+		return
+	}
+	r := f.r
+	r.c.lost.Add(to - from)
+	r.u.lg.Warn("uplink: messages gone before they were forwarded", "rule", r.cfg.Name, "queue", f.queue,
+		"lost", to-from, "from", from, "to", to)
 }
 
 // trim cuts msgs to the rule's BatchBytes, keeping at least one.
@@ -298,7 +327,7 @@ func (f *queueFwd) advance(off int64) {
 	f.cursor.Store(off)
 	r := f.r
 	err := r.u.b.PutForwardCursors([]edge.ForwardCursor{{Name: r.cfg.Name, Topic: f.queue.Topic, QueueID: f.queue.QueueID,
-		Offset: off, Updated: time.Now()}})
+		Offset: off, Updated: r.u.now()}})
 	if err != nil {
 		r.fail(fmt.Errorf("store cursor of %s: %w", f.queue, err))
 		return

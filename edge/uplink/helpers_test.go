@@ -37,6 +37,14 @@ func brokerOptions(t testing.TB, name string, so *store.Options) *edge.Options {
 	return &edge.Options{Store: so, BrokerName: name, MaxMessageSize: 64 << 10, Logger: testLogger(t)}
 }
 
+// storeOpts returns so(), or nil for a nil so.
+func storeOpts(so func() *store.Options) *store.Options {
+	if so == nil {
+		return nil
+	}
+	return so()
+}
+
 // openLocal opens the edge broker whose topics go up, in dir; t.Cleanup closes it.
 func openLocal(t testing.TB, dir string, so *store.Options) *edge.Broker {
 	t.Helper()
@@ -53,7 +61,8 @@ type hub struct {
 	t         testing.TB
 	dir       string
 	advertise string
-	acl       *server.ACL // nil: no ACL
+	acl       *server.ACL           // nil: no ACL
+	so        func() *store.Options // the hub's store settings; nil: brokerOptions'
 	b         *edge.Broker
 	srv       *server.Server
 	addr      string // the server's address
@@ -64,7 +73,13 @@ type hub struct {
 // the proxy. t.Cleanup stops it.
 func startHub(t testing.TB, advertise string) *hub {
 	t.Helper()
-	h := &hub{t: t, dir: t.TempDir(), advertise: advertise}
+	return startHubStore(t, advertise, nil)
+}
+
+// startHubStore is startHub with the hub's store settings made by so (nil: brokerOptions').
+func startHubStore(t testing.TB, advertise string, so func() *store.Options) *hub {
+	t.Helper()
+	h := &hub{t: t, dir: t.TempDir(), advertise: advertise, so: so}
 	h.start("127.0.0.1:0")
 	t.Cleanup(h.stop)
 	return h
@@ -72,7 +87,7 @@ func startHub(t testing.TB, advertise string) *hub {
 
 func (h *hub) start(listen string) {
 	h.t.Helper()
-	b, err := edge.Open(h.dir, brokerOptions(h.t, "hub", nil))
+	b, err := edge.Open(h.dir, brokerOptions(h.t, "hub", storeOpts(h.so)))
 	if err != nil {
 		h.t.Fatalf("edge.Open hub: %v", err)
 	}

@@ -84,7 +84,8 @@ type RuleStats struct {
 	// bound of the duplicates upstream (a failed attempt may have been stored before its
 	// answer was lost).
 	Resent int64
-	// Lost counts messages retention deleted before they were forwarded (DropOldest).
+	// Lost counts messages retention deleted before they were forwarded (DropOldest), and
+	// those whose records were found gone (lost in a crash, or damaged) and skipped.
 	Lost int64
 	// Rejected counts messages the upstream refused as too large, skipped.
 	Rejected int64
@@ -96,7 +97,7 @@ type RuleStats struct {
 // Stats returns the state, backlog and totals of every rule, in the order of the Options.
 func (u *Uplink) Stats() Stats {
 	var s Stats
-	now := time.Now()
+	now := u.now()
 	end := u.b.WritePos()
 	for _, r := range u.rules {
 		rs := RuleStats{Name: r.cfg.Name, Upstream: r.cfg.Upstream.Addrs, Priority: r.cfg.Priority,

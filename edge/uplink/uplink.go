@@ -27,6 +27,7 @@ import (
 // clients' own.
 type Uplink struct {
 	b       *edge.Broker
+	now     func() time.Time // the broker's clock (edge.Options.Now)
 	opts    Options
 	lg      *slog.Logger
 	rules   []*rule
@@ -76,7 +77,7 @@ func Start(b *edge.Broker, opts *Options) (*Uplink, error) {
 	if err != nil {
 		return nil, err
 	}
-	u := &Uplink{b: b, opts: o, lg: o.Logger.With("component", "uplink"), gate: newGate(), bucket: newBucket(o.RateLimit)}
+	u := &Uplink{b: b, now: b.Options().Now, opts: o, lg: o.Logger.With("component", "uplink"), gate: newGate(), bucket: newBucket(o.RateLimit)}
 	u.ctx, u.cancel = context.WithCancel(context.Background())
 	u.scanPos.Store(0) // hold everything until the first scan
 	for _, cfg := range o.Up {
@@ -267,6 +268,6 @@ func (r *rule) conn(ctx context.Context) (*producer.Producer, error) {
 func (r *rule) fail(err error) {
 	r.c.failures.Add(1)
 	r.mu.Lock()
-	r.lastEr, r.lastAt = err.Error(), time.Now()
+	r.lastEr, r.lastAt = err.Error(), r.u.now()
 	r.mu.Unlock()
 }
