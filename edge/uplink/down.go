@@ -147,7 +147,7 @@ func cursorKeys(q mq.MessageQueue) (upKey, localKey string) {
 func (d *down) fail(err error) {
 	d.failures.Add(1)
 	d.mu.Lock()
-	d.lastEr, d.lastAt = err.Error(), time.Now()
+	d.lastEr, d.lastAt = err.Error(), d.u.now()
 	d.mu.Unlock()
 }
 
@@ -343,7 +343,7 @@ func (dq *downQueue) stopped() {
 	}
 	_, localKey := cursorKeys(dq.q)
 	err := dq.d.u.b.PutForwardCursors([]edge.ForwardCursor{{Name: dq.d.cursorName(), Topic: localKey, QueueID: dq.q.QueueID,
-		Offset: stoppedCleanly, Updated: time.Now()}})
+		Offset: stoppedCleanly, Updated: dq.d.u.now()}})
 	if err != nil {
 		dq.d.u.lg.Debug("uplink: record a clean stop", "rule", dq.d.cfg.Name, "queue", dq.q, "err", err)
 	}
@@ -436,7 +436,7 @@ func (dq *downQueue) store(ctx context.Context, c *remoting.Client, next int64) 
 		end = 0 // the local topic does not exist yet: its first batch goes at 0
 	}
 	upKey, localKey := cursorKeys(dq.q)
-	now := time.Now()
+	now := dq.d.u.now()
 	if err := b.PutForwardCursors([]edge.ForwardCursor{
 		{Name: d.cursorName(), Topic: upKey, QueueID: dq.q.QueueID, Offset: next, Updated: now},
 		{Name: d.cursorName(), Topic: localKey, QueueID: dq.q.QueueID, Offset: end, Updated: now},
