@@ -80,18 +80,23 @@ func ParseProperties(s string) map[string]string {
 // AppendProperties appends p as a properties string, in key order, each entry ending in
 // \x02.
 func AppendProperties(dst []byte, p map[string]string) []byte {
-	keys := make([]string, 0, len(p))
+	var arr [16]string
+	keys := arr[:0]
 	for k := range p {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
-		dst = append(dst, k...)
-		dst = append(dst, propNameSep)
-		dst = append(dst, p[k]...)
-		dst = append(dst, propEntrySep)
+		dst = appendProperty(dst, k, p[k])
 	}
 	return dst
+}
+
+func appendProperty(dst []byte, k, v string) []byte {
+	dst = append(dst, k...)
+	dst = append(dst, propNameSep)
+	dst = append(dst, v...)
+	return append(dst, propEntrySep)
 }
 
 // FormatMessageProperties returns the properties string of m as it travels: m.Properties
@@ -103,21 +108,33 @@ func FormatMessageProperties(m *mq.Message) string {
 	return string(appendMessageProperties(nil, m))
 }
 
+// appendMessageProperties appends FormatMessageProperties(m) without building a map.
 func appendMessageProperties(dst []byte, m *mq.Message) []byte {
-	p := m.Properties
-	if m.Tags != "" || m.Keys != "" {
-		p = make(map[string]string, len(m.Properties)+2)
-		for k, v := range m.Properties {
-			p[k] = v
-		}
-		if m.Tags != "" {
-			p[PropertyTags] = m.Tags
-		}
-		if m.Keys != "" {
-			p[PropertyKeys] = m.Keys
+	var arr [16]string
+	keys := arr[:0]
+	for k := range m.Properties {
+		if !(k == PropertyTags && m.Tags != "" || k == PropertyKeys && m.Keys != "") {
+			keys = append(keys, k)
 		}
 	}
-	return AppendProperties(dst, p)
+	if m.Tags != "" {
+		keys = append(keys, PropertyTags)
+	}
+	if m.Keys != "" {
+		keys = append(keys, PropertyKeys)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		v := m.Properties[k]
+		switch {
+		case k == PropertyTags && m.Tags != "":
+			v = m.Tags
+		case k == PropertyKeys && m.Keys != "":
+			v = m.Keys
+		}
+		dst = appendProperty(dst, k, v)
+	}
+	return dst
 }
 
 // SetMessageProperties sets m's Tags, Keys and Properties from a properties string: TAGS

@@ -487,3 +487,19 @@ func TestDecompressBody(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestAppendMessageExtAllocs checks that a record with tags, keys and properties is
+// encoded into a buffer with room without allocating.
+func TestAppendMessageExtAllocs(t *testing.T) {
+	m := &mq.MessageExt{Message: mq.Message{Topic: "t", Tags: "T", Keys: "K", Body: make([]byte, 100),
+		Properties: map[string]string{"UNIQ_KEY": "0123456789ABCDEF", "WAIT": "true", "TAGS": "old"}}}
+	buf := make([]byte, 0, 4096)
+	allocs := testing.AllocsPerRun(100, func() {
+		if _, err := AppendMessageExt(buf[:0], m); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("AppendMessageExt allocated %v times per record", allocs)
+	}
+}
