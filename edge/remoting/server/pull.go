@@ -72,9 +72,9 @@ func (s *Server) pull(c *conn, req *remoting.Command) *remoting.Command {
 		code = remoting.PullOffsetMoved
 	}
 	resp := req.Reply(code, "")
-	resp.Ext = pullExt(res.NextBeginOffset, res.MinOffset, res.MaxOffset)
+	resp.Header = pullReplyHeader(res.NextBeginOffset, res.MinOffset, res.MaxOffset)
 	if code == remoting.Success {
-		resp.Body = s.appendRecords(c, nil, res.Messages)
+		resp.Body = s.appendRecords(c, make([]byte, 0, recordsSize(res.Messages)), res.Messages)
 	}
 	return resp
 }
@@ -86,13 +86,31 @@ func (s *Server) pullNotFound(req *remoting.Command, pr mq.PullRequest) *remotin
 	minOff, _ := s.b.MinOffset(ctx, pr.Queue)
 	maxOff, _ := s.b.MaxOffset(ctx, pr.Queue)
 	resp := req.Reply(remoting.PullNotFound, "server: shutting down")
-	resp.Ext = pullExt(pr.Offset, minOff, maxOff)
+	resp.Header = pullReplyHeader(pr.Offset, minOff, maxOff)
 	return resp
 }
 
-// pullExt is a pull reply's header: always the four fields, broker 0 (the master).
-func pullExt(next, minOff, maxOff int64) map[string]string {
-	return remoting.PullResponseHeader{NextBeginOffset: next, MinOffset: minOff, MaxOffset: maxOff}.Ext()
+// pullReplyHeader is a pull reply's header: always the four fields, broker 0 (the master).
+func pullReplyHeader(next, minOff, maxOff int64) *remoting.PullResponseHeader {
+	return &remoting.PullResponseHeader{NextBeginOffset: next, MinOffset: minOff, MaxOffset: maxOff}
+}
+
+// recordOverhead is a V1 record's bytes besides its body, topic and properties, with IPv6
+// hosts (the most it can be).
+const recordOverhead = 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + 20 + 8 + 20 + 4 + 8 + 4 + 1 + 2
+
+// recordsSize is the most bytes msgs take as V1 records, so that a pull's body is
+// allocated once.
+func recordsSize(msgs []mq.MessageExt) int {
+	n := 0
+	for i := range msgs {
+		m := &msgs[i]
+		n += recordOverhead + len(m.Body) + len(m.Topic) + len(m.Tags) + len(m.Keys) + 2*(len("TAGS")+2)
+		for k, v := range m.Properties {
+			n += len(k) + len(v) + 2
+		}
+	}
+	return n
 }
 
 // appendRecords appends msgs as V1 records for c, their store host the address c knows

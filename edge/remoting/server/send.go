@@ -32,6 +32,7 @@ type sendAck struct {
 	one     mq.SendResult
 	batch   []mq.SendResult // a batch's results; nil for one message
 	err     error
+	reply   remoting.SendResponseHeader // the answer's header, written by sendReply
 }
 
 // done is the broker's acknowledgement of a single message.
@@ -130,7 +131,8 @@ func (s *Server) sendReply(c *conn, a *sendAck) *remoting.Command {
 		}
 		msgID = strings.Join(ids, ",")
 	}
-	rh := remoting.SendResponseHeader{MsgID: msgID, QueueID: results[0].Queue.QueueID,
+	rh := &a.reply
+	*rh = remoting.SendResponseHeader{MsgID: msgID, QueueID: results[0].Queue.QueueID,
 		QueueOffset: results[0].QueueOffset, Region: msgRegion, TraceOn: true}
 	if results[0].Queue.Topic == mq.ScheduleTopic && a.topic != mq.ScheduleTopic && a.queueID >= 0 {
 		// A delayed message waits in the schedule topic; as RocketMQ's brokers, tell the
@@ -141,7 +143,7 @@ func (s *Server) sendReply(c *conn, a *sendAck) *remoting.Command {
 		rh.TransactionID = results[0].UniqID
 	}
 	resp := req.Reply(remoting.Success, "")
-	resp.Ext = rh.Ext()
+	resp.Header = rh
 	return resp
 }
 
