@@ -137,6 +137,39 @@ func appendMessageProperties(dst []byte, m *mq.Message) []byte {
 	return dst
 }
 
+// appendPropertyList appends props, in key order, with m.Tags and m.Keys merged in as TAGS
+// and KEYS (in place of props' own), as appendMessageProperties does.
+func appendPropertyList(dst []byte, m *mq.Message, props []Property) []byte {
+	var pending [2][2]string // KEYS before TAGS: key order
+	np := 0
+	if m.Keys != "" {
+		pending[np] = [2]string{PropertyKeys, m.Keys}
+		np++
+	}
+	if m.Tags != "" {
+		pending[np] = [2]string{PropertyTags, m.Tags}
+		np++
+	}
+	i := 0
+	for _, p := range props {
+		for i < np && pending[i][0] < string(p.Key) {
+			dst = appendProperty(dst, pending[i][0], pending[i][1])
+			i++
+		}
+		if string(p.Key) == PropertyTags && m.Tags != "" || string(p.Key) == PropertyKeys && m.Keys != "" {
+			continue
+		}
+		dst = append(dst, p.Key...)
+		dst = append(dst, propNameSep)
+		dst = append(dst, p.Value...)
+		dst = append(dst, propEntrySep)
+	}
+	for ; i < np; i++ {
+		dst = appendProperty(dst, pending[i][0], pending[i][1])
+	}
+	return dst
+}
+
 // SetMessageProperties sets m's Tags, Keys and Properties from a properties string: TAGS
 // and KEYS go to their fields, the rest to Properties (nil when none are left). A nil m is
 // left alone.
@@ -200,6 +233,23 @@ func BodyCRC(body []byte) int32 { return int32(crc32.ChecksumIEEE(body) & 0x7FFF
 // properties over MaxPropertiesLen bytes or a body over 2 GiB one wrapping
 // mq.ErrMessageTooLarge; dst is then returned unchanged.
 func AppendMessageExt(dst []byte, m *mq.MessageExt) ([]byte, error) {
+	return appendMessageExt(dst, m, nil, false)
+}
+
+// Property is one message property, its name and value as bytes.
+type Property struct {
+	Key, Value []byte
+}
+
+// AppendMessageExtProps is AppendMessageExt with the properties given in key order as
+// props, in place of m.Properties (ignored): a broker encodes a stored message's properties
+// straight from its bytes. TAGS and KEYS are merged in as AppendMessageExt does.
+func AppendMessageExtProps(dst []byte, m *mq.MessageExt, props []Property) ([]byte, error) {
+	return appendMessageExt(dst, m, props, true)
+}
+
+// appendMessageExt is AppendMessageExt, with props in place of m.Properties if byProps.
+func appendMessageExt(dst []byte, m *mq.MessageExt, props []Property, byProps bool) ([]byte, error) {
 	if m == nil {
 		return dst, fmt.Errorf("%w: nil message", ErrMalformed)
 	}
@@ -237,7 +287,11 @@ func AppendMessageExt(dst []byte, m *mq.MessageExt) ([]byte, error) {
 	dst = append(dst, m.Topic...)
 	propAt := len(dst)
 	dst = append(dst, 0, 0)
-	dst = appendMessageProperties(dst, &m.Message)
+	if byProps {
+		dst = appendPropertyList(dst, &m.Message, props)
+	} else {
+		dst = appendMessageProperties(dst, &m.Message)
+	}
 	propLen := len(dst) - propAt - 2
 	if propLen > MaxPropertiesLen {
 		return dst[:start], fmt.Errorf("%w: properties of %d bytes, at most %d", mq.ErrMessageTooLarge, propLen, MaxPropertiesLen)
