@@ -3,10 +3,13 @@ package server
 import (
 	"context"
 	"errors"
+	"net/netip"
 	"time"
+	"unsafe"
 
 	"github.com/edgemq/edgemq/edge/mq"
 	"github.com/edgemq/edgemq/edge/remoting"
+	"github.com/edgemq/edgemq/store"
 )
 
 // maxPullMsgs is the most messages the broker returns to one pull.
@@ -53,7 +56,16 @@ func (s *Server) pull(c *conn, req *remoting.Command) *remoting.Command {
 		stop := context.AfterFunc(s.pulls, cancel)
 		defer stop()
 	}
-	res, err := s.b.Pull(ctx, pr)
+	// The reply's records are encoded straight from the store as the broker finds them.
+	var body []byte
+	var props []remoting.Property
+	host := s.storeHost(c)
+	res, err := s.b.PullViews(ctx, pr, func(v *store.View) {
+		if body == nil {
+			body = make([]byte, 0, min(pr.MaxMsgs, 64)*viewSize(v))
+		}
+		body = s.appendView(body, v, host, &props)
+	})
 	if err != nil {
 		if s.pulls.Err() != nil && errors.Is(err, context.Canceled) && c.pulls.Err() == nil {
 			return s.pullNotFound(req, pr)
@@ -74,7 +86,7 @@ func (s *Server) pull(c *conn, req *remoting.Command) *remoting.Command {
 	resp := req.Reply(code, "")
 	resp.Header = pullReplyHeader(res.NextBeginOffset, res.MinOffset, res.MaxOffset)
 	if code == remoting.Success {
-		resp.Body = s.appendRecords(c, make([]byte, 0, recordsSize(res.Messages)), res.Messages)
+		resp.Body = body
 	}
 	return resp
 }
@@ -99,24 +111,42 @@ func pullReplyHeader(next, minOff, maxOff int64) *remoting.PullResponseHeader {
 // hosts (the most it can be).
 const recordOverhead = 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + 20 + 8 + 20 + 4 + 8 + 4 + 1 + 2
 
-// recordsSize is the most bytes msgs take as V1 records, so that a pull's body is
-// allocated once.
-func recordsSize(msgs []mq.MessageExt) int {
-	n := 0
-	for i := range msgs {
-		m := &msgs[i]
-		n += recordOverhead + len(m.Body) + len(m.Topic) + len(m.Tags) + len(m.Keys) + 2*(len("TAGS")+2)
-		for k, v := range m.Properties {
-			n += len(k) + len(v) + 2
-		}
-	}
-	return n
+// viewSize is about the bytes of v's record: a pull's body is sized from its first one.
+func viewSize(v *store.View) int {
+	return recordOverhead + len(v.Body) + len(v.Topic) + len(v.Tags) + len(v.Keys) + 2*(len("TAGS")+2) +
+		v.NumProperties()*32
 }
 
+// appendView appends v as a V1 record, its store host host (the address the client knows
+// this broker by, so that the offset message ids clients derive lead back here); props is
+// scratch space for its properties. A message that has no V1 record (a topic over 255
+// bytes, properties over 32 KiB: the broker does not store such) is left out and logged,
+// so that the client reads on past it.
+func (s *Server) appendView(dst []byte, v *store.View, host netip.AddrPort, props *[]remoting.Property) []byte {
+	*props = (*props)[:0]
+	for k, val := range v.Properties {
+		*props = append(*props, remoting.Property{Key: k, Value: val})
+	}
+	// The strings alias the store's bytes only while the record is encoded, which copies them.
+	m := mq.MessageExt{
+		Message: mq.Message{Topic: viewString(v.Topic), Flag: v.Flag, Tags: viewString(v.Tags), Keys: viewString(v.Keys), Body: v.Body},
+		QueueID: v.QueueID, QueueOffset: v.QueueOffset, SysFlag: v.SysFlag, BornTime: v.BornTime, BornHost: v.BornHost,
+		StoreTime: v.StoreTime, StoreHost: host, ReconsumeTimes: v.ReconsumeTimes, CommitLogOffset: v.Pos, StoreSize: v.Size,
+	}
+	out, err := remoting.AppendMessageExtProps(dst, &m, *props)
+	if err != nil {
+		s.lg.Error("message left out of a reply", "topic", string(v.Topic), "queue", v.QueueID,
+			"offset", v.QueueOffset, "err", err)
+	}
+	return out
+}
+
+// viewString is b as a string without a copy, for the span of a call that does not keep it.
+func viewString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
+
 // appendRecords appends msgs as V1 records for c, their store host the address c knows
-// this broker by (so that the offset message ids clients derive lead back here). A message
-// that has no V1 record (a topic over 255 bytes, properties over 32 KiB: the broker does
-// not store such) is left out and logged, so that the client reads on past it.
+// this broker by; a message that has no V1 record is left out and logged, as in
+// appendView.
 func (s *Server) appendRecords(c *conn, dst []byte, msgs []mq.MessageExt) []byte {
 	host := s.storeHost(c)
 	for i := range msgs {
