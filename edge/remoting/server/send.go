@@ -33,6 +33,7 @@ type sendAck struct {
 	batch   []mq.SendResult // a batch's results; nil for one message
 	err     error
 	reply   remoting.SendResponseHeader // the answer's header, written by sendReply
+	resp    remoting.Command            // the answer, made by sendReply
 }
 
 // done is the broker's acknowledgement of a single message.
@@ -142,9 +143,9 @@ func (s *Server) sendReply(c *conn, a *sendAck) *remoting.Command {
 	if len(results) == 1 {
 		rh.TransactionID = results[0].UniqID
 	}
-	resp := req.Reply(remoting.Success, "")
-	resp.Header = rh
-	return resp
+	a.resp = *req.Reply(remoting.Success, "")
+	a.resp.Header = rh
+	return &a.resp
 }
 
 // remoteAddrPort returns the peer's address, or the zero AddrPort for a connection that
