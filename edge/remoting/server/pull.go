@@ -62,7 +62,8 @@ func (s *Server) pull(c *conn, req *remoting.Command) *remoting.Command {
 	host := s.storeHost(c)
 	res, err := s.b.PullViews(ctx, pr, func(v *store.View) {
 		if body == nil {
-			body = make([]byte, 0, min(pr.MaxMsgs, 64)*viewSize(v))
+			n := viewSize(v)
+			body = make([]byte, 0, max(min(pr.MaxMsgs*n, maxFirstBody), n))
 		}
 		body = s.appendView(body, v, host, &props)
 	})
@@ -110,6 +111,10 @@ func pullReplyHeader(next, minOff, maxOff int64) *remoting.PullResponseHeader {
 // recordOverhead is a V1 record's bytes besides its body, topic and properties, with IPv6
 // hosts (the most it can be).
 const recordOverhead = 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + 20 + 8 + 20 + 4 + 8 + 4 + 1 + 2
+
+// maxFirstBody bounds the room a pull's body is first given for the records to come (the
+// store's default bound of a pull's bytes): larger records grow it as they come.
+const maxFirstBody = 256 << 10
 
 // viewSize is about the bytes of v's record: a pull's body is sized from its first one.
 func viewSize(v *store.View) int {
