@@ -91,7 +91,7 @@ func main() {
 		latWindow  = flag.Int("lat-window", 128, "latency: most SendAsync calls in flight (edgemq serve answers SYSTEM_BUSY past server.max_inflight, 256, on one connection)")
 		javaOn     = flag.Bool("java", true, "also run Apache RocketMQ's benchmark Producer and Consumer (rocketmq-example, resolved with mvn)")
 		javaThr    = flag.Int("java-threads", 64, "java Producer: send threads (its -w)")
-		javaTime   = flag.Duration("java-time", 45*time.Second, "java Producer and Consumer: how long each runs (their rate is over 10 s windows, printed every second)")
+		javaTime   = flag.Duration("java-time", 30*time.Second, "java Producer and Consumer: how long each runs (their rate is over 10 s windows, printed every second)")
 		javaN      = flag.Int("java-consume-n", 3_000_000, "java Consumer: messages pre-filled (they must last more than its 10 s window)")
 		javaRounds = flag.Int("java-rounds", 1, "run the Java tools in the first this many rounds of -repeat only (they take two thirds of a round)")
 		workloads  = flag.String("workloads", "go_send,go_consume,lat,ours_send,ours_consume,ours_lat,java_send,java_consume", "workloads to run, comma separated")
