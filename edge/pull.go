@@ -36,6 +36,23 @@ const (
 // mq.ErrSubscriptionNotExist (no filter and no subscription). A rejected pull changes
 // nothing.
 func (b *Broker) Pull(ctx context.Context, req mq.PullRequest) (mq.PullResult, error) {
+	return b.pull(ctx, req, nil)
+}
+
+// PullViews is Pull that hands each message found to visit as the store holds it, instead
+// of returning it in the result's Messages, which stay nil: a server encodes them straight
+// into its reply. The View and its slices are valid only until visit returns; a body the
+// broker compressed is handed over inflated, its compression bits cleared. The View's
+// StoreHost is not in it: it is Options.StoreHost.
+func (b *Broker) PullViews(ctx context.Context, req mq.PullRequest, visit func(v *store.View)) (mq.PullResult, error) {
+	if visit == nil {
+		return mq.PullResult{}, fmt.Errorf("%w: PullViews without a visit function", mq.ErrInvalidArgument)
+	}
+	return b.pull(ctx, req, visit)
+}
+
+// pull is Pull, or PullViews with visit set.
+func (b *Broker) pull(ctx context.Context, req mq.PullRequest, visit func(v *store.View)) (mq.PullResult, error) {
 	if err := b.checkCtx(ctx); err != nil {
 		return mq.PullResult{}, err
 	}
@@ -48,7 +65,7 @@ func (b *Broker) Pull(ctx context.Context, req mq.PullRequest) (mq.PullResult, e
 	if req.CommitOffset > 0 {
 		b.offsets.set(offsetKey{req.Group, topic, queueID}, req.CommitOffset)
 	}
-	res, wait, err := b.pullOnce(&req, maxMsgs, filter)
+	res, wait, err := b.pullOnce(&req, maxMsgs, filter, visit)
 	if err != nil || wait < 0 || !req.Suspend {
 		return res, err
 	}
@@ -58,7 +75,7 @@ func (b *Broker) Pull(ctx context.Context, req mq.PullRequest) (mq.PullResult, e
 		return mq.PullResult{}, err
 	}
 	// Woken or timed out: read again, never suspending twice (brokerAllowSuspend=false).
-	res, _, err = b.pullOnce(&req, maxMsgs, filter)
+	res, _, err = b.pullOnce(&req, maxMsgs, filter, visit)
 	return res, err
 }
 
@@ -144,7 +161,10 @@ func (t *tagFilter) MatchTag(tags string) bool { return t.f.Match(tags) }
 // pullOnce reads the queue once. wait is the offset at which a pull that found nothing may
 // wait for a message: the queue's end, or past the holes it found there; -1 when it may
 // not wait.
-func (b *Broker) pullOnce(req *mq.PullRequest, maxMsgs int, filter store.Filter) (res mq.PullResult, wait int64, err error) {
+func (b *Broker) pullOnce(req *mq.PullRequest, maxMsgs int, filter store.Filter, visit func(v *store.View)) (res mq.PullResult, wait int64, err error) {
+	if visit != nil {
+		return b.pullViewsOnce(req, maxMsgs, filter, visit)
+	}
 	g, err := b.st.GetMessages(req.Queue.Topic, req.Queue.QueueID, req.Offset, maxMsgs, filter)
 	if err != nil {
 		if errors.Is(err, store.ErrClosed) {
@@ -156,10 +176,7 @@ func (b *Broker) pullOnce(req *mq.PullRequest, maxMsgs int, filter store.Filter)
 	res.Status, suspendable = pullStatus(g.Status, req.Offset)
 	res.NextBeginOffset, res.MinOffset, res.MaxOffset = g.NextBeginOffset, g.MinOffset, g.MaxOffset
 	if res.Status != mq.PullFound {
-		if !suspendable {
-			return res, -1, nil
-		}
-		return res, max(req.Offset, g.NextBeginOffset), nil
+		return res, waitAt(req, g, suspendable), nil
 	}
 	res.Messages = make([]mq.MessageExt, len(g.Messages))
 	var bytes int64
@@ -173,6 +190,54 @@ func (b *Broker) pullOnce(req *mq.PullRequest, maxMsgs int, filter store.Filter)
 	}
 	b.stats.out(req.Group, req.Queue.Topic, int64(len(g.Messages)), bytes)
 	return res, -1, nil
+}
+
+// pullViewsOnce is pullOnce handing the messages to visit.
+func (b *Broker) pullViewsOnce(req *mq.PullRequest, maxMsgs int, filter store.Filter, visit func(v *store.View)) (res mq.PullResult, wait int64, err error) {
+	var n, bytes int64
+	var derr error
+	g, err := b.st.GetViews(req.Queue.Topic, req.Queue.QueueID, req.Offset, maxMsgs, filter, func(v *store.View) {
+		if derr != nil {
+			return
+		}
+		if v.SysFlag&mq.SysFlagCompressed != 0 && v.SysFlag&sysFlagCompressMs == sysFlagZstd {
+			body, err := b.zdec.DecodeAll(v.Body, nil)
+			if err != nil {
+				derr = fmt.Errorf("edge: decompress message at %d: %w", v.Pos, err)
+				return
+			}
+			v.Body = body
+			v.SysFlag &^= mq.SysFlagCompressed | sysFlagCompressMs
+		}
+		n++
+		bytes += int64(len(v.Body))
+		visit(v)
+	})
+	if err == nil {
+		err = derr
+	}
+	if err != nil {
+		if errors.Is(err, store.ErrClosed) {
+			return mq.PullResult{}, -1, ErrClosed
+		}
+		return mq.PullResult{}, -1, err
+	}
+	var suspendable bool
+	res.Status, suspendable = pullStatus(g.Status, req.Offset)
+	res.NextBeginOffset, res.MinOffset, res.MaxOffset = g.NextBeginOffset, g.MinOffset, g.MaxOffset
+	if res.Status != mq.PullFound {
+		return res, waitAt(req, g, suspendable), nil
+	}
+	b.stats.out(req.Group, req.Queue.Topic, n, bytes)
+	return res, -1, nil
+}
+
+// waitAt is where a pull that found nothing may wait (see pullOnce).
+func waitAt(req *mq.PullRequest, g store.GetResult, suspendable bool) int64 {
+	if !suspendable {
+		return -1
+	}
+	return max(req.Offset, g.NextBeginOffset)
 }
 
 // pullStatus maps the store's status to the pull's (RocketMQ's PullMessageProcessor and the

@@ -54,6 +54,21 @@ func maxScanEntries(maxMsgs int) int { return max(16000/cqueue.EntrySize, maxMsg
 // GetMessages reads up to maxMsgs messages of (topic, queueID) from offset, keeping those filter
 // matches (nil matches all). It never blocks; long polling is the broker's business.
 func (s *Store) GetMessages(topic string, queueID int32, offset int64, maxMsgs int, filter Filter) (GetResult, error) {
+	return s.getMessages(topic, queueID, offset, maxMsgs, filter, nil)
+}
+
+// GetViews is GetMessages that hands each message found to visit, read in place (see View),
+// instead of copying it into the result: res.Messages stays nil. visit must not keep v or
+// its slices past its return, and must not call the store.
+func (s *Store) GetViews(topic string, queueID int32, offset int64, maxMsgs int, filter Filter, visit func(v *View)) (GetResult, error) {
+	if visit == nil {
+		return GetResult{}, fmt.Errorf("store: GetViews without a visit function")
+	}
+	return s.getMessages(topic, queueID, offset, maxMsgs, filter, visit)
+}
+
+// getMessages is GetMessages, or GetViews with visit set.
+func (s *Store) getMessages(topic string, queueID int32, offset int64, maxMsgs int, filter Filter, visit func(v *View)) (GetResult, error) {
 	if s.closed.Load() {
 		return GetResult{}, ErrClosed
 	}
@@ -90,6 +105,10 @@ func (s *Store) GetMessages(topic string, queueID int32, offset int64, maxMsgs i
 	found, sawGone, sawUnmatched := 0, false, false
 	bytes := 0
 	var arena []byte
+	var view *View // visit's, reused: handing visit a fresh one would allocate each
+	if visit != nil {
+		view = new(View)
+	}
 	for scanned < limit && found < maxMsgs && next < maxOff && (found == 0 || bytes < s.opts.MaxPullBytes) {
 		n, err := q.cq.Read(next, buf[:min(len(buf), limit-scanned)])
 		if errors.Is(err, cqueue.ErrOffsetTooSmall) { // retention raced us
@@ -111,7 +130,7 @@ func (s *Store) GetMessages(topic string, queueID int32, offset int64, maxMsgs i
 		if n == 0 {
 			break
 		}
-		if arena == nil {
+		if arena == nil && visit == nil {
 			// The entry's size comes from disk: in int64, a damaged one cannot overflow the hint.
 			arena = make([]byte, 0, min(int64(s.opts.MaxPullBytes), int64(buf[0].Size)*int64(min(maxMsgs, n))+256))
 			res.Messages = make([]Message, 0, min(maxMsgs, n))
@@ -131,6 +150,24 @@ func (s *Store) GetMessages(topic string, queueID int32, offset int64, maxMsgs i
 					s.lg.Error("consume queue entry points at no good record: skipped", "topic", topic, "queue", queueID, "offset", off, "pos", e.Pos, "err", err)
 				}
 				sawGone = true
+				continue
+			}
+			if visit != nil {
+				v := view
+				if err := decodeView(rec.Payload, rec.StoreTime, v); err != nil || v.QueueOffset != off || v.QueueID != queueID || string(v.Topic) != topic {
+					s.lg.Error("record does not match its consume queue entry: skipped", "topic", topic, "queue", queueID, "offset", off, "pos", e.Pos, "err", err)
+					sawGone = true
+					continue
+				}
+				// The tags are read for the call only: the filter keeps nothing.
+				if filter != nil && !filter.MatchTag(unsafe.String(unsafe.SliceData(v.Tags), len(v.Tags))) {
+					sawUnmatched = true
+					continue
+				}
+				v.Pos, v.Size = rec.Pos, int32(rec.Next-rec.Pos)
+				visit(v)
+				found++
+				bytes += len(v.Body)
 				continue
 			}
 			var m Message

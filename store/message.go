@@ -210,57 +210,25 @@ func decodeMessage(p []byte, storeTime int64, m *Message) error {
 
 // decodeFields decodes a payload into m, making strings with str. m.Body aliases p.
 func decodeFields(p []byte, storeTime int64, m *Message, str func([]byte) string) error {
-	d := decoder{b: p}
-	bits := d.byte()
-	*m = Message{StoreTime: storeTime, BornTime: storeTime}
-	m.QueueID = int32(d.u32())
-	m.QueueOffset = d.i64()
-	m.Topic = str(d.bytes())
-	if bits&hasFlag != 0 {
-		m.Flag = int32(d.u32())
+	var v View
+	if err := decodeView(p, storeTime, &v); err != nil {
+		return err
 	}
-	if bits&hasSysFlag != 0 {
-		m.SysFlag = int32(d.u32())
+	*m = Message{Topic: str(v.Topic), QueueID: v.QueueID, QueueOffset: v.QueueOffset, Flag: v.Flag,
+		SysFlag: v.SysFlag, BornTime: v.BornTime, StoreTime: v.StoreTime, BornHost: v.BornHost,
+		ReconsumeTimes: v.ReconsumeTimes, Body: v.Body}
+	if v.Tags != nil {
+		m.Tags = str(v.Tags)
 	}
-	if bits&hasReconsume != 0 {
-		m.ReconsumeTimes = int32(d.u32())
+	if v.Keys != nil {
+		m.Keys = str(v.Keys)
 	}
-	if bits&hasBornHost != 0 {
-		m.BornHost = d.host()
-	}
-	if bits&hasTags != 0 {
-		m.Tags = str(d.bytes())
-	}
-	if bits&hasKeys != 0 {
-		m.Keys = str(d.bytes())
-	}
-	if bits&hasProperties != 0 {
-		n := d.u32()
-		if d.err == nil && uint64(n) > uint64(len(d.b)) { // every pair takes at least 2 bytes
-			d.fail("property count")
-		}
-		if d.err == nil {
-			m.Properties = make(map[string]string, n)
-			for i := uint32(0); i < n && d.err == nil; i++ {
-				k := str(d.bytes())
-				m.Properties[k] = str(d.bytes())
-			}
+	if v.props != nil {
+		m.Properties = make(map[string]string, v.nprops)
+		for k, val := range v.Properties {
+			m.Properties[str(k)] = str(val)
 		}
 	}
-	if bits&hasBornDelta != 0 {
-		delta := d.varint()
-		if d.err == nil && delta == 0 { // the encoder writes no field for a zero delta
-			d.fail("born time delta")
-		}
-		m.BornTime = storeTime + delta
-	}
-	if d.err != nil {
-		return d.err
-	}
-	if m.QueueOffset < 0 || m.QueueID < 0 || m.Topic == "" {
-		return fmt.Errorf("%w: queue id %d offset %d topic %q", ErrBadRecord, m.QueueID, m.QueueOffset, m.Topic)
-	}
-	m.Body = d.b
 	return nil
 }
 

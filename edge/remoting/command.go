@@ -95,8 +95,11 @@ type Command struct {
 	Remark string
 	// Ext holds the header's extension fields (extFields), each value a string: the
 	// request or response header.
-	Ext  map[string]string
-	Body []byte
+	Ext map[string]string
+	// Header, when set, writes the extension fields in place of Ext: a header encoded
+	// straight into the frame, without a map. Commands read from the wire never have one.
+	Header HeaderWriter
+	Body   []byte
 	// Serialize is the header encoding the command was read in, or is written in.
 	Serialize SerializeType
 }

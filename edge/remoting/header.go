@@ -13,7 +13,7 @@ import (
 func appendHeader(dst []byte, c *Command) ([]byte, error) {
 	switch c.Serialize {
 	case JSON:
-		return appendJSONHeader(dst, c), nil
+		return appendJSONHeader(dst, c)
 	case RocketMQ:
 		return appendBinaryHeader(dst, c)
 	}
@@ -44,7 +44,7 @@ func sortedKeys(keys []string, m map[string]string) []string {
 // appendJSONHeader appends the JSON header, fields in the order the Go client writes them:
 // {"code":10,"language":"GO","version":479,"opaque":1,"flag":0,"remark":"","extFields":{"k":"v"}}
 // A language without a name is written as its number.
-func appendJSONHeader(dst []byte, c *Command) []byte {
+func appendJSONHeader(dst []byte, c *Command) ([]byte, error) {
 	dst = append(dst, `{"code":`...)
 	dst = strconv.AppendInt(dst, int64(c.Code), 10)
 	dst = append(dst, `,"language":`...)
@@ -62,16 +62,8 @@ func appendJSONHeader(dst []byte, c *Command) []byte {
 	dst = append(dst, `,"remark":`...)
 	dst = appendJSONString(dst, c.Remark)
 	dst = append(dst, `,"extFields":{`...)
-	var arr [16]string
-	for i, k := range sortedKeys(arr[:0], c.Ext) {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = appendJSONString(dst, k)
-		dst = append(dst, ':')
-		dst = appendJSONString(dst, c.Ext[k])
-	}
-	return append(dst, "}}"...)
+	dst, err := appendExtFields(dst, c, true)
+	return append(dst, "}}"...), err
 }
 
 // jsonHeader is the JSON header as read: each field raw, so that it can be read leniently.
@@ -177,19 +169,9 @@ func appendBinaryHeader(dst []byte, c *Command) ([]byte, error) {
 	dst = append(dst, c.Remark...)
 	lenAt := len(dst)
 	dst = append(dst, 0, 0, 0, 0)
-	var arr [16]string
-	for _, k := range sortedKeys(arr[:0], c.Ext) {
-		v := c.Ext[k]
-		if len(k) > math.MaxInt16 {
-			return dst, fmt.Errorf("%w: extension key of %d bytes", ErrFrameTooLarge, len(k))
-		}
-		if len(dst)-lenAt+len(k)+len(v) > maxHeader {
-			return dst, fmt.Errorf("%w: extension fields over %d bytes", ErrFrameTooLarge, maxHeader)
-		}
-		dst = binary.BigEndian.AppendUint16(dst, uint16(len(k)))
-		dst = append(dst, k...)
-		dst = binary.BigEndian.AppendUint32(dst, uint32(len(v)))
-		dst = append(dst, v...)
+	dst, err := appendExtFields(dst, c, false)
+	if err != nil {
+		return dst, err
 	}
 	binary.BigEndian.PutUint32(dst[lenAt:], uint32(len(dst)-lenAt-4))
 	return dst, nil

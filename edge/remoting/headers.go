@@ -229,6 +229,20 @@ func (h SendResponseHeader) Ext() map[string]string {
 	return w
 }
 
+// WriteExt writes the header as Ext does, without a map.
+func (h *SendResponseHeader) WriteExt(w *ExtWriter) {
+	if h.Region != "" {
+		w.Str("MSG_REGION", h.Region)
+	}
+	w.Bool("TRACE_ON", h.TraceOn)
+	w.Str("msgId", h.MsgID)
+	w.Int("queueId", int64(h.QueueID))
+	w.Int("queueOffset", h.QueueOffset)
+	if h.TransactionID != "" {
+		w.Str("transactionId", h.TransactionID)
+	}
+}
+
 // Pull request system flag bits (PullSysFlag).
 const (
 	PullCommitOffset int32 = 1  // commit CommitOffset with the pull
@@ -324,6 +338,14 @@ func (h PullResponseHeader) Ext() map[string]string {
 	w.i64("minOffset", h.MinOffset)
 	w.i64("maxOffset", h.MaxOffset)
 	return w
+}
+
+// WriteExt writes the header as Ext does, without a map.
+func (h *PullResponseHeader) WriteExt(w *ExtWriter) {
+	w.Int("maxOffset", h.MaxOffset)
+	w.Int("minOffset", h.MinOffset)
+	w.Int("nextBeginOffset", h.NextBeginOffset)
+	w.Int("suggestWhichBrokerId", h.SuggestWhichBrokerID)
 }
 
 // QueryOffsetHeader is the request header of QUERY_CONSUMER_OFFSET.

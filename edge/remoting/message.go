@@ -83,18 +83,23 @@ func ParseProperties(s string) map[string]string {
 // AppendProperties appends p as a properties string, in key order, each entry ending in
 // \x02.
 func AppendProperties(dst []byte, p map[string]string) []byte {
-	keys := make([]string, 0, len(p))
+	var arr [16]string
+	keys := arr[:0]
 	for k := range p {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
-		dst = append(dst, k...)
-		dst = append(dst, propNameSep)
-		dst = append(dst, p[k]...)
-		dst = append(dst, propEntrySep)
+		dst = appendProperty(dst, k, p[k])
 	}
 	return dst
+}
+
+func appendProperty(dst []byte, k, v string) []byte {
+	dst = append(dst, k...)
+	dst = append(dst, propNameSep)
+	dst = append(dst, v...)
+	return append(dst, propEntrySep)
 }
 
 // FormatMessageProperties returns the properties string of m as it travels: m.Properties
@@ -106,21 +111,66 @@ func FormatMessageProperties(m *mq.Message) string {
 	return string(appendMessageProperties(nil, m))
 }
 
+// appendMessageProperties appends FormatMessageProperties(m) without building a map.
 func appendMessageProperties(dst []byte, m *mq.Message) []byte {
-	p := m.Properties
-	if m.Tags != "" || m.Keys != "" {
-		p = make(map[string]string, len(m.Properties)+2)
-		for k, v := range m.Properties {
-			p[k] = v
-		}
-		if m.Tags != "" {
-			p[PropertyTags] = m.Tags
-		}
-		if m.Keys != "" {
-			p[PropertyKeys] = m.Keys
+	var arr [16]string
+	keys := arr[:0]
+	for k := range m.Properties {
+		if !(k == PropertyTags && m.Tags != "" || k == PropertyKeys && m.Keys != "") {
+			keys = append(keys, k)
 		}
 	}
-	return AppendProperties(dst, p)
+	if m.Tags != "" {
+		keys = append(keys, PropertyTags)
+	}
+	if m.Keys != "" {
+		keys = append(keys, PropertyKeys)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		v := m.Properties[k]
+		switch {
+		case k == PropertyTags && m.Tags != "":
+			v = m.Tags
+		case k == PropertyKeys && m.Keys != "":
+			v = m.Keys
+		}
+		dst = appendProperty(dst, k, v)
+	}
+	return dst
+}
+
+// appendPropertyList appends props, in key order, with m.Tags and m.Keys merged in as TAGS
+// and KEYS (in place of props' own), as appendMessageProperties does.
+func appendPropertyList(dst []byte, m *mq.Message, props []Property) []byte {
+	var pending [2][2]string // KEYS before TAGS: key order
+	np := 0
+	if m.Keys != "" {
+		pending[np] = [2]string{PropertyKeys, m.Keys}
+		np++
+	}
+	if m.Tags != "" {
+		pending[np] = [2]string{PropertyTags, m.Tags}
+		np++
+	}
+	i := 0
+	for _, p := range props {
+		for i < np && pending[i][0] < string(p.Key) {
+			dst = appendProperty(dst, pending[i][0], pending[i][1])
+			i++
+		}
+		if string(p.Key) == PropertyTags && m.Tags != "" || string(p.Key) == PropertyKeys && m.Keys != "" {
+			continue
+		}
+		dst = append(dst, p.Key...)
+		dst = append(dst, propNameSep)
+		dst = append(dst, p.Value...)
+		dst = append(dst, propEntrySep)
+	}
+	for ; i < np; i++ {
+		dst = appendProperty(dst, pending[i][0], pending[i][1])
+	}
+	return dst
 }
 
 // SetMessageProperties sets m's Tags, Keys and Properties from a properties string: TAGS
@@ -186,6 +236,23 @@ func BodyCRC(body []byte) int32 { return int32(crc32.ChecksumIEEE(body) & 0x7FFF
 // properties over MaxPropertiesLen bytes or a body over 2 GiB one wrapping
 // mq.ErrMessageTooLarge; dst is then returned unchanged.
 func AppendMessageExt(dst []byte, m *mq.MessageExt) ([]byte, error) {
+	return appendMessageExt(dst, m, nil, false)
+}
+
+// Property is one message property, its name and value as bytes.
+type Property struct {
+	Key, Value []byte
+}
+
+// AppendMessageExtProps is AppendMessageExt with the properties given in key order as
+// props, in place of m.Properties (ignored): a broker encodes a stored message's properties
+// straight from its bytes. TAGS and KEYS are merged in as AppendMessageExt does.
+func AppendMessageExtProps(dst []byte, m *mq.MessageExt, props []Property) ([]byte, error) {
+	return appendMessageExt(dst, m, props, true)
+}
+
+// appendMessageExt is AppendMessageExt, with props in place of m.Properties if byProps.
+func appendMessageExt(dst []byte, m *mq.MessageExt, props []Property, byProps bool) ([]byte, error) {
 	if m == nil {
 		return dst, fmt.Errorf("%w: nil message", ErrMalformed)
 	}
@@ -223,7 +290,11 @@ func AppendMessageExt(dst []byte, m *mq.MessageExt) ([]byte, error) {
 	dst = append(dst, m.Topic...)
 	propAt := len(dst)
 	dst = append(dst, 0, 0)
-	dst = appendMessageProperties(dst, &m.Message)
+	if byProps {
+		dst = appendPropertyList(dst, &m.Message, props)
+	} else {
+		dst = appendMessageProperties(dst, &m.Message)
+	}
 	propLen := len(dst) - propAt - 2
 	if propLen > MaxPropertiesLen {
 		return dst[:start], fmt.Errorf("%w: properties of %d bytes, at most %d", mq.ErrMessageTooLarge, propLen, MaxPropertiesLen)

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"reflect"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -510,4 +511,84 @@ func BenchmarkDecodeMessages(b *testing.B) {
 			b.Fatalf("%d messages, %v", len(msgs), err)
 		}
 	}
+}
+
+// TestAppendMessageExtAllocs checks that a record with tags, keys and properties is
+// encoded into a buffer with room without allocating.
+func TestAppendMessageExtAllocs(t *testing.T) {
+	m := &mq.MessageExt{Message: mq.Message{Topic: "t", Tags: "T", Keys: "K", Body: make([]byte, 100),
+		Properties: map[string]string{"UNIQ_KEY": "0123456789ABCDEF", "WAIT": "true", "TAGS": "old"}}}
+	buf := make([]byte, 0, 4096)
+	allocs := testing.AllocsPerRun(100, func() {
+		if _, err := AppendMessageExt(buf[:0], m); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("AppendMessageExt allocated %v times per record", allocs)
+	}
+}
+
+// sortedProps returns p as a Property list in key order.
+func sortedProps(p map[string]string) []Property {
+	var out []Property
+	for _, k := range slices.Sorted(maps.Keys(p)) {
+		out = append(out, Property{[]byte(k), []byte(p[k])})
+	}
+	return out
+}
+
+// TestAppendMessageExtProps checks that a record whose properties are given as a list in
+// key order is the record AppendMessageExt writes from the map, TAGS and KEYS merged alike.
+func TestAppendMessageExtProps(t *testing.T) {
+	tests := []struct {
+		name       string
+		tags, keys string
+		props      map[string]string
+	}{
+		{"none", "", "", nil},
+		{"tags only", "T", "", nil},
+		{"keys and tags only", "T", "K1 K2", nil},
+		{"around", "T", "K", map[string]string{"A": "1", "L": "2", "UNIQ_KEY": "u", "a": "lower"}},
+		{"stored TAGS and KEYS replaced", "T", "K", map[string]string{"KEYS": "old", "TAGS": "old", "Z": "z"}},
+		{"stored TAGS kept without Tags", "", "K", map[string]string{"TAGS": "kept", "B": ""}},
+		{"before all", "T", "K", map[string]string{"AAA": "1", "B": "2"}},
+		{"after all", "T", "", map[string]string{"zz": "1", "\xff": "2"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m := &mq.MessageExt{Message: mq.Message{Topic: "t", Tags: tc.tags, Keys: tc.keys, Properties: tc.props, Body: []byte("b")},
+				QueueOffset: 3, StoreTime: 9}
+			want, err := AppendMessageExt(nil, m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			byList := *m
+			byList.Properties = map[string]string{"IGNORED": "x"}
+			got, err := AppendMessageExtProps(nil, &byList, sortedProps(tc.props))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Fatalf("got  %q\nwant %q", got, want)
+			}
+		})
+	}
+}
+
+// FuzzAppendMessageExtProps checks the list form against the map form on properties read
+// from arbitrary properties strings.
+func FuzzAppendMessageExtProps(f *testing.F) {
+	f.Add("a\x011\x02TAGS\x01x\x02", "T", "K")
+	f.Add("KEYS\x01k\x02z\x01\x02", "", "K")
+	f.Add("", "", "")
+	f.Fuzz(func(t *testing.T, props, tags, keys string) {
+		p := ParseProperties(props)
+		m := &mq.MessageExt{Message: mq.Message{Topic: "t", Tags: tags, Keys: keys, Properties: p}}
+		want, werr := AppendMessageExt(nil, m)
+		got, gerr := AppendMessageExtProps(nil, m, sortedProps(p))
+		if (werr == nil) != (gerr == nil) || !bytes.Equal(got, want) {
+			t.Fatalf("list form %q %v, map form %q %v", got, gerr, want, werr)
+		}
+	})
 }

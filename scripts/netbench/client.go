@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/binary"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -149,67 +147,28 @@ type params struct {
 	note       func(string)  // records a remark on the run
 }
 
-// goSend runs p.clients producers with p.inflight goroutines each calling SendSync in a loop
-// on topicSend, and measures the acknowledged sends and the broker's CPU over p.sendTime after
-// p.sendWarm.
+// goSend runs p.clients rocketmq-client-go producers with p.inflight goroutines each
+// calling SendSync in a loop on topicSend (sendPhase).
 func goSend(ctx context.Context, b *broker, p params, m metrics) error {
-	prods := make([]rocketmq.Producer, p.clients)
-	for i := range prods {
+	sends := make([]func() error, p.clients)
+	body := make([]byte, p.size)
+	for i := range sends {
 		pr, err := newProducer(b.ns, 2)
 		if err != nil {
 			return err
 		}
 		defer pr.Shutdown()
-		prods[i] = pr
-	}
-	body := make([]byte, p.size)
-	var (
-		acked atomic.Int64
-		stop  atomic.Bool
-		wg    sync.WaitGroup
-		fails failures
-	)
-	for _, pr := range prods {
-		for range p.inflight {
-			wg.Go(func() {
-				for !stop.Load() {
-					sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-					r, err := pr.SendSync(sctx, primitive.NewMessage(topicSend, body))
-					cancel()
-					if err == nil && r.Status != primitive.SendOK {
-						err = fmt.Errorf("send status %d", r.Status)
-					}
-					if err != nil {
-						fails.add(err)
-						time.Sleep(failPause) // back off as the RocketMQ benchmark tools do
-						continue
-					}
-					acked.Add(1)
-				}
-			})
+		sends[i] = func() error {
+			sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			r, err := pr.SendSync(sctx, primitive.NewMessage(topicSend, body))
+			if err == nil && r.Status != primitive.SendOK {
+				err = fmt.Errorf("send status %d", r.Status)
+			}
+			return err
 		}
 	}
-	time.Sleep(p.sendWarm)
-	n0, f0 := acked.Load(), fails.n.Load()
-	cpu := meterCPU(b.pids()...)
-	cm := meterClient()
-	time.Sleep(p.sendTime)
-	n, f := acked.Load()-n0, fails.n.Load()-f0
-	used, wall := cpu.used()
-	ccpu, _ := cm.since()
-	stop.Store(true)
-	wg.Wait()
-	if n == 0 {
-		return fmt.Errorf("send: nothing acknowledged: %v", fails.err())
-	}
-	if f > 0 {
-		p.note(fmt.Sprintf("go_send: %d sends failed in the measured phase, first: %v", f, fails.err()))
-	}
-	m["go_send_failed"] = float64(f)
-	m["go_send_rate"] = float64(n) / wall.Seconds()
-	m["go_send_cpu_us"] = perMsg(used, n)
-	m["go_send_client_cpu_us"] = perMsg(ccpu, n)
-	return nil
+	return sendPhase(b, p, m, "go_send", sends)
 }
 
 // failPause is how long a sender waits after a failed send before the next.
@@ -241,51 +200,40 @@ func perMsg(cpu time.Duration, n int64) float64 {
 }
 
 // goConsume pre-fills topicConsume with p.consumeN messages (batch sends of p.prefillBat
-// from p.clients producers) and then times a push consumer (consume from the first offset,
-// client defaults otherwise: pull batch 32, consume batch 1) from Start until it has received
-// them all, with the broker's CPU over the same span.
+// from p.clients producers) and then times a rocketmq-client-go push consumer (consume from
+// the first offset, client defaults otherwise: pull batch 32, consume batch 1) from Start
+// until it has received them all (consumeRun).
 func goConsume(ctx context.Context, b *broker, p params, m metrics) error {
 	if err := prefill(ctx, b, topicConsume, p); err != nil {
 		return err
 	}
-	var got atomic.Int64
-	all := make(chan struct{})
-	want := int64(p.consumeN)
+	return consumeRun(b, int64(p.consumeN), func(got func(int)) (func(), error) {
+		return goPushConsumer(b.ns, "nb_consume_g", topicConsume, func(msgs []*primitive.MessageExt) { got(len(msgs)) })
+	}, m, "go_consume")
+}
+
+// goPushConsumer starts a rocketmq-client-go push consumer of topic in group, from the
+// first offset, client defaults otherwise, calling recv with each delivery.
+func goPushConsumer(ns, group, topic string, recv func([]*primitive.MessageExt)) (stop func(), err error) {
 	c, err := rocketmq.NewPushConsumer(
-		consumer.WithNsResolver(resolver(b.ns)),
-		consumer.WithGroupName("nb_consume_g"),
+		consumer.WithNsResolver(resolver(ns)),
+		consumer.WithGroupName(group),
 		consumer.WithInstance(instance("c")),
 		consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset),
 	)
 	if err != nil {
-		return fmt.Errorf("new consumer: %w", err)
+		return nil, fmt.Errorf("new consumer: %w", err)
 	}
-	if err := c.Subscribe(topicConsume, consumer.MessageSelector{}, func(_ context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
-		// Exactly one callback crosses want.
-		if v := got.Add(int64(len(msgs))); v >= want && v-int64(len(msgs)) < want {
-			close(all)
-		}
+	if err := c.Subscribe(topic, consumer.MessageSelector{}, func(_ context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+		recv(msgs)
 		return consumer.ConsumeSuccess, nil
 	}); err != nil {
-		return fmt.Errorf("subscribe: %w", err)
+		return nil, fmt.Errorf("subscribe: %w", err)
 	}
-	cpu := meterCPU(b.pids()...)
-	cm := meterClient()
 	if err := c.Start(); err != nil {
-		return fmt.Errorf("start consumer: %w", err)
+		return nil, fmt.Errorf("start consumer: %w", err)
 	}
-	defer c.Shutdown()
-	select {
-	case <-all:
-	case <-time.After(5 * time.Minute):
-		return fmt.Errorf("consume: %d of %d messages in 5 minutes", got.Load(), want)
-	}
-	used, wall := cpu.used()
-	ccpu, _ := cm.since()
-	m["go_consume_client_cpu_us"] = perMsg(ccpu, want)
-	m["go_consume_rate"] = float64(want) / wall.Seconds()
-	m["go_consume_cpu_us"] = perMsg(used, want)
-	return nil
+	return func() { _ = c.Shutdown() }, nil
 }
 
 // prefill sends p.consumeN messages of p.size bytes to topic in batches of p.prefillBat.
@@ -344,146 +292,39 @@ func prefill(ctx context.Context, b *broker, topic string, p params) error {
 	return nil
 }
 
-// goLatency runs a push consumer on topicLat and one producer whose SendAsync calls are paced
-// at p.latRate msgs/s, at most p.latWindow in flight (a full window delays the next send,
-// which counts as late); each body carries its index and send time, and the consumer records
-// receive minus send. The first p.latWarm messages are not counted.
+// goLatency is latencyRun with rocketmq-client-go: a push consumer on topicLat and one
+// producer's SendAsync.
 func goLatency(ctx context.Context, b *broker, p params, m metrics) error {
-	total := p.latWarm + p.latN
-	lats := make([]time.Duration, p.latN)
-	base := time.Now()
-	var got atomic.Int64
-	var probeGot atomic.Bool
-	const probeID = ^uint64(0)
-	c, err := rocketmq.NewPushConsumer(
-		consumer.WithNsResolver(resolver(b.ns)),
-		consumer.WithGroupName("nb_lat_g"),
-		consumer.WithInstance(instance("c")),
-		consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset),
-	)
-	if err != nil {
-		return fmt.Errorf("new consumer: %w", err)
-	}
-	if err := c.Subscribe(topicLat, consumer.MessageSelector{}, func(_ context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
-		now := time.Since(base)
-		for _, msg := range msgs {
-			if len(msg.Body) < 16 {
-				continue
-			}
-			if binary.LittleEndian.Uint64(msg.Body) == probeID {
-				probeGot.Store(true)
-				continue
-			}
-			i := int(binary.LittleEndian.Uint64(msg.Body))
-			if k := i - p.latWarm; k >= 0 && k < len(lats) {
-				lats[k] = now - time.Duration(binary.LittleEndian.Uint64(msg.Body[8:]))
-			}
-			got.Add(1)
-		}
-		return consumer.ConsumeSuccess, nil
-	}); err != nil {
-		return fmt.Errorf("subscribe: %w", err)
-	}
-	if err := c.Start(); err != nil {
-		return fmt.Errorf("start consumer: %w", err)
-	}
-	stopConsumer := sync.OnceFunc(func() { _ = c.Shutdown() })
-	defer stopConsumer()
 	pr, err := newProducer(b.ns, 2)
 	if err != nil {
 		return err
 	}
 	defer pr.Shutdown()
-	// Wait until the consumer owns the queues: a probe message comes back.
-	probeDeadline := time.Now().Add(60 * time.Second)
-	probe := make([]byte, max(p.size, 16))
-	binary.LittleEndian.PutUint64(probe, probeID)
-	var fails failures
-	var acked atomic.Int64
-	window := make(chan struct{}, p.latWindow)
-	send := func(i int) error {
-		window <- struct{}{}
-		body := make([]byte, max(p.size, 16))
-		binary.LittleEndian.PutUint64(body, uint64(i))
-		binary.LittleEndian.PutUint64(body[8:], uint64(time.Since(base)))
-		err := pr.SendAsync(ctx, func(_ context.Context, r *primitive.SendResult, err error) {
-			<-window
+	lc := latClient{
+		consume: func(topic string, recv func([]byte)) (func(), error) {
+			return goPushConsumer(b.ns, "nb_lat_g", topic, func(msgs []*primitive.MessageExt) {
+				for _, msg := range msgs {
+					recv(msg.Body)
+				}
+			})
+		},
+		send: func(ctx context.Context, topic string, body []byte) error {
+			r, err := pr.SendSync(ctx, primitive.NewMessage(topic, body))
 			if err == nil && r.Status != primitive.SendOK {
 				err = fmt.Errorf("send status %d", r.Status)
 			}
-			if err != nil {
-				fails.add(err)
-				return
-			}
-			acked.Add(1)
-		}, primitive.NewMessage(topicLat, body))
-		if err != nil {
-			<-window
-		}
-		return err
+			return err
+		},
+		sendAsync: func(ctx context.Context, topic string, body []byte, done func(error)) error {
+			return pr.SendAsync(ctx, func(_ context.Context, r *primitive.SendResult, err error) {
+				if err == nil && r.Status != primitive.SendOK {
+					err = fmt.Errorf("send status %d", r.Status)
+				}
+				done(err)
+			}, primitive.NewMessage(topic, body))
+		},
 	}
-	// Probes go one by one until one is received, so that the paced messages do not queue
-	// behind the consumer's first rebalance.
-	for !probeGot.Load() {
-		if time.Now().After(probeDeadline) {
-			return errors.New("latency: the consumer received nothing in 60 s")
-		}
-		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		_, err := pr.SendSync(sctx, primitive.NewMessage(topicLat, probe))
-		cancel()
-		if err != nil {
-			return fmt.Errorf("latency probe: %w", err)
-		}
-		time.Sleep(100 * time.Millisecond) // poll for the consumer's first receipt
-	}
-	interval := time.Second / time.Duration(p.latRate)
-	var cpu *cpuMeter
-	start := time.Now()
-	late := 0
-	for i := range total {
-		if i == p.latWarm {
-			cpu = meterCPU(b.pids()...)
-		}
-		next := start.Add(time.Duration(i) * interval)
-		if w := time.Until(next); w > 0 {
-			time.Sleep(w)
-		} else if -w > 2*time.Millisecond && i >= p.latWarm {
-			late++
-		}
-		if err := send(i); err != nil {
-			return fmt.Errorf("latency send: %w", err)
-		}
-	}
-	sendWall := time.Since(start)
-	for range p.latWindow { // every callback has run
-		window <- struct{}{}
-	}
-	for deadline := time.Now().Add(60 * time.Second); got.Load() < acked.Load(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("latency: received %d of %d acknowledged messages 60 s after the last send (%d sends failed, first: %v)",
-				got.Load(), acked.Load(), fails.n.Load(), fails.err())
-		}
-	}
-	used, _ := cpu.used()
-	if f := fails.n.Load(); f > 0 {
-		p.note(fmt.Sprintf("lat: %d of %d sends failed (not in the figures), first: %v", f, total, fails.err()))
-	}
-	m["lat_failed"] = float64(fails.n.Load())
-	stopConsumer() // no callback writes lats from here on
-	// A message whose send failed has no latency.
-	lats = slices.DeleteFunc(lats, func(d time.Duration) bool { return d == 0 })
-	if len(lats) == 0 {
-		return errors.New("latency: no measured message was received")
-	}
-	slices.Sort(lats)
-	q := func(f float64) float64 {
-		return float64(lats[min(int(f*float64(len(lats))), len(lats)-1)].Microseconds())
-	}
-	m["lat_p50_us"], m["lat_p99_us"], m["lat_p999_us"], m["lat_max_us"] = q(0.5), q(0.99), q(0.999), float64(lats[len(lats)-1].Microseconds())
-	m["lat_rate"] = float64(total) / sendWall.Seconds()
-	m["lat_late"] = float64(late)
-	m["lat_cpu_us"] = perMsg(used, int64(len(lats)))
-	return nil
+	return latencyRun(ctx, b, lc, topicLat, p, m, "lat")
 }
 
 // metrics are the figures of one run of one broker, by name.

@@ -31,8 +31,12 @@
 // and the broker process's peak RSS (VmHWM, reset between workloads through clear_refs).
 // RocketMQ's name server is reported on its own.
 //
+// EdgeMQ's own client (edge/producer, consumer.PushConsumer over edge/remoting) runs the
+// send, consume and latency workloads too, against both brokers, so that the brokers'
+// difference shows where the client costs little.
+//
 // -repeat N runs every broker N times, in turn, and reports each figure's median with its
-// range. -load runs the load test instead (see load.go).
+// range; the Java tools run in the first -java-rounds rounds only (default 1). -load runs the load test instead (see load.go).
 //
 // Run from scripts/netbench: go run . [-h for flags]; netbench.sh starts and stops a broker by
 // hand.
@@ -78,17 +82,18 @@ func main() {
 		clients    = flag.Int("clients", 4, "send: producer clients (connections)")
 		inflight   = flag.Int("inflight", 16, "send: SendSync goroutines per producer client")
 		sendWarm   = flag.Duration("send-warmup", 2*time.Second, "send: unmeasured lead-in")
-		sendTime   = flag.Duration("send-time", 10*time.Second, "send: measured phase")
-		consumeN   = flag.Int("consume-n", 1_000_000, "consume: messages pre-filled and consumed")
+		sendTime   = flag.Duration("send-time", 5*time.Second, "send: measured phase")
+		consumeN   = flag.Int("consume-n", 500_000, "consume: messages pre-filled and consumed")
 		prefillBat = flag.Int("prefill-batch", 32, "consume: messages per batch send of the pre-fill")
 		latRate    = flag.Int("lat-rate", 10_000, "latency: msgs/s")
-		latN       = flag.Int("lat-n", 100_000, "latency: measured messages")
+		latN       = flag.Int("lat-n", 50_000, "latency: measured messages")
 		latWarm    = flag.Int("lat-warmup", 5_000, "latency: messages before the measured ones")
 		latWindow  = flag.Int("lat-window", 128, "latency: most SendAsync calls in flight (edgemq serve answers SYSTEM_BUSY past server.max_inflight, 256, on one connection)")
 		javaOn     = flag.Bool("java", true, "also run Apache RocketMQ's benchmark Producer and Consumer (rocketmq-example, resolved with mvn)")
 		javaThr    = flag.Int("java-threads", 64, "java Producer: send threads (its -w)")
-		javaTime   = flag.Duration("java-time", 45*time.Second, "java Producer and Consumer: how long each runs (their rate is over 10 s windows, printed every second)")
+		javaTime   = flag.Duration("java-time", 30*time.Second, "java Producer and Consumer: how long each runs (their rate is over 10 s windows, printed every second)")
 		javaN      = flag.Int("java-consume-n", 3_000_000, "java Consumer: messages pre-filled (they must last more than its 10 s window)")
+		javaRounds = flag.Int("java-rounds", 1, "run the Java tools in the first this many rounds of -repeat only (they take two thirds of a round)")
 		workloads  = flag.String("workloads", "go_send,go_consume,lat,ours_send,ours_consume,ours_lat,java_send,java_consume", "workloads to run, comma separated")
 		inproc     = flag.Bool("inproc", true, "also run our consumer and producer over an in-process broker (the figure ours_consume and ours_lat are held against)")
 		keep       = flag.Bool("keep", false, "keep the data dirs and logs")
@@ -159,7 +164,9 @@ func main() {
 	if *inproc {
 		fmt.Fprintf(os.Stderr, "== in-process\n")
 		r := run{Kind: "in-process", M: metrics{}}
-		if m, err := inProcess(*dir, "async", p); err != nil {
+		ip := p
+		ip.note = func(s string) { r.Notes = append(r.Notes, s) }
+		if m, err := inProcess(*dir, "async", ip); err != nil {
 			r.Err = err.Error()
 		} else {
 			r.M = m
@@ -170,7 +177,11 @@ func main() {
 	for i := range *repeat {
 		for _, k := range todo {
 			fmt.Fprintf(os.Stderr, "== %s (run %d of %d)\n", k.Name, i+1, *repeat)
-			r := runOne(ctx, k, c, p, strings.Split(*workloads, ","), javaCP, *javaThr, *javaTime, *javaN)
+			cp := javaCP
+			if i >= *javaRounds {
+				cp = ""
+			}
+			r := runOne(ctx, k, c, p, strings.Split(*workloads, ","), cp, *javaThr, *javaTime, *javaN)
 			fmt.Fprintf(os.Stderr, "   %s\n", r.M)
 			for _, n := range r.Notes {
 				fmt.Fprintf(os.Stderr, "   note: %s\n", n)

@@ -7,14 +7,9 @@ package main
 
 import (
 	"context"
-	"encoding/binary"
-	"errors"
 	"fmt"
 	"os"
 	"runtime"
-	"slices"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -74,8 +69,9 @@ func dialOurs(ctx context.Context, ns string) (*remoting.Client, error) {
 // oursSend is goSend with our producer: p.clients clients (a connection each) × p.inflight
 // goroutines of sync Send.
 func oursSend(ctx context.Context, b *broker, p params, m metrics) error {
-	prods := make([]*producer.Producer, p.clients)
-	for i := range prods {
+	sends := make([]func() error, p.clients)
+	body := make([]byte, p.size)
+	for i := range sends {
 		c, err := dialOurs(ctx, b.ns)
 		if err != nil {
 			return err
@@ -86,52 +82,12 @@ func oursSend(ctx context.Context, b *broker, p params, m metrics) error {
 			return err
 		}
 		defer pr.Close()
-		prods[i] = pr
-	}
-	body := make([]byte, p.size)
-	var (
-		acked atomic.Int64
-		stop  atomic.Bool
-		wg    sync.WaitGroup
-		fails failures
-	)
-	for _, pr := range prods {
-		for range p.inflight {
-			wg.Go(func() {
-				for !stop.Load() {
-					_, err := pr.Send(ctx, &mq.Message{Topic: topicSend, Body: body}, nil)
-					if err != nil {
-						fails.add(err)
-						time.Sleep(failPause)
-						continue
-					}
-					acked.Add(1)
-				}
-			})
+		sends[i] = func() error {
+			_, err := pr.Send(ctx, &mq.Message{Topic: topicSend, Body: body}, nil)
+			return err
 		}
 	}
-	time.Sleep(p.sendWarm)
-	n0, f0 := acked.Load(), fails.n.Load()
-	cpu := meterCPU(b.pids()...)
-	cm := meterClient()
-	time.Sleep(p.sendTime)
-	n, f := acked.Load()-n0, fails.n.Load()-f0
-	used, wall := cpu.used()
-	ccpu, allocs := cm.since()
-	stop.Store(true)
-	wg.Wait()
-	if n == 0 {
-		return fmt.Errorf("send: nothing acknowledged: %v", fails.err())
-	}
-	if f > 0 {
-		p.note(fmt.Sprintf("ours_send: %d sends failed in the measured phase, first: %v", f, fails.err()))
-	}
-	m["ours_send_failed"] = float64(f)
-	m["ours_send_rate"] = float64(n) / wall.Seconds()
-	m["ours_send_cpu_us"] = perMsg(used, n)
-	m["ours_send_client_cpu_us"] = perMsg(ccpu, n)
-	m["ours_send_allocs"] = float64(allocs) / float64(n)
-	return nil
+	return sendPhase(b, p, m, "ours_send", sends)
 }
 
 // consumeOptions are our push consumer's for the consume workloads: pull batch 32 and
@@ -140,42 +96,35 @@ func consumeOptions(group string) *consumer.Options {
 	return &consumer.Options{Group: group, FromWhere: consumer.ConsumeFromFirstOffset, PullBatchSize: 32, ConsumeMessageBatchMaxSize: 1}
 }
 
-// consumeAll starts a push consumer of topic over cb and waits until it received want
-// messages; it returns the wall time from Start and the client meter's figures.
-func consumeAll(cb consumer.Broker, group, topic string, want int64) (wall, cpu time.Duration, allocs uint64, err error) {
-	var got atomic.Int64
-	all := make(chan struct{})
-	pc, err := consumer.NewPushConsumer(cb, consumeOptions(group))
+// oursPushConsumer starts our push consumer of topic over cb with opts, calling recv with
+// each delivery.
+func oursPushConsumer(cb consumer.Broker, opts *consumer.Options, topic string, recv func([]*consumer.Message)) (stop func(), err error) {
+	pc, err := consumer.NewPushConsumer(cb, opts)
 	if err != nil {
-		return 0, 0, 0, err
+		return nil, err
 	}
 	err = pc.Subscribe(topic, "*", consumer.ConcurrentListener(func(_ context.Context, msgs []*consumer.Message, _ *consumer.ConcurrentlyContext) (consumer.ConsumeConcurrentlyStatus, error) {
-		if v := got.Add(int64(len(msgs))); v >= want && v-int64(len(msgs)) < want {
-			close(all)
-		}
+		recv(msgs)
 		return consumer.ConsumeSuccess, nil
 	}))
 	if err != nil {
-		return 0, 0, 0, err
+		return nil, err
 	}
-	cm := meterClient()
-	t0 := time.Now()
 	if err := pc.Start(); err != nil {
-		return 0, 0, 0, fmt.Errorf("start consumer: %w", err)
+		return nil, fmt.Errorf("start consumer: %w", err)
 	}
-	defer func() {
+	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		pc.Shutdown(ctx)
-	}()
-	select {
-	case <-all:
-	case <-time.After(5 * time.Minute):
-		return 0, 0, 0, fmt.Errorf("consume: %d of %d messages in 5 minutes", got.Load(), want)
+	}, nil
+}
+
+// oursConsumeClient is consumeRun's consumer: ours over cb, with consumeOptions.
+func oursConsumeClient(cb consumer.Broker, group, topic string) consumeClient {
+	return func(got func(int)) (func(), error) {
+		return oursPushConsumer(cb, consumeOptions(group), topic, func(msgs []*consumer.Message) { got(len(msgs)) })
 	}
-	wall = time.Since(t0)
-	cpu, allocs = cm.since()
-	return wall, cpu, allocs, nil
 }
 
 // oursConsume is goConsume with our push consumer, on its own topic.
@@ -188,18 +137,7 @@ func oursConsume(ctx context.Context, b *broker, p params, m metrics) error {
 		return err
 	}
 	defer c.Close()
-	cpu := meterCPU(b.pids()...)
-	wall, ccpu, allocs, err := consumeAll(c, "nb_ours_consume_g", topicOursConsume, int64(p.consumeN))
-	if err != nil {
-		return err
-	}
-	used, _ := cpu.used()
-	n := int64(p.consumeN)
-	m["ours_consume_rate"] = float64(n) / wall.Seconds()
-	m["ours_consume_cpu_us"] = perMsg(used, n)
-	m["ours_consume_client_cpu_us"] = perMsg(ccpu, n)
-	m["ours_consume_allocs"] = float64(allocs) / float64(n)
-	return nil
+	return consumeRun(b, int64(p.consumeN), oursConsumeClient(c, "nb_ours_consume_g", topicOursConsume), m, "ours_consume")
 }
 
 // oursLatency is goLatency with our producer (SendAsync, at most p.latWindow in flight) and
@@ -215,128 +153,29 @@ func oursLatency(ctx context.Context, b *broker, p params, m metrics) error {
 		return err
 	}
 	defer pr.Close()
-	r, err := latencyRun(c, pr, topicOursLat, p)
-	if err != nil {
-		return err
-	}
-	for k, v := range r {
-		m["ours_"+k] = v
-	}
-	return nil
+	return latencyRun(ctx, b, oursLatClient(c, pr), topicOursLat, p, m, "ours_lat")
 }
 
-// sender is what latencyRun sends with: our producer, over the network or in-process.
-type sender interface {
-	Send(ctx context.Context, m *mq.Message, sel mq.QueueSelector) (mq.SendResult, error)
-	SendAsync(ctx context.Context, m *mq.Message, sel mq.QueueSelector, done func(mq.SendResult, error)) error
-}
-
-// latencyRun paces p.latWarm+p.latN async sends at p.latRate to topic and measures each
-// message's time from send to the consumer's listener; figures lat_p50_us ... lat_rate.
-func latencyRun(cb consumer.Broker, s sender, topic string, p params) (metrics, error) {
-	ctx := context.Background()
-	total := p.latWarm + p.latN
-	lats := make([]time.Duration, p.latN)
-	base := time.Now()
-	var got atomic.Int64
-	var probeGot atomic.Bool
-	const probeID = ^uint64(0)
-	pc, err := consumer.NewPushConsumer(cb, &consumer.Options{Group: "nb_ours_lat_g", FromWhere: consumer.ConsumeFromFirstOffset})
-	if err != nil {
-		return nil, err
+// oursLatClient is latencyRun's client: our push consumer over cb (client defaults) and
+// our producer pr.
+func oursLatClient(cb consumer.Broker, pr *producer.Producer) latClient {
+	return latClient{
+		consume: func(topic string, recv func([]byte)) (func(), error) {
+			opts := &consumer.Options{Group: "nb_ours_lat_g", FromWhere: consumer.ConsumeFromFirstOffset}
+			return oursPushConsumer(cb, opts, topic, func(msgs []*consumer.Message) {
+				for _, msg := range msgs {
+					recv(msg.Body)
+				}
+			})
+		},
+		send: func(ctx context.Context, topic string, body []byte) error {
+			_, err := pr.Send(ctx, &mq.Message{Topic: topic, Body: body}, nil)
+			return err
+		},
+		sendAsync: func(ctx context.Context, topic string, body []byte, done func(error)) error {
+			return pr.SendAsync(ctx, &mq.Message{Topic: topic, Body: body}, nil, func(_ mq.SendResult, err error) { done(err) })
+		},
 	}
-	err = pc.Subscribe(topic, "*", consumer.ConcurrentListener(func(_ context.Context, msgs []*consumer.Message, _ *consumer.ConcurrentlyContext) (consumer.ConsumeConcurrentlyStatus, error) {
-		now := time.Since(base)
-		for _, msg := range msgs {
-			if len(msg.Body) < 16 {
-				continue
-			}
-			if binary.LittleEndian.Uint64(msg.Body) == probeID {
-				probeGot.Store(true)
-				continue
-			}
-			i := int(binary.LittleEndian.Uint64(msg.Body))
-			if k := i - p.latWarm; k >= 0 && k < len(lats) {
-				lats[k] = now - time.Duration(binary.LittleEndian.Uint64(msg.Body[8:]))
-			}
-			got.Add(1)
-		}
-		return consumer.ConsumeSuccess, nil
-	}))
-	if err != nil {
-		return nil, err
-	}
-	if err := pc.Start(); err != nil {
-		return nil, fmt.Errorf("start consumer: %w", err)
-	}
-	stopConsumer := sync.OnceFunc(func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		pc.Shutdown(sctx)
-	})
-	defer stopConsumer()
-	probe := make([]byte, max(p.size, 16))
-	binary.LittleEndian.PutUint64(probe, probeID)
-	for deadline := time.Now().Add(60 * time.Second); !probeGot.Load(); time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			return nil, errors.New("latency: the consumer received nothing in 60 s")
-		}
-		if _, err := s.Send(ctx, &mq.Message{Topic: topic, Body: probe}, nil); err != nil {
-			return nil, fmt.Errorf("latency probe: %w", err)
-		}
-	}
-	var fails failures
-	var acked atomic.Int64
-	window := make(chan struct{}, p.latWindow)
-	interval := time.Second / time.Duration(p.latRate)
-	start := time.Now()
-	late := 0
-	for i := range total {
-		next := start.Add(time.Duration(i) * interval)
-		if w := time.Until(next); w > 0 {
-			time.Sleep(w)
-		} else if -w > 2*time.Millisecond && i >= p.latWarm {
-			late++
-		}
-		window <- struct{}{}
-		body := make([]byte, max(p.size, 16))
-		binary.LittleEndian.PutUint64(body, uint64(i))
-		binary.LittleEndian.PutUint64(body[8:], uint64(time.Since(base)))
-		err := s.SendAsync(ctx, &mq.Message{Topic: topic, Body: body}, nil, func(_ mq.SendResult, err error) {
-			<-window
-			if err != nil {
-				fails.add(err)
-				return
-			}
-			acked.Add(1)
-		})
-		if err != nil {
-			<-window
-			return nil, fmt.Errorf("latency send: %w", err)
-		}
-	}
-	sendWall := time.Since(start)
-	for range p.latWindow {
-		window <- struct{}{}
-	}
-	for deadline := time.Now().Add(60 * time.Second); got.Load() < acked.Load(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("latency: received %d of %d acknowledged messages 60 s after the last send", got.Load(), acked.Load())
-		}
-	}
-	stopConsumer()
-	lats = slices.DeleteFunc(lats, func(d time.Duration) bool { return d == 0 })
-	if len(lats) == 0 {
-		return nil, errors.New("latency: no measured message was received")
-	}
-	slices.Sort(lats)
-	q := func(f float64) float64 {
-		return float64(lats[min(int(f*float64(len(lats))), len(lats)-1)].Microseconds())
-	}
-	return metrics{
-		"lat_p50_us": q(0.5), "lat_p99_us": q(0.99), "lat_p999_us": q(0.999), "lat_max_us": float64(lats[len(lats)-1].Microseconds()),
-		"lat_rate": float64(total) / sendWall.Seconds(), "lat_late": float64(late), "lat_failed": float64(fails.n.Load()),
-	}, nil
 }
 
 // inProcess runs the consume and latency workloads with the consumer and producer over an
@@ -374,25 +213,16 @@ func inProcess(dir, flush string, p params) (metrics, error) {
 		}
 	}
 	m := metrics{}
-	wall, ccpu, allocs, err := consumeAll(b, "nb_ours_consume_g", topicOursConsume, int64(p.consumeN))
-	if err != nil {
+	if err := consumeRun(nil, int64(p.consumeN), oursConsumeClient(b, "nb_ours_consume_g", topicOursConsume), m, "inproc_consume"); err != nil {
 		return nil, err
 	}
-	n := int64(p.consumeN)
-	m["inproc_consume_rate"] = float64(n) / wall.Seconds()
-	m["inproc_consume_cpu_us"] = perMsg(ccpu, n)
-	m["inproc_consume_allocs"] = float64(allocs) / float64(n)
 	pr, err := producer.New(b, nil)
 	if err != nil {
 		return nil, err
 	}
 	defer pr.Close()
-	r, err := latencyRun(b, pr, topicOursLat, p)
-	if err != nil {
+	if err := latencyRun(ctx, nil, oursLatClient(b, pr), topicOursLat, p, m, "inproc_lat"); err != nil {
 		return nil, err
-	}
-	for k, v := range r {
-		m["inproc_"+k] = v
 	}
 	return m, nil
 }

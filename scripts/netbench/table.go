@@ -46,12 +46,24 @@ func printTable(w io.Writer, runs []run, p params, javaThreads int, heap string,
 		{label: "↳ start to the broker port accepting connections", keys: []string{"listen_ms"}, unit: unitMillis},
 		{label: fmt.Sprintf("send %s, rocketmq-client-go: %d clients × %d SendSync in flight", sizeName(p.size), p.clients, p.inflight), keys: []string{"go_send_rate"}, unit: unitRate, target: targetRate, kind: ratioAtLeast},
 		{label: "↳ broker CPU per message", keys: []string{"go_send_cpu_us"}, unit: unitMicrosPerMs},
+		{label: "↳ client CPU per message (the benchmark process)", keys: []string{"go_send_client_cpu_us"}, unit: unitMicrosPerMs},
 		{label: "↳ failed sends in the measured phase (broker busy; not counted)", keys: []string{"go_send_failed"}, unit: "msgs"},
+		{label: fmt.Sprintf("send %s, EdgeMQ's client (edge/producer over edge/remoting): %d clients × %d sync Send in flight", sizeName(p.size), p.clients, p.inflight), keys: []string{"ours_send_rate"}, unit: unitRate, target: targetRate, kind: ratioAtLeast},
+		{label: "↳ broker CPU per message", keys: []string{"ours_send_cpu_us"}, unit: unitMicrosPerMs},
+		{label: "↳ client CPU per message (the benchmark process)", keys: []string{"ours_send_client_cpu_us"}, unit: unitMicrosPerMs},
+		{label: "↳ failed sends in the measured phase (broker busy; not counted)", keys: []string{"ours_send_failed"}, unit: "msgs"},
 		{label: fmt.Sprintf("consume %s ×%d pre-filled, rocketmq-client-go push consumer (pull batch 32, consume batch 1)", sizeName(p.size), p.consumeN), keys: []string{"go_consume_rate"}, unit: unitRate, target: targetRate, kind: ratioAtLeast},
 		{label: "↳ broker CPU per message", keys: []string{"go_consume_cpu_us"}, unit: unitMicrosPerMs},
+		{label: "↳ client CPU per message (the benchmark process)", keys: []string{"go_consume_client_cpu_us"}, unit: unitMicrosPerMs},
+		{label: fmt.Sprintf("consume %s ×%d pre-filled, EdgeMQ's push consumer (consumer.PushConsumer over edge/remoting; pull batch 32, consume batch 1)", sizeName(p.size), p.consumeN), keys: []string{"ours_consume_rate"}, unit: unitRate, target: targetRate, kind: ratioAtLeast},
+		{label: "↳ broker CPU per message", keys: []string{"ours_consume_cpu_us"}, unit: unitMicrosPerMs},
+		{label: "↳ client CPU per message (the benchmark process)", keys: []string{"ours_consume_client_cpu_us"}, unit: unitMicrosPerMs},
 		{label: fmt.Sprintf("e2e latency p50 / p99 / p99.9 / max, p99 compared, @ %d msgs/s, rocketmq-client-go SendAsync (≤ %d in flight) → push consumer", p.latRate, p.latWindow), keys: []string{"lat_p50_us", "lat_p99_us", "lat_p999_us", "lat_max_us"}, cmp: "lat_p99_us", unit: unitMicros, target: targetP99, kind: ratioAtMost},
 		{label: "↳ achieved send rate / sends > 2 ms behind schedule / failed sends", keys: []string{"lat_rate", "lat_late", "lat_failed"}, unit: unitRate},
 		{label: "↳ broker CPU per message", keys: []string{"lat_cpu_us"}, unit: unitMicrosPerMs},
+		{label: fmt.Sprintf("e2e latency p50 / p99 / p99.9 / max, p99 compared, @ %d msgs/s, EdgeMQ's producer SendAsync (≤ %d in flight) → its push consumer", p.latRate, p.latWindow), keys: []string{"ours_lat_p50_us", "ours_lat_p99_us", "ours_lat_p999_us", "ours_lat_max_us"}, cmp: "ours_lat_p99_us", unit: unitMicros, target: targetP99, kind: ratioAtMost},
+		{label: "↳ achieved send rate / sends > 2 ms behind schedule / failed sends", keys: []string{"ours_lat_rate", "ours_lat_late", "ours_lat_failed"}, unit: unitRate},
+		{label: "↳ broker CPU per message", keys: []string{"ours_lat_cpu_us"}, unit: unitMicrosPerMs},
 	}
 	if java {
 		lines = append(lines,
@@ -226,11 +238,11 @@ func printClientTable(w io.Writer, runs []run, p params) {
 		{fmt.Sprintf("send %s, sync sends in flight (ours and Go: %d clients × %d; Java: its threads)", sizeName(p.size), p.clients, p.inflight), "ours_send_rate", "go_send_rate", "java_send_rate", unitRate},
 		{"↳ client CPU per message", "ours_send_client_cpu_us", "go_send_client_cpu_us", "java_send_client_cpu_us", unitMicrosPerMs},
 		{"↳ broker CPU per message", "ours_send_cpu_us", "go_send_cpu_us", "java_send_cpu_us", unitMicrosPerMs},
-		{"↳ client heap allocations per message", "ours_send_allocs", "", "", "allocs"},
+		{"↳ client heap allocations per message", "ours_send_allocs", "go_send_allocs", "", "allocs"},
 		{fmt.Sprintf("consume %s ×%d pre-filled, push consumer (Java: best 10 s window)", sizeName(p.size), p.consumeN), "ours_consume_rate", "go_consume_rate", "java_consume_rate", unitRate},
 		{"↳ client CPU per message", "ours_consume_client_cpu_us", "go_consume_client_cpu_us", "java_consume_client_cpu_us", unitMicrosPerMs},
 		{"↳ broker CPU per message", "ours_consume_cpu_us", "go_consume_cpu_us", "java_consume_cpu_us", unitMicrosPerMs},
-		{"↳ client heap allocations per message", "ours_consume_allocs", "", "", "allocs"},
+		{"↳ client heap allocations per message", "ours_consume_allocs", "go_consume_allocs", "", "allocs"},
 		{fmt.Sprintf("e2e latency p50 / p99 @ %d msgs/s, async sends → push consumer", p.latRate), "ours_lat_p99_us", "lat_p99_us", "", unitMicros},
 	}
 	val := func(rs []run, key string) string {
@@ -290,6 +302,6 @@ func printClientTable(w io.Writer, runs []run, p params) {
 		fmt.Fprintf(w, "| e2e p99 @ %d msgs/s | %s | %s | %s | | ≤ 300 µs over TCP | %s |\n", p.latRate, unitMicros,
 			val(tcp, "ours_lat_p99_us"), val(in, "inproc_lat_p99_us"), pass(t <= 300))
 	}
-	fmt.Fprintf(w, "| client CPU per consumed message | %s | %s | %s | | | |\n", unitMicrosPerMs, val(tcp, "ours_consume_client_cpu_us"), val(in, "inproc_consume_cpu_us"))
+	fmt.Fprintf(w, "| client CPU per consumed message | %s | %s | %s | | | |\n", unitMicrosPerMs, val(tcp, "ours_consume_client_cpu_us"), val(in, "inproc_consume_client_cpu_us"))
 	fmt.Fprintf(w, "| heap allocations per consumed message | allocs | %s | %s | | | |\n", val(tcp, "ours_consume_allocs"), val(in, "inproc_consume_allocs"))
 }

@@ -3,10 +3,13 @@ package server
 import (
 	"context"
 	"errors"
+	"net/netip"
 	"time"
+	"unsafe"
 
 	"github.com/edgemq/edgemq/edge/mq"
 	"github.com/edgemq/edgemq/edge/remoting"
+	"github.com/edgemq/edgemq/store"
 )
 
 // maxPullMsgs is the most messages the broker returns to one pull.
@@ -53,7 +56,17 @@ func (s *Server) pull(c *conn, req *remoting.Command) *remoting.Command {
 		stop := context.AfterFunc(s.pulls, cancel)
 		defer stop()
 	}
-	res, err := s.b.Pull(ctx, pr)
+	// The reply's records are encoded straight from the store as the broker finds them.
+	var body []byte
+	var props []remoting.Property
+	host := s.storeHost(c)
+	res, err := s.b.PullViews(ctx, pr, func(v *store.View) {
+		if body == nil {
+			n := viewSize(v)
+			body = make([]byte, 0, max(min(pr.MaxMsgs*n, maxFirstBody), n))
+		}
+		body = s.appendView(body, v, host, &props)
+	})
 	if err != nil {
 		if s.pulls.Err() != nil && errors.Is(err, context.Canceled) && c.pulls.Err() == nil {
 			return s.pullNotFound(req, pr)
@@ -72,9 +85,9 @@ func (s *Server) pull(c *conn, req *remoting.Command) *remoting.Command {
 		code = remoting.PullOffsetMoved
 	}
 	resp := req.Reply(code, "")
-	resp.Ext = pullExt(res.NextBeginOffset, res.MinOffset, res.MaxOffset)
+	resp.Header = pullReplyHeader(res.NextBeginOffset, res.MinOffset, res.MaxOffset)
 	if code == remoting.Success {
-		resp.Body = s.appendRecords(c, nil, res.Messages)
+		resp.Body = body
 	}
 	return resp
 }
@@ -86,19 +99,59 @@ func (s *Server) pullNotFound(req *remoting.Command, pr mq.PullRequest) *remotin
 	minOff, _ := s.b.MinOffset(ctx, pr.Queue)
 	maxOff, _ := s.b.MaxOffset(ctx, pr.Queue)
 	resp := req.Reply(remoting.PullNotFound, "server: shutting down")
-	resp.Ext = pullExt(pr.Offset, minOff, maxOff)
+	resp.Header = pullReplyHeader(pr.Offset, minOff, maxOff)
 	return resp
 }
 
-// pullExt is a pull reply's header: always the four fields, broker 0 (the master).
-func pullExt(next, minOff, maxOff int64) map[string]string {
-	return remoting.PullResponseHeader{NextBeginOffset: next, MinOffset: minOff, MaxOffset: maxOff}.Ext()
+// pullReplyHeader is a pull reply's header: always the four fields, broker 0 (the master).
+func pullReplyHeader(next, minOff, maxOff int64) *remoting.PullResponseHeader {
+	return &remoting.PullResponseHeader{NextBeginOffset: next, MinOffset: minOff, MaxOffset: maxOff}
 }
 
+// recordOverhead is a V1 record's bytes besides its body, topic and properties, with IPv6
+// hosts (the most it can be).
+const recordOverhead = 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + 20 + 8 + 20 + 4 + 8 + 4 + 1 + 2
+
+// maxFirstBody bounds the room a pull's body is first given for the records to come (the
+// store's default bound of a pull's bytes): larger records grow it as they come.
+const maxFirstBody = 256 << 10
+
+// viewSize is about the bytes of v's record: a pull's body is sized from its first one.
+func viewSize(v *store.View) int {
+	return recordOverhead + len(v.Body) + len(v.Topic) + len(v.Tags) + len(v.Keys) + 2*(len("TAGS")+2) +
+		v.NumProperties()*32
+}
+
+// appendView appends v as a V1 record, its store host host (the address the client knows
+// this broker by, so that the offset message ids clients derive lead back here); props is
+// scratch space for its properties. A message that has no V1 record (a topic over 255
+// bytes, properties over 32 KiB: the broker does not store such) is left out and logged,
+// so that the client reads on past it.
+func (s *Server) appendView(dst []byte, v *store.View, host netip.AddrPort, props *[]remoting.Property) []byte {
+	*props = (*props)[:0]
+	for k, val := range v.Properties {
+		*props = append(*props, remoting.Property{Key: k, Value: val})
+	}
+	// The strings alias the store's bytes only while the record is encoded, which copies them.
+	m := mq.MessageExt{
+		Message: mq.Message{Topic: viewString(v.Topic), Flag: v.Flag, Tags: viewString(v.Tags), Keys: viewString(v.Keys), Body: v.Body},
+		QueueID: v.QueueID, QueueOffset: v.QueueOffset, SysFlag: v.SysFlag, BornTime: v.BornTime, BornHost: v.BornHost,
+		StoreTime: v.StoreTime, StoreHost: host, ReconsumeTimes: v.ReconsumeTimes, CommitLogOffset: v.Pos, StoreSize: v.Size,
+	}
+	out, err := remoting.AppendMessageExtProps(dst, &m, *props)
+	if err != nil {
+		s.lg.Error("message left out of a reply", "topic", string(v.Topic), "queue", v.QueueID,
+			"offset", v.QueueOffset, "err", err)
+	}
+	return out
+}
+
+// viewString is b as a string without a copy, for the span of a call that does not keep it.
+func viewString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
+
 // appendRecords appends msgs as V1 records for c, their store host the address c knows
-// this broker by (so that the offset message ids clients derive lead back here). A message
-// that has no V1 record (a topic over 255 bytes, properties over 32 KiB: the broker does
-// not store such) is left out and logged, so that the client reads on past it.
+// this broker by; a message that has no V1 record is left out and logged, as in
+// appendView.
 func (s *Server) appendRecords(c *conn, dst []byte, msgs []mq.MessageExt) []byte {
 	host := s.storeHost(c)
 	for i := range msgs {

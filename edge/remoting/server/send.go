@@ -32,6 +32,8 @@ type sendAck struct {
 	one     mq.SendResult
 	batch   []mq.SendResult // a batch's results; nil for one message
 	err     error
+	reply   remoting.SendResponseHeader // the answer's header, written by sendReply
+	resp    remoting.Command            // the answer, made by sendReply
 }
 
 // done is the broker's acknowledgement of a single message.
@@ -130,7 +132,8 @@ func (s *Server) sendReply(c *conn, a *sendAck) *remoting.Command {
 		}
 		msgID = strings.Join(ids, ",")
 	}
-	rh := remoting.SendResponseHeader{MsgID: msgID, QueueID: results[0].Queue.QueueID,
+	rh := &a.reply
+	*rh = remoting.SendResponseHeader{MsgID: msgID, QueueID: results[0].Queue.QueueID,
 		QueueOffset: results[0].QueueOffset, Region: msgRegion, TraceOn: true}
 	if results[0].Queue.Topic == mq.ScheduleTopic && a.topic != mq.ScheduleTopic && a.queueID >= 0 {
 		// A delayed message waits in the schedule topic; as RocketMQ's brokers, tell the
@@ -140,9 +143,9 @@ func (s *Server) sendReply(c *conn, a *sendAck) *remoting.Command {
 	if len(results) == 1 {
 		rh.TransactionID = results[0].UniqID
 	}
-	resp := req.Reply(remoting.Success, "")
-	resp.Ext = rh.Ext()
-	return resp
+	a.resp = *req.Reply(remoting.Success, "")
+	a.resp.Header = rh
+	return &a.resp
 }
 
 // remoteAddrPort returns the peer's address, or the zero AddrPort for a connection that
