@@ -21,7 +21,7 @@ const SendBatchZstd int16 = 32320
 // zstdEncoder compresses batch bodies; EncodeAll may be called from any goroutine.
 var zstdEncoder = sync.OnceValues(func() (*zstd.Encoder, error) {
 	return zstd.NewWriter(nil, zstd.WithEncoderConcurrency(runtime.GOMAXPROCS(0)),
-		zstd.WithEncoderLevel(zstd.SpeedDefault))
+		zstd.WithEncoderLevel(zstd.SpeedFastest))
 })
 
 // zstdDecoders holds one decoder per size limit (a server has one): *zstd.Decoder by int.
