@@ -35,12 +35,24 @@ func AppendZstdBatch(dst []byte, msgs []*mq.Message) ([]byte, error) {
 	if err != nil {
 		return dst, fmt.Errorf("remoting: zstd: %w", err)
 	}
-	items, err := AppendBatch(nil, msgs)
-	if err != nil {
-		return dst, err
+	bp := batchBufs.Get().(*[]byte)
+	items, err := AppendBatch((*bp)[:0], msgs)
+	if err == nil {
+		dst = enc.EncodeAll(items, dst)
 	}
-	return enc.EncodeAll(items, dst), nil
+	if cap(items) <= maxPooledBatch { // a rare huge batch is left to the GC
+		*bp = items[:0]
+		batchBufs.Put(bp)
+	}
+	return dst, err
 }
+
+// maxPooledBatch is the largest buffer batchBufs keeps.
+const maxPooledBatch = 1 << 20
+
+// batchBufs holds the buffers AppendZstdBatch lays out a batch's items in before
+// compressing them: *[]byte.
+var batchBufs = sync.Pool{New: func() any { b := make([]byte, 0, 256<<10); return &b }}
 
 // DecodeZstdBatch decompresses the body of a SEND_BATCH_ZSTD request into the batch items
 // DecodeBatch reads. A body that would decompress to more than maxSize bytes is refused
