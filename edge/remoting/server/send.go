@@ -64,11 +64,12 @@ func (a *sendAck) finish() {
 
 // send answers SEND_MESSAGE, SEND_MESSAGE_V2, SEND_BATCH_MESSAGE and SEND_BATCH_ZSTD (a
 // batch compressed whole, inflated here to at most MaxFrameSize bytes, then taken as
-// SEND_BATCH_MESSAGE's): the broker stores the message (or the batch's, in one queue), stamped with the producer's born time and the
-// connection's remote address. The reader calls it for each send in arrival order, so that
-// a connection's sends are stored in that order; it returns once the broker has taken the
-// send, and the answer is queued when the store acknowledges it. An answer it returns (a
-// refused send) is the reply to queue at once; accepted reports that the broker took it.
+// SEND_BATCH_MESSAGE's): the broker stores the message (or the batch's, in one queue),
+// stamped with the producer's born time and the connection's remote address. The reader
+// calls it for each send in arrival order, so that a connection's sends are stored in that
+// order; it returns once the broker has taken the send, and the answer is queued when the
+// store acknowledges it. An answer it returns (a refused send) is the reply to queue at
+// once; accepted reports that the broker took it.
 func (s *Server) send(c *conn, req *remoting.Command, size int64) (reply *remoting.Command, accepted bool) {
 	if req.Code == remoting.SendBatchZstd && s.opts.NoZstdBatch {
 		return req.Reply(remoting.RequestCodeNotSupported, fmt.Sprintf("request code %d not supported", req.Code)), false
