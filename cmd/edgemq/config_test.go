@@ -143,6 +143,7 @@ func TestExampleConfigDefaultsAreTheDefaults(t *testing.T) {
 		{"server.tls_key", c.security.tlsKey, ""},
 		{"server.tls_client_ca", c.security.tlsClientCA, ""},
 		{"server.acl", c.security.acl, ""},
+		{"server.zstd_batch", !c.server.NoZstdBatch, true},
 		{"server.shutdown_timeout", c.shutdownTimeout, 10 * time.Second},
 		{"http.listen", c.httpListen, "127.0.0.1:9877"},
 		{"uplink.gateway", c.uplink.Gateway, ""},
@@ -272,6 +273,7 @@ func TestConfigRoundTrip(t *testing.T) {
 		MaxInFlight:  32,
 		IdleTimeout:  time.Minute,
 		WriteTimeout: 10 * time.Second,
+		NoZstdBatch:  true,
 	}
 	wantUplink := uplink.Options{Gateway: "gw-7", RateLimit: 1 << 20, BackoffMin: time.Second, BackoffMax: 2 * time.Minute,
 		SendTimeout: 5 * time.Second, ScanInterval: time.Minute, Up: []uplink.UpRule{

@@ -603,6 +603,15 @@ var settings = []setting{
 			"WithCredentials in Go), else it is answered NO_PERMISSION. SIGHUP re-reads it; a file " +
 			"that does not load leaves the accounts in force. \"\": no ACL.",
 	},
+	item[bool]{
+		section: "server", key: "zstd_batch",
+		kind: boolKind,
+		def:  !server.DefaultOptions.NoZstdBatch,
+		set:  func(c *config, v bool) { c.server.NoZstdBatch = !v },
+		doc: "Take SEND_BATCH_ZSTD, EdgeMQ's batch send compressed whole with zstd, which gateways' " +
+			"uplink rules with compress send to a hub. false: it is answered REQUEST_CODE_NOT_SUPPORTED, " +
+			"as by Apache RocketMQ, and the gateways send plain batches.",
+	},
 	item[time.Duration]{
 		section: "server", key: "shutdown_timeout",
 		kind:  durationKind,

@@ -211,8 +211,10 @@ const upDoc = "The up rules: each [[uplink.up]] table forwards local topics to a
 	"or edgemq; default rocketmq), access_key and secret_key (the upstream's ACL account: requests are signed with it), " +
 	"topic_template (the upstream topic, {topic} and {gateway} replaced; default {topic}), priority " +
 	"(higher goes first; default 0), batch_size (1..1024; default 32), batch_bytes (default 256KiB), " +
-	"linger (wait for a fuller batch; default 0s), compress (zlib bodies of at least compress_over, " +
-	"default 1KiB, sent one by one; default false), rate_limit (bytes per second; default 0: none), " +
+	"linger (wait for a fuller batch; default 0s), compress (to an edgemq hub: batches compressed " +
+	"whole with zstd, plain if the hub does not take them; to rocketmq: zlib bodies of at least " +
+	"compress_over, default 1KiB, sent one by one, which RocketMQ 4.x and 5.x consumers decode; " +
+	"default false), rate_limit (bytes per second; default 0: none), " +
 	"overflow (reject_new: retention keeps what is not forwarded and a full disk refuses new messages; " +
 	"drop_oldest: retention deletes as configured and counts what was not forwarded as lost; default " +
 	"reject_new). Example: [[uplink.up]] name = \"alarms\" topics = [\"alarm\"] upstream = " +

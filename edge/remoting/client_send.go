@@ -246,6 +246,22 @@ func (c *Client) SendOneway(ctx context.Context, m *mq.Message, sel mq.QueueSele
 // stores them on consecutive offsets. An empty batch sends nothing. Batches travel
 // uncompressed, as RocketMQ's clients send them.
 func (c *Client) SendBatch(ctx context.Context, msgs []*mq.Message, sel mq.QueueSelector) ([]mq.SendResult, error) {
+	return c.sendBatch(ctx, msgs, sel, SendBatchMessage)
+}
+
+// SendBatchZstd sends msgs as SendBatch does, the batch compressed whole with zstd
+// (SEND_BATCH_ZSTD, EdgeMQ's own request code). Only an EdgeMQ broker takes it: any other
+// broker, or an EdgeMQ with it turned off, refuses it with REQUEST_CODE_NOT_SUPPORTED,
+// an error wrapping errors.ErrUnsupported, and stores nothing; send the batch with
+// SendBatch then. The broker answers only the first message's offset message id: the
+// results after the first have their queue offsets and store host, but no commit-log
+// offset.
+func (c *Client) SendBatchZstd(ctx context.Context, msgs []*mq.Message, sel mq.QueueSelector) ([]mq.SendResult, error) {
+	return c.sendBatch(ctx, msgs, sel, SendBatchZstd)
+}
+
+// sendBatch sends msgs in one request of code, SEND_BATCH_MESSAGE or SEND_BATCH_ZSTD.
+func (c *Client) sendBatch(ctx context.Context, msgs []*mq.Message, sel mq.QueueSelector, code int16) ([]mq.SendResult, error) {
 	if len(msgs) == 0 {
 		return nil, nil
 	}
@@ -261,14 +277,19 @@ func (c *Client) SendBatch(ctx context.Context, msgs []*mq.Message, sel mq.Queue
 	if err != nil {
 		return nil, err
 	}
-	body, err := AppendBatch(nil, msgs)
+	var body []byte
+	if code == SendBatchZstd {
+		body, err = AppendZstdBatch(nil, msgs)
+	} else {
+		body, err = AppendBatch(nil, msgs)
+	}
 	if err != nil {
 		return nil, err
 	}
 	h := SendHeader{ProducerGroup: c.opts.ProducerGroup, Topic: msgs[0].Topic, DefaultTopic: mq.DefaultTopic,
 		DefaultTopicQueueNums: autoCreateQueues, QueueID: p.queue.QueueID, BornTimestamp: time.Now().UnixMilli(),
 		MaxReconsumeTimes: -1, Batch: true, BrokerName: p.queue.BrokerName}
-	req := NewRequest(SendBatchMessage, h.ExtV2(), body)
+	req := NewRequest(code, h.ExtV2(), body)
 	resp, err := c.invoke(ctx, p.addr, req, c.opts.RequestTimeout)
 	if err != nil {
 		return nil, err

@@ -80,6 +80,20 @@
 //	16      4+b   body length, body
 //	20+b    2+p   properties length (i16), properties
 //
+// # Zstd batches (EdgeMQ's extension)
+//
+// SEND_BATCH_ZSTD (request code 32320, SendBatchZstd) is a batch send of EdgeMQ's own,
+// outside RocketMQ's codes: its header is SEND_BATCH_MESSAGE's (one-letter form) and its
+// body the batch items above, compressed whole as one zstd frame. Each item keeps its own
+// flag and properties (UNIQ_KEY, keys, tags), stored as a plain batch's are. Apache
+// RocketMQ, and an EdgeMQ server without it or with it turned off, answer the code
+// REQUEST_CODE_NOT_SUPPORTED (3) and store nothing, so a compressed body is never stored
+// as messages; a sender then falls back to SEND_BATCH_MESSAGE. An EdgeMQ server inflates
+// the body to at most its maximum frame size (the most a plain batch can carry), refusing
+// a body that would inflate further, or that is not zstd, with MESSAGE_ILLEGAL (13) before
+// storing any of it. The reply is SEND_BATCH_MESSAGE's, but its msgId holds the first
+// message's offset message id only (the queue offsets of the others follow the first).
+//
 // # Contents
 //
 //   - Command, its Reader, AppendFrame and WriteTo, and the request and response codes.
@@ -87,7 +101,8 @@
 //     fields (ParseSendHeader, PullHeader, ...).
 //   - Message formats: the properties string (name\x01value\x02), the stored-message
 //     record a pull body is made of (AppendMessageExt, DecodeMessages), the items of a
-//     batch send (AppendBatch, DecodeBatch), and zlib inflation with a size cap (Inflate).
+//     batch send (AppendBatch, DecodeBatch), a zstd batch's body (AppendZstdBatch,
+//     DecodeZstdBatch), and zlib inflation with a size cap (Inflate).
 //   - RocketMQ's plain-ACL signature (Credentials.Sign, Signature, VerifySignature), as
 //     the Java and Go clients compute it; a Client signs every request with
 //     Options.Credentials, and speaks TLS with Options.TLS.

@@ -119,11 +119,11 @@ var sendFieldNames = [...][2]string{
 
 // isSendV2 reports whether a send request of code carries the one-letter header.
 func isSendV2(code int16) bool {
-	return code == SendMessageV2 || code == SendBatchMessage || code == SendReplyMessageV2
+	return code == SendMessageV2 || code == SendBatchMessage || code == SendReplyMessageV2 || code == SendBatchZstd
 }
 
 // ParseSendHeader reads the header of a send request: the one-letter form for
-// SEND_MESSAGE_V2, SEND_BATCH_MESSAGE and SEND_REPLY_MESSAGE_V2, the long form for other
+// SEND_MESSAGE_V2, SEND_BATCH_MESSAGE, SEND_BATCH_ZSTD and SEND_REPLY_MESSAGE_V2, the long form for other
 // codes. A header in the other form than its code says is read in that form.
 func ParseSendHeader(code int16, ext map[string]string) (SendHeader, error) {
 	v2 := isSendV2(code)

@@ -55,9 +55,12 @@
 // rule, which does not read it (RocketMQ's own rule that a group's members subscribe
 // alike).
 //
-// Compression: a rule with Compress sends each message on its own, zlib-compressing bodies
-// of at least CompressOver bytes (the COMPRESSED sysflag, which RocketMQ 4.x and 5.x
-// consumers and EdgeMQ decode); batches travel uncompressed, as RocketMQ's batch send has
-// no compression. An EdgeMQ hub gets the same; zstd batches would need a protocol
-// extension.
+// Compression: a rule with Compress to an EdgeMQ hub sends each batch compressed whole
+// with zstd, in EdgeMQ's own request (SEND_BATCH_ZSTD; every message keeps its properties
+// inside the batch). A hub that does not take it (an older EdgeMQ, or one with
+// server.zstd_batch off) answers REQUEST_CODE_NOT_SUPPORTED and stores nothing; the rule
+// then sends plain batches until the Uplink restarts. To Apache RocketMQ, whose batch send
+// has no compression, a rule with Compress sends each message on its own, zlib-compressing
+// bodies of at least CompressOver bytes (the COMPRESSED sysflag): RocketMQ 4.x consumers
+// decode zlib only, 5.x consumers zlib, zstd and LZ4, so zlib reaches both.
 package uplink

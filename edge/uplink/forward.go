@@ -268,7 +268,8 @@ func (f *queueFwd) send(ctx context.Context, msgs []*mq.Message) (int, error) {
 	}
 	qid := int(f.queue.QueueID)
 	sel := func(n int, _ *mq.Message) int { return qid % n }
-	if r.cfg.Compress || len(msgs) == 1 {
+	hub := r.cfg.Upstream.Kind == KindEdgeMQ
+	if r.cfg.Compress && !hub || len(msgs) == 1 {
 		for i, m := range msgs {
 			if err := f.pace(ctx, len(m.Body)); err != nil {
 				return i, err
@@ -288,6 +289,23 @@ func (f *queueFwd) send(ctx context.Context, msgs []*mq.Message) (int, error) {
 	}
 	sctx, cancel := context.WithTimeout(ctx, u.opts.SendTimeout)
 	defer cancel()
+	if r.cfg.Compress && hub && !r.noZstd.Load() {
+		r.mu.Lock()
+		c := r.client
+		r.mu.Unlock()
+		_, err := c.SendBatchZstd(sctx, msgs, sel)
+		switch {
+		case err == nil:
+			return len(msgs), nil
+		case errors.Is(err, errors.ErrUnsupported): // an older hub, or zstd batches off: nothing stored
+			r.noZstd.Store(true)
+			u.lg.Warn("uplink: the hub does not take zstd batches; sending them plain", "rule", r.cfg.Name, "err", err)
+		case errors.Is(err, mq.ErrMessageTooLarge):
+			return f.sendEach(ctx, p, msgs, sel)
+		default:
+			return 0, err
+		}
+	}
 	if _, err := p.SendBatch(sctx, msgs, sel); err != nil {
 		if errors.Is(err, mq.ErrMessageTooLarge) { // one at a time, so that only the culprit is skipped
 			return f.sendEach(ctx, p, msgs, sel)

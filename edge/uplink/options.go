@@ -97,10 +97,15 @@ type UpRule struct {
 	// Linger is how long a forwarder that read fewer than BatchSize messages waits for
 	// more before sending. Default 0: send at once.
 	Linger time.Duration
-	// Compress sends each message on its own, its body zlib-compressed when it has at
-	// least CompressOver bytes. Default false: batches, uncompressed.
+	// Compress compresses what the rule sends. To an EdgeMQ hub (KindEdgeMQ) each batch
+	// goes compressed whole with zstd (SEND_BATCH_ZSTD); a hub that answers it is not
+	// supported gets plain batches from then on, until the Uplink restarts. To Apache
+	// RocketMQ each message goes on its own, its body zlib-compressed when it has at least
+	// CompressOver bytes (the COMPRESSED sysflag, which RocketMQ's 4.x and 5.x consumers
+	// decode). Default false: batches, uncompressed.
 	Compress bool
-	// CompressOver is the smallest body compressed, with Compress. Default 1 KiB.
+	// CompressOver is the smallest body compressed one by one, with Compress: to RocketMQ,
+	// and to a hub a batch of one message. Default 1 KiB.
 	CompressOver int
 	// RateLimit caps the body bytes per second this rule sends. Default 0: no cap. On a
 	// slow link, capping a bulk rule under the link's rate (counting the wire's overhead

@@ -50,6 +50,7 @@ type rule struct {
 	group  string  // the group name its local reads carry
 	bucket *bucket // UpRule.RateLimit; nil: none
 	c      counters
+	noZstd atomic.Bool // the upstream answered SEND_BATCH_ZSTD not supported: plain batches
 
 	dmu    sync.Mutex // one dial at a time; taken before mu
 	mu     sync.Mutex // guards client, prod, queues, cursor and lastEr; a leaf

@@ -105,6 +105,8 @@ func main() {
 		loadCons   = flag.Int("load-consumers", 200, "load: consumer clients (one group)")
 		loadRate   = flag.Int("load-rate", 50, "load: msgs/s of each producer")
 		loadFlush  = flag.String("load-flush", "sync", "load: edgemq serve -store.flush")
+		uplinkOn   = flag.Bool("uplink", false, "run the uplink benchmark instead: drain a gateway's backlog to edgemq serve and to RocketMQ (see uplink.go)")
+		uplinkN    = flag.Int("uplink-n", 1_000_000, "uplink: messages in the backlog")
 	)
 	flag.Parse()
 	rlog.SetLogLevel("fatal")
@@ -132,6 +134,21 @@ func main() {
 	if *load {
 		code := runLoad(ctx, c, loadParams{duration: *loadDur, conns: *loadConns, producers: *loadProd,
 			consumers: *loadCons, rate: *loadRate, flush: *loadFlush, size: *size})
+		os.RemoveAll(tmp)
+		os.Exit(code)
+	}
+
+	if *uplinkOn {
+		if c.rmqCP, err = mvnClasspath(filepath.Join(filepath.Dir(c.rmqScript), "rocketmq", "pom.xml"), tmp); err != nil {
+			fatalf("resolve Apache RocketMQ: %v", err)
+		}
+		javaCP := ""
+		if *javaOn {
+			if javaCP, err = mvnClasspath("java/pom.xml", tmp); err != nil {
+				fmt.Fprintf(os.Stderr, "netbench: no Java benchmark tools: %v\n", err)
+			}
+		}
+		code := runUplink(ctx, c, *uplinkN, javaCP, *javaThr, *javaTime)
 		os.RemoveAll(tmp)
 		os.Exit(code)
 	}

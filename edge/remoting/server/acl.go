@@ -260,7 +260,7 @@ var openCodes = map[int16]bool{
 func resources(req *remoting.Command) []resource {
 	group := func(g string) resource { return resource{name: g, group: true, need: permSub} }
 	switch req.Code {
-	case remoting.SendMessage, remoting.SendMessageV2, remoting.SendBatchMessage:
+	case remoting.SendMessage, remoting.SendMessageV2, remoting.SendBatchMessage, remoting.SendBatchZstd:
 		if h, err := remoting.ParseSendHeader(req.Code, req.Ext); err == nil {
 			return []resource{topicResource(h.Topic, permPub)}
 		}

@@ -176,6 +176,8 @@ func TestACLPermissions(t *testing.T) {
 		{"producer sends to T", credProducer, "", remoting.SendMessageV2, send("T"), []byte("m"), true},
 		{"producer sends V1 to T", credProducer, "", remoting.SendMessage, v1("T"), []byte("m"), true},
 		{"producer batch to T", credProducer, "", remoting.SendBatchMessage, send("T"), []byte("m"), true},
+		{"producer zstd batch to T", credProducer, "", remoting.SendBatchZstd, send("T"), []byte("m"), true},
+		{"producer zstd batch not to X", credProducer, "", remoting.SendBatchZstd, send("X"), []byte("m"), false},
 		{"producer not to X", credProducer, "", remoting.SendMessageV2, send("X"), []byte("m"), false},
 		{"producer V1 not to X", credProducer, "", remoting.SendMessage, v1("X"), []byte("m"), false},
 		{"producer V1 code, short header, not to X", credProducer, "", remoting.SendMessage, v1Short("X"), []byte("m"), false},

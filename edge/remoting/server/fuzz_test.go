@@ -29,6 +29,7 @@ func FuzzServer(f *testing.F) {
 	seeds := [][]byte{
 		frame(remoting.SendMessageV2, sendExt("T", 0, "TAGS\x01a\x02"), []byte("x")),
 		frame(remoting.SendBatchMessage, sendExt("T", 0, ""), appendBatchItem(nil, "b", "TAGS\x01a\x02")),
+		frame(remoting.SendBatchZstd, sendExt("T", 0, ""), zstdBatchItems(f)),
 		frame(remoting.PullMessage, pullHeader("g", "T", 0, 0, pullSubscription, 0, "*"), nil),
 		frame(remoting.HeartBeat, nil, heartbeatBody("c1", "g", "T", "*")),
 		frame(remoting.LockBatchMQ, nil, []byte(`{"consumerGroup":"g","clientId":"c","mqSet":[{"topic":"T","queueId":0}]}`)),

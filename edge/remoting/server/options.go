@@ -59,6 +59,11 @@ type Options struct {
 	// ACL, when not nil, refuses requests that are not signed by one of its accounts or
 	// that its accounts may not make (see ACL). Default nil: any client may do anything.
 	ACL *ACL
+	// NoZstdBatch turns off SEND_BATCH_ZSTD (remoting.SendBatchZstd), EdgeMQ's batch send
+	// compressed whole with zstd: it is then answered REQUEST_CODE_NOT_SUPPORTED, as by a
+	// broker that does not know it, and its senders fall back to plain batches. Default
+	// false: taken, its body inflated to at most MaxFrameSize bytes.
+	NoZstdBatch bool
 }
 
 // DefaultOptions holds the defaults that zero fields take.

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"net"
 	"net/netip"
 	"strings"
@@ -19,7 +20,8 @@ const msgRegion = "DefaultRegion"
 
 // isSend reports whether code is a send the reader hands to dispatchSend.
 func isSend(code int16) bool {
-	return code == remoting.SendMessage || code == remoting.SendMessageV2 || code == remoting.SendBatchMessage
+	return code == remoting.SendMessage || code == remoting.SendMessageV2 || code == remoting.SendBatchMessage ||
+		code == remoting.SendBatchZstd
 }
 
 // sendAck is a send handed to the broker, and its outcome once the store acknowledges it.
@@ -62,13 +64,18 @@ func (a *sendAck) finish() {
 	c.handlers.Done()
 }
 
-// send answers SEND_MESSAGE, SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE: the broker stores the
-// message (or the batch's, in one queue), stamped with the producer's born time and the
-// connection's remote address. The reader calls it for each send in arrival order, so that
-// a connection's sends are stored in that order; it returns once the broker has taken the
-// send, and the answer is queued when the store acknowledges it. An answer it returns (a
-// refused send) is the reply to queue at once; accepted reports that the broker took it.
+// send answers SEND_MESSAGE, SEND_MESSAGE_V2, SEND_BATCH_MESSAGE and SEND_BATCH_ZSTD (a
+// batch compressed whole, inflated here to at most MaxFrameSize bytes, then taken as
+// SEND_BATCH_MESSAGE's): the broker stores the message (or the batch's, in one queue),
+// stamped with the producer's born time and the connection's remote address. The reader
+// calls it for each send in arrival order, so that a connection's sends are stored in that
+// order; it returns once the broker has taken the send, and the answer is queued when the
+// store acknowledges it. An answer it returns (a refused send) is the reply to queue at
+// once; accepted reports that the broker took it.
 func (s *Server) send(c *conn, req *remoting.Command, size int64) (reply *remoting.Command, accepted bool) {
+	if req.Code == remoting.SendBatchZstd && s.opts.NoZstdBatch {
+		return req.Reply(remoting.RequestCodeNotSupported, fmt.Sprintf("request code %d not supported", req.Code)), false
+	}
 	h, err := remoting.ParseSendHeader(req.Code, req.Ext)
 	if err != nil {
 		return errReply(req, err), false
@@ -83,13 +90,19 @@ func (s *Server) send(c *conn, req *remoting.Command, size int64) (reply *remoti
 		return req.Reply(remoting.MessageIllegal, err.Error()), false
 	}
 	body := mx.Body
+	if req.Code == remoting.SendBatchZstd {
+		// Inflated no larger than a frame: the most a plain batch can carry.
+		if body, err = remoting.DecodeZstdBatch(body, s.opts.MaxFrameSize); err != nil {
+			return req.Reply(remoting.MessageIllegal, err.Error()), false
+		}
+	}
 	var sel mq.QueueSelector
 	if h.QueueID >= 0 { // RocketMQ's brokers choose for a negative one
 		sel = mq.QueueIndex(int(h.QueueID))
 	}
 	origin := edge.Origin{BornTime: max(h.BornTimestamp, 0), BornHost: c.born, ReconsumeTimes: max(h.ReconsumeTimes, 0)}
 	a := &sendAck{c: c, req: req, size: size, topic: h.Topic, queueID: h.QueueID}
-	if req.Code == remoting.SendBatchMessage || h.Batch {
+	if req.Code == remoting.SendBatchMessage || req.Code == remoting.SendBatchZstd || h.Batch {
 		msgs, derr := remoting.DecodeBatch(body)
 		if derr != nil {
 			return req.Reply(remoting.MessageIllegal, derr.Error()), false
@@ -123,7 +136,7 @@ func (s *Server) sendReply(c *conn, a *sendAck) *remoting.Command {
 		results = []mq.SendResult{a.one}
 	}
 	var msgID string
-	if len(results) == 1 {
+	if len(results) == 1 || req.Code == remoting.SendBatchZstd { // its reply carries the first id only
 		msgID = mq.OffsetMsgID(c.host, results[0].CommitLogOffset)
 	} else {
 		ids := make([]string, len(results))
