@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/edgemq/edgemq/edge/mq"
 )
@@ -573,17 +574,33 @@ func DecodeBatch(body []byte) ([]*mq.Message, error) {
 	return msgs, nil
 }
 
+// zlibReaders keeps zlib readers between inflations (each holds a decompressor's tables).
+var zlibReaders sync.Pool
+
+// newZlibReader returns a zlib reader of data, from the pool when it has one; the caller
+// puts it back when done.
+func newZlibReader(data []byte) (io.ReadCloser, error) {
+	if zr, ok := zlibReaders.Get().(io.ReadCloser); ok {
+		if err := zr.(zlib.Resetter).Reset(bytes.NewReader(data), nil); err != nil {
+			zlibReaders.Put(zr)
+			return nil, err
+		}
+		return zr, nil
+	}
+	return zlib.NewReader(bytes.NewReader(data))
+}
+
 // Inflate decompresses a zlib stream (RocketMQ's compressed bodies) of at most maxSize
 // bytes. Output over maxSize is an error wrapping mq.ErrMessageTooLarge, found without
 // allocating more than maxSize+1 bytes whatever the input claims; a corrupt stream one
 // wrapping ErrMalformed.
 func Inflate(data []byte, maxSize int) ([]byte, error) {
 	maxSize = min(max(maxSize, 0), math.MaxInt32) // no body is larger
-	zr, err := zlib.NewReader(bytes.NewReader(data))
+	zr, err := newZlibReader(data)
 	if err != nil {
 		return nil, fmt.Errorf("%w: zlib: %v", ErrMalformed, err)
 	}
-	defer zr.Close()
+	defer zlibReaders.Put(zr)
 	limit := int64(maxSize) + 1
 	// Start from a guess of four times the input and grow by doubling, never past limit.
 	buf := make([]byte, min(limit, max(int64(4*len(data)), 512)))
