@@ -167,12 +167,12 @@ func (f *queueFwd) gone(from, to int64) {
 		"lost", to-from, "from", from, "to", to)
 }
 
-// trim cuts msgs to the rule's BatchBytes, keeping at least one.
+// trim cuts msgs to the rule's BatchBytes (less when paced), keeping at least one.
 func (f *queueFwd) trim(msgs []mq.MessageExt) []mq.MessageExt {
-	n := 0
+	n, limit := 0, f.batchBytes()
 	for i := range msgs {
 		n += len(msgs[i].Body)
-		if i > 0 && n > f.r.cfg.BatchBytes {
+		if i > 0 && n > limit {
 			return msgs[:i]
 		}
 	}
@@ -273,7 +273,13 @@ func (f *queueFwd) send(ctx context.Context, msgs []*mq.Message) (int, error) {
 			if err := f.pace(ctx, len(m.Body)); err != nil {
 				return i, err
 			}
-			if _, err := f.sendOne(ctx, p, m, sel); err != nil {
+			fl, err := f.acquire(ctx, len(m.Body))
+			if err != nil {
+				return i, err
+			}
+			_, err = f.sendOne(ctx, p, m, sel)
+			f.release(fl, err == nil)
+			if err != nil {
 				return i, err
 			}
 		}
@@ -286,9 +292,15 @@ func (f *queueFwd) send(ctx context.Context, msgs []*mq.Message) (int, error) {
 	if err := f.pace(ctx, bytes); err != nil {
 		return 0, err
 	}
+	fl, err := f.acquire(ctx, bytes)
+	if err != nil {
+		return 0, err
+	}
 	sctx, cancel := context.WithTimeout(ctx, u.opts.SendTimeout)
 	defer cancel()
-	if _, err := p.SendBatch(sctx, msgs, sel); err != nil {
+	_, err = p.SendBatch(sctx, msgs, sel)
+	f.release(fl, err == nil)
+	if err != nil {
 		if errors.Is(err, mq.ErrMessageTooLarge) { // one at a time, so that only the culprit is skipped
 			return f.sendEach(ctx, p, msgs, sel)
 		}
