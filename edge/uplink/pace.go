@@ -43,7 +43,7 @@ type pacer struct {
 	inflight  int64         // body bytes of capped batches sent and not yet answered
 	delivered int64         // body bytes acknowledged so far, every rule of the upstream
 	ackedAt   time.Time     // when the last of them were
-	rates     []rateSample  // the last rateWindow's delivery-rate samples, oldest first
+	rates     []rateSample  // the last rateWindow's delivery-rate samples, by second, oldest first
 	rtt       time.Duration // the smallest round trip of the last rttWindow; 0: none yet
 	rttAt     time.Time     // when rtt was measured
 	probing   bool          // rtt is stale: capped batches wait for an empty link
@@ -115,12 +115,7 @@ func (p *pacer) release(fl flight, acked bool) {
 		// over that time (at least the batch's round trip): at most the link's rate, the
 		// answers coming at most as fast as the link carries the batches.
 		span := max(now.Sub(fl.ackedAt), rtt)
-		p.rates = append(p.rates, rateSample{at: now, rate: float64(p.delivered-fl.delivered) / span.Seconds()})
-		i := 0
-		for i < len(p.rates)-1 && now.Sub(p.rates[i].at) > rateWindow {
-			i++
-		}
-		p.rates = append(p.rates[:0], p.rates[i:]...)
+		p.sampleLocked(now, float64(p.delivered-fl.delivered)/span.Seconds())
 		// The round trip of the batch less its own time on the link at the rate: what a
 		// small message's would be. At least half the batch's, the rate being an estimate.
 		if r := p.rateLocked(now); r > 0 {
@@ -135,6 +130,21 @@ func (p *pacer) release(fl flight, acked bool) {
 	}
 	close(p.wake)
 	p.wake = make(chan struct{})
+}
+
+// sampleLocked records a delivery-rate sample: the samples of one second are kept as their
+// largest, so that a fast link's many answers keep a few of them.
+func (p *pacer) sampleLocked(now time.Time, rate float64) {
+	if n := len(p.rates); n > 0 && now.Sub(p.rates[n-1].at) < time.Second {
+		p.rates[n-1].rate = max(p.rates[n-1].rate, rate)
+		return
+	}
+	i := 0
+	for i < len(p.rates) && now.Sub(p.rates[i].at) > rateWindow {
+		i++
+	}
+	p.rates = append(p.rates[:0], p.rates[i:]...)
+	p.rates = append(p.rates, rateSample{at: now, rate: rate})
 }
 
 // rateLocked returns the delivery rate's estimate in body bytes per second; 0: none yet.
