@@ -152,6 +152,7 @@ func TestExampleConfigDefaultsAreTheDefaults(t *testing.T) {
 		{"uplink.backoff_max", c.uplink.BackoffMax, uplink.DefaultOptions.BackoffMax},
 		{"uplink.send_timeout", c.uplink.SendTimeout, uplink.DefaultOptions.SendTimeout},
 		{"uplink.scan_interval", c.uplink.ScanInterval, uplink.DefaultOptions.ScanInterval},
+		{"uplink.pace_delay", c.uplink.PaceDelay, uplink.DefaultOptions.PaceDelay},
 		{"uplink.up", len(c.uplink.Up), 0},
 		{"uplink.down", len(c.uplink.Down), 0},
 	} {
@@ -276,7 +277,7 @@ func TestConfigRoundTrip(t *testing.T) {
 		NoZstdBatch:  true,
 	}
 	wantUplink := uplink.Options{Gateway: "gw-7", RateLimit: 1 << 20, BackoffMin: time.Second, BackoffMax: 2 * time.Minute,
-		SendTimeout: 5 * time.Second, ScanInterval: time.Minute, Up: []uplink.UpRule{
+		SendTimeout: 5 * time.Second, ScanInterval: time.Minute, PaceDelay: 150 * time.Millisecond, Up: []uplink.UpRule{
 			{Name: "alarms", Topics: []string{"alarm", "fire-*"}, Upstream: uplink.Upstream{Addrs: "10.0.0.1:9876;10.0.0.2:9876",
 				Kind: uplink.KindRocketMQ, AccessKey: "ak", SecretKey: "sk"}, TopicTemplate: "{gateway}-{topic}", Priority: 10,
 				BatchSize: 8, BatchBytes: 64 << 10, Linger: 5 * time.Millisecond, Compress: true, CompressOver: 512,

@@ -687,6 +687,17 @@ var settings = []setting{
 		doc: "How often local topics are matched against the up rules again, for topics and queues " +
 			"created since.",
 	},
+	item[time.Duration]{
+		section: "uplink", key: "pace_delay",
+		kind:  durationKind,
+		def:   uplink.DefaultOptions.PaceDelay,
+		check: positiveOrOff[time.Duration](),
+		set:   func(c *config, v time.Duration) { c.uplink.PaceDelay = v },
+		doc: "Where up rules of different priorities share an upstream, about how long a higher " +
+			"priority's message waits in the link's queue behind the lower rules' batches: their bytes " +
+			"in flight are kept to the link's measured rate times its round trip plus this, so that a " +
+			"slow link's queue stays short without a rate_limit. Negative: no pacing.",
+	},
 	item[[]uplink.UpRule]{
 		section: "uplink", key: "up",
 		kind: upRulesKind,

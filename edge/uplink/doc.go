@@ -31,10 +31,24 @@
 // priority's go first, and a rule's bandwidth cap (and the Options' shared one) is a token
 // bucket taken batch by batch, so a fresh alarm waits at most for the batches in flight;
 // under a cap a batch holds at most a quarter second's worth of it. A rule waiting for new
-// messages holds no one up. On a 64 kbit/s link with a 300 ms round trip and 1 % loss, a
-// high-priority message goes up within 2 s, half of them within 1 s, while a bulk
-// rule capped under the link's rate drains a backlog (the tests over network namespaces
-// check it).
+// messages holds no one up.
+//
+// Without a cap, a bulk rule's TCP stream would fill a slow link's queue (a modem's or a
+// shaper's, often a second's worth or more), and a fresh alarm would wait behind it. So
+// where rules of different priorities share an upstream, the uplink paces the lower ones:
+// from the batches the upstream acknowledges it estimates the link's delivery rate (body
+// bytes acknowledged per second, the best of the last 10 s) and its round trip (the
+// shortest of the last 10 s, less each batch's own time on the link), and keeps the lower
+// rules' bytes in flight, all their queues together, to the rate times the round trip plus
+// Options.PaceDelay (default 200 ms) and a batch, and their batches to a quarter second of
+// the rate. A link that gets faster is found out: a batch answered sooner raises the
+// estimate, and the cap with it, round trip by round trip. Every 10 s without a shorter
+// round trip, the lower rules let the link empty and send one batch alone to measure it
+// again. On a fast link the cap is many batches and the drain rate stays as it was; a
+// negative PaceDelay turns pacing off. On a 64 kbit/s link with a 300 ms round trip and
+// 1 % loss, a high-priority message goes up within 2 s, half of them within 1 s, while a
+// bulk rule drains a backlog, capped under the link's rate or not (the tests over network
+// namespaces check it).
 //
 // A down rule (DownRule) mirrors an upstream topic into a local one: for each upstream queue
 // it pulls from its cursor, stores the batch locally (upstream queue i into local queue

@@ -167,12 +167,12 @@ func (f *queueFwd) gone(from, to int64) {
 		"lost", to-from, "from", from, "to", to)
 }
 
-// trim cuts msgs to the rule's BatchBytes, keeping at least one.
+// trim cuts msgs to the rule's BatchBytes (less when paced), keeping at least one.
 func (f *queueFwd) trim(msgs []mq.MessageExt) []mq.MessageExt {
-	n := 0
+	n, limit := 0, f.batchBytes()
 	for i := range msgs {
 		n += len(msgs[i].Body)
-		if i > 0 && n > f.r.cfg.BatchBytes {
+		if i > 0 && n > limit {
 			return msgs[:i]
 		}
 	}
@@ -274,7 +274,13 @@ func (f *queueFwd) send(ctx context.Context, msgs []*mq.Message) (int, error) {
 			if err := f.pace(ctx, len(m.Body)); err != nil {
 				return i, err
 			}
-			if _, err := f.sendOne(ctx, p, m, sel); err != nil {
+			fl, err := f.acquire(ctx, len(m.Body))
+			if err != nil {
+				return i, err
+			}
+			_, err = f.sendOne(ctx, p, m, sel)
+			f.release(fl, err == nil)
+			if err != nil {
 				return i, err
 			}
 		}
@@ -287,6 +293,10 @@ func (f *queueFwd) send(ctx context.Context, msgs []*mq.Message) (int, error) {
 	if err := f.pace(ctx, bytes); err != nil {
 		return 0, err
 	}
+	fl, err := f.acquire(ctx, bytes)
+	if err != nil {
+		return 0, err
+	}
 	sctx, cancel := context.WithTimeout(ctx, u.opts.SendTimeout)
 	defer cancel()
 	if r.cfg.Compress && hub && !r.noZstd.Load() {
@@ -296,17 +306,22 @@ func (f *queueFwd) send(ctx context.Context, msgs []*mq.Message) (int, error) {
 		_, err := c.SendBatchZstd(sctx, msgs, sel)
 		switch {
 		case err == nil:
+			f.release(fl, true)
 			return len(msgs), nil
 		case errors.Is(err, errors.ErrUnsupported): // an older hub, or zstd batches off: nothing stored
 			r.noZstd.Store(true)
 			u.lg.Warn("uplink: the hub does not take zstd batches; sending them plain", "rule", r.cfg.Name, "err", err)
 		case errors.Is(err, mq.ErrMessageTooLarge):
+			f.release(fl, false)
 			return f.sendEach(ctx, p, msgs, sel)
 		default:
+			f.release(fl, false)
 			return 0, err
 		}
 	}
-	if _, err := p.SendBatch(sctx, msgs, sel); err != nil {
+	_, err = p.SendBatch(sctx, msgs, sel)
+	f.release(fl, err == nil)
+	if err != nil {
 		if errors.Is(err, mq.ErrMessageTooLarge) { // one at a time, so that only the culprit is skipped
 			return f.sendEach(ctx, p, msgs, sel)
 		}

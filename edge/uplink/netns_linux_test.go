@@ -393,29 +393,31 @@ func TestNetnsLossyForward(t *testing.T) {
 // TestNetnsAlarmLatency: on a 64 kbit/s link with a 300 ms round trip and 1 % loss, while
 // a low-priority telemetry rule drains a backlog using most of the link, an alarm of a
 // high-priority rule to the same upstream is stored upstream within 2 s of being sent
-// locally, half of them within 1 s, when the telemetry rule is capped under the link's
-// rate. Uncapped, the
-// telemetry's TCP stream keeps the link's queue full: that case is measured and reported,
-// its latency not bounded. Latency is the hub's store time less the local send time (one
-// clock: the hub runs on this machine).
+// locally, half of them within 1 s: with the telemetry rule capped under the link's rate,
+// and uncapped, where pacing keeps the link's queue short. Without pacing and a cap
+// (Options.PaceDelay negative) the telemetry's TCP stream keeps the link's queue full: that
+// case is measured and reported, its latency not bounded. Latency is the hub's store time
+// less the local send time (one clock: the hub runs on this machine).
 func TestNetnsAlarmLatency(t *testing.T) {
 	needNetns(t)
 	tests := []struct {
 		name         string
 		telemetryCap int64         // the telemetry rule's RateLimit, body bytes per second
+		paceDelay    time.Duration // Options.PaceDelay
 		bound        time.Duration // every alarm within it, half within half of it; 0: reported only
 	}{
 		// The cap is under the link's 8000 B/s counting the wire's overhead: batches of
 		// 100-byte messages take about 2.4 times their body bytes on the wire.
-		{"capped", 3000, 2 * time.Second},
-		{"uncapped", 0, 0},
+		{"capped", 3000, 0, 2 * time.Second},
+		{"uncapped", 0, 0, 2 * time.Second},
+		{"unpaced", 0, -1, 0},
 	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) { alarmLatency(t, tc.telemetryCap, tc.bound) })
+		t.Run(tc.name, func(t *testing.T) { alarmLatency(t, tc.telemetryCap, tc.paceDelay, tc.bound) })
 	}
 }
 
-func alarmLatency(t *testing.T, telemetryCap int64, alarmBound time.Duration) {
+func alarmLatency(t *testing.T, telemetryCap int64, paceDelay, alarmBound time.Duration) {
 	const linkRate = 8000 // bytes per second: 64 kbit/s
 	h := startNetnsHub(t, badLink{RTT: 300 * time.Millisecond, Loss: 0.01, Rate: "64kbit"})
 	local := openLocal(t, t.TempDir(), nil)
@@ -435,7 +437,7 @@ func alarmLatency(t *testing.T, telemetryCap int64, alarmBound time.Duration) {
 		}
 	}
 	up := Upstream{Addrs: h.addr, Kind: KindEdgeMQ}
-	u := startUplink(t, local, Options{ScanInterval: 100 * time.Millisecond, Up: []UpRule{
+	u := startUplink(t, local, Options{ScanInterval: 100 * time.Millisecond, PaceDelay: paceDelay, Up: []UpRule{
 		{Name: "telemetry", Topics: []string{"telemetry"}, Upstream: up, RateLimit: telemetryCap},
 		{Name: "alarms", Topics: []string{"alarm"}, Upstream: up, Priority: 10},
 	}})
@@ -483,6 +485,10 @@ func alarmLatency(t *testing.T, telemetryCap int64, alarmBound time.Duration) {
 		float64(linkB)/d.Seconds(), linkRate, 100*float64(linkB)/d.Seconds()/linkRate)
 	in, out := h.dropped(t)
 	t.Logf("the link dropped %d packets towards the hub, %d back", in, out)
+	if p := u.rules[0].pace; p != nil {
+		rate, rtt := p.estimate()
+		t.Logf("pacing: delivery rate %.0f body B/s, round trip %v, batches of %d body bytes", rate, rtt.Round(time.Millisecond), p.batchBytes())
+	}
 	if rate := float64(linkB) / d.Seconds(); rate < linkRate/2 {
 		t.Errorf("the link carried %.0f B/s while the alarms went, want at least half its %d B/s", rate, linkRate)
 	}

@@ -138,6 +138,13 @@ type Options struct {
 	// queues created meanwhile, and down rules divide their group's queues again (they also
 	// do at once when the upstream says the group's members changed). Default 10 s.
 	ScanInterval time.Duration
+	// PaceDelay bounds, roughly, how long a higher priority's message waits in the link's
+	// queue behind the batches of lower-priority rules to the same upstream (by Addrs):
+	// while they drain, their body bytes in flight are kept to the link's measured delivery
+	// rate times its round trip plus PaceDelay and one batch, and their batches to a
+	// quarter second of that rate. Default 200 ms; negative: no pacing (the lower rules
+	// fill the link's queue, which on a slow link may hold seconds).
+	PaceDelay time.Duration
 	// Logger receives link state changes and losses. Default: discard.
 	Logger *slog.Logger
 }
@@ -148,6 +155,7 @@ var DefaultOptions = Options{
 	BackoffMax:   60 * time.Second,
 	SendTimeout:  10 * time.Second,
 	ScanInterval: 10 * time.Second,
+	PaceDelay:    200 * time.Millisecond,
 }
 
 // Rule defaults.
@@ -209,6 +217,9 @@ func (o *Options) withDefaults(brokerName string) (Options, error) {
 	if r.ScanInterval == 0 {
 		r.ScanInterval = d.ScanInterval
 	}
+	if r.PaceDelay == 0 {
+		r.PaceDelay = d.PaceDelay
+	}
 	if r.Logger == nil {
 		r.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -235,8 +246,8 @@ func (o *Options) withDefaults(brokerName string) (Options, error) {
 		seen[u.Name] = true
 		// On a capped link a batch carries at most a quarter second of the cap, so that a
 		// higher priority's message waits at most that long behind one batch.
-		if c := minCap(u.RateLimit, r.RateLimit); c > 0 && int64(u.BatchBytes) > c/4 {
-			u.BatchBytes = int(max(c/4, 1))
+		if q := quarterSecond(minCap(u.RateLimit, r.RateLimit)); q > 0 && u.BatchBytes > q {
+			u.BatchBytes = q
 		}
 	}
 	r.Down = append([]DownRule(nil), r.Down...)

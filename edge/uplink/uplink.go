@@ -49,6 +49,8 @@ type rule struct {
 	cfg    UpRule
 	group  string  // the group name its local reads carry
 	bucket *bucket // UpRule.RateLimit; nil: none
+	pace   *pacer  // its upstream's, shared with the other rules there; nil: none
+	capped bool    // pace caps its batches
 	c      counters
 	noZstd atomic.Bool // the upstream answered SEND_BATCH_ZSTD not supported: plain batches
 
@@ -81,8 +83,10 @@ func Start(b *edge.Broker, opts *Options) (*Uplink, error) {
 	u := &Uplink{b: b, now: b.Options().Now, opts: o, lg: o.Logger.With("component", "uplink"), gate: newGate(), bucket: newBucket(o.RateLimit)}
 	u.ctx, u.cancel = context.WithCancel(context.Background())
 	u.scanPos.Store(0) // hold everything until the first scan
-	for _, cfg := range o.Up {
+	paces, capped := pacersFor(o.Up, o.PaceDelay)
+	for i, cfg := range o.Up {
 		r := &rule{u: u, cfg: cfg, group: "UPLINK_" + cfg.Name, bucket: newBucket(cfg.RateLimit),
+			pace: paces[i], capped: capped[i],
 			queues: map[mq.MessageQueue]*queueFwd{}, cursor: map[mq.MessageQueue]int64{}}
 		cs, err := b.ForwardCursors(cfg.Name)
 		if err != nil {
