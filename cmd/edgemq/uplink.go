@@ -210,7 +210,7 @@ const upDoc = "The up rules: each [[uplink.up]] table forwards local topics to a
 	"names, or prefixes ending in *), upstream (required: the name servers, ip:port;ip:port), kind (rocketmq " +
 	"or edgemq; default rocketmq), access_key and secret_key (the upstream's ACL account: requests are signed with it), " +
 	"topic_template (the upstream topic, {topic} and {gateway} replaced; default {topic}), priority " +
-	"(higher goes first; default 0), batch_size (1..1024; default 32), batch_bytes (default 256KiB), " +
+	"(higher goes first; default 0), batch_size (1..1024; default 32), batch_bytes (default 256KiB; with a rate_limit, at most a quarter second of it), " +
 	"linger (wait for a fuller batch; default 0s), compress (to an edgemq hub: batches compressed " +
 	"whole with zstd, plain if the hub does not take them; to rocketmq: zlib bodies of at least " +
 	"compress_over, default 1KiB, sent one by one, which RocketMQ 4.x and 5.x consumers decode; " +
