@@ -77,16 +77,16 @@ type Queue struct {
 	min atomic.Int64 // first available offset
 	max atomic.Int64 // next offset to write; stored only after the entry's bytes
 
-	wmu      sync.Mutex // serializes writers; guards the fields below and writes to segs/closed
-	dirty    bool       // the active file has entries not yet synced
-	gen      uint64     // times the active file was dirtied: Sync clears dirty only if unchanged
-	dirDirty bool       // a file was created, renamed or removed without a successful SyncDir
-	dirGen   uint64     // times dirDirty was set: a sync outside wmu clears it only if unchanged
-	sealed   *segment   // the sealed file whose entries are not yet synced, if any (at most one)
-	next     *segment   // the file made ahead by Prepare (nextName), nil if none
+	wmu      sync.Mutex  // serializes writers; guards the fields below and writes to segs/closed
+	dirty    bool        // the active file has entries not yet synced
+	gen      uint64      // times the active file was dirtied: Sync clears dirty only if unchanged
+	dirDirty bool        // a file was created, renamed or removed without a successful SyncDir
+	dirGen   uint64      // times dirDirty was set: a sync outside wmu clears it only if unchanged
+	sealed   *segment    // the sealed file whose entries are not yet synced, if any (at most one)
+	next     *segment    // the file made ahead by Prepare (nextName), nil if none
 	wantPrep atomic.Bool // Append passed the middle of the active file: Prepare is due
-	werr     error      // sticky: the disk no longer matches memory; writes return it
-	nextDrop int64      // end of data (bytes) in the active file at which Append drops again
+	werr     error       // sticky: the disk no longer matches memory; writes return it
+	nextDrop int64       // end of data (bytes) in the active file at which Append drops again
 
 	// The resident set of the active file (resident.go).
 	window  int64        // ResidentBytes: bytes behind the end of the data kept resident
