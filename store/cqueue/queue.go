@@ -66,7 +66,8 @@ var DefaultOptions = Options{
 // may share a queue, except that Sync holds wmu only to choose what to sync: its fdatasync
 // runs under smu alone, so that Appends go on meanwhile (a dispatcher's appends would
 // otherwise wait for the disk); whatever closes a file first waits for it. Get, Read,
-// Search, Last, Min and Max may run concurrently with everything. Lock order: wmu before
+// Search, Last, Min and Max may run concurrently with everything. Prepare, which its caller
+// runs outside its own locks, holds wmu as Sync does. Lock order: pmu before wmu, wmu before
 // smu, wmu before mu. A Queue starts no goroutines.
 type Queue struct {
 	dir string
@@ -148,7 +149,8 @@ func (q *Queue) fileSize() int { return int(q.n * EntrySize) }
 // ErrOffsetExists (off < Max) or ErrGap (off > Max); an invalid e wraps ErrInvalidEntry,
 // and off above MaxInt64-SegmentEntries (where the next file's name would overflow)
 // ErrOffsetTooLarge.
-// When the active file is full, Append syncs it and creates the next one; if that fails
+// When the active file is full, Append switches to the next one, made ahead by Prepare or
+// else created (and the file before the full one synced) then; if that fails
 // (allocation wraps vfs.ErrNoSpace on a full disk) the queue is unchanged and a later
 // Append retries. The entry is durable after Sync; readers see it when Append returns.
 func (q *Queue) Append(off int64, e Entry) error {
