@@ -73,6 +73,7 @@ func (s *Store) dispatchLoop() {
 		s.dmu.Lock()
 		more := s.dispatch(s.dr, s.dispatchLimit(), true)
 		s.unlockDispatch()
+		s.prepareQueues()
 		s.progressMu.Lock()
 		s.progress.Broadcast() // appenders held back by MaxDispatchLag
 		s.progressMu.Unlock()
@@ -81,6 +82,31 @@ func (s *Store) dispatchLoop() {
 		}
 		if more {
 			s.kickDispatcher() // let the loop breathe between rounds: ticker, Flush, Close
+		}
+	}
+}
+
+// wantPrepare queues q for the dispatcher goroutine's prepareQueues and kicks it: q's active
+// file is half full, and the work of switching to the next file is best done ahead, outside
+// the append lock (cqueue.Queue.Prepare).
+func (s *Store) wantPrepare(q *queue) {
+	s.prepMu.Lock()
+	s.prepQ = append(s.prepQ, q)
+	s.prepMu.Unlock()
+	s.kickDispatcher()
+}
+
+// prepareQueues runs Prepare on the queues wantPrepare queued. Only the dispatcher
+// goroutine calls it, holding no lock.
+func (s *Store) prepareQueues() {
+	s.prepMu.Lock()
+	qs := s.prepQ
+	s.prepQ = nil
+	s.prepMu.Unlock()
+	for _, q := range qs {
+		if err := q.cq.Prepare(); err != nil && !errors.Is(err, cqueue.ErrClosed) {
+			// Not fatal: the switch does the work itself then.
+			s.lg.Warn("prepare the next consume queue file", "topic", q.topic, "queue", q.id, "err", err)
 		}
 	}
 }
@@ -471,6 +497,9 @@ func (s *Store) dispatchEntry(q *queue, off int64, e cqueue.Entry, storeTime int
 	}
 	switch {
 	case err == nil:
+		if q.cq.PrepareDue() {
+			s.wantPrepare(q)
+		}
 		if notify && s.opts.OnArrival != nil {
 			s.opts.OnArrival(Arrival{Topic: q.topic, QueueID: q.id, Offset: off, TagHash: e.TagHash, StoreTime: storeTime})
 		}

@@ -160,8 +160,9 @@ func TestAppendWhileQueueFull(t *testing.T) {
 			full := new(atomic.Bool)
 			s := openStore(t, t.TempDir(), Options{FS: queueFullFS{vfs.OS, full}, Flush: fl, QueueSegmentEntries: 16})
 			defer s.Close()
-			appendN(t, s, "F", 0, 0, 16) // the queue's first file is full
+			appendN(t, s, "F", 0, 0, 8) // before the dispatcher makes the next file ahead
 			full.Store(true)
+			appendN(t, s, "F", 0, 8, 8) // the queue's first file is full
 			returned := make(chan error, 1)
 			go func() {
 				for i := 16; i < 20; i++ {

@@ -34,8 +34,10 @@ const propertySlack = 64 << 10
 //
 // Goroutines: the commitlog's own (flusher, segment preparer, retention, and with async
 // flush the prefaulter); the dispatcher, which turns new records into queue entries (those
-// that acknowledgements left to it), calls Options.OnArrival, and periodically fsyncs the
-// queues and writes the dispatch checkpoint; and the acknowledgement goroutine of
+// that acknowledgements left to it), calls Options.OnArrival, prepares a queue's next file
+// once its active one is half full (cqueue.Queue.Prepare: syncing the full file and creating
+// the next happen there, not under the append lock), and periodically fsyncs the queues and
+// writes the dispatch checkpoint; and the acknowledgement goroutine of
 // AppendAsync. Close stops and waits for all.
 type Store struct {
 	dir  string
@@ -81,6 +83,8 @@ type Store struct {
 	acks        []pendingAck
 	ackSpare    []pendingAck
 	ackKick     chan struct{}
+	prepMu      sync.Mutex // guards prepQ
+	prepQ       []*queue   // queues whose next file the dispatcher should prepare (wantPrepare)
 	hmu         sync.Mutex // guards handoff
 	handoff     []handoffEntry
 	carry       []handoffEntry // handed-over entries taken by the holder of dmu

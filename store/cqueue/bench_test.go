@@ -42,3 +42,45 @@ func BenchmarkRead32(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSwitch times the Append that fills the active file and switches to the next one,
+// which its caller waits for (in the store, under the append lock): "ahead" with Prepare run
+// before (the usual case: the store's dispatcher runs it once a file is half full), "inline"
+// without (Append syncs the full file and creates the next one itself). Between two timed
+// switches, one file of 65536 entries (the default size) is appended untimed.
+func BenchmarkSwitch(b *testing.B) {
+	for _, ahead := range []bool{true, false} {
+		name := "inline"
+		if ahead {
+			name = "ahead"
+		}
+		b.Run(name, func(b *testing.B) {
+			q := openQueue(b, b.TempDir(), nil)
+			n := int64(DefaultOptions.SegmentEntries)
+			off := int64(0)
+			fill := func(k int64) { // appends k entries untimed
+				b.StopTimer()
+				defer b.StartTimer()
+				for range k {
+					if err := q.Append(off, ent(off)); err != nil {
+						b.Fatal(err)
+					}
+					off++
+					if q.PrepareDue() && ahead {
+						if err := q.Prepare(); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+			}
+			fill(n)
+			for b.Loop() {
+				if err := q.Append(off, ent(off)); err != nil { // the first entry of the next file
+					b.Fatal(err)
+				}
+				off++
+				fill(n - 1)
+			}
+		})
+	}
+}

@@ -11,10 +11,10 @@ import (
 	"github.com/edgemq/edgemq/store/vfs"
 )
 
-// TestPowerCut appends, syncs, truncates and deletes at random on a vfstest.CrashFS, cuts the
-// power, and reopens: every entry synced before the cut must be there, nothing in
-// [Min, Max) may fail to decode, and once the store's recovery truncates to the synced end
-// and re-appends, the queue must be exact and stay so across another cut.
+// TestPowerCut appends, syncs, truncates, deletes and prepares the next file at random on a
+// vfstest.CrashFS, cuts the power, and reopens: every entry synced before the cut must be
+// there, nothing in [Min, Max) may fail to decode, and once the store's recovery truncates to
+// the synced end and re-appends, the queue must be exact and stay so across another cut.
 func TestPowerCut(t *testing.T) {
 	seeds := 300
 	if testing.Short() {
@@ -49,6 +49,12 @@ func TestPowerCut(t *testing.T) {
 			case r < 5:
 				if _, err := q.DeleteBefore(ent(q.Min() + rng.Int64N(100)).Pos); err != nil {
 					t.Fatalf("seed %d: DeleteBefore: %v", seed, err)
+				}
+			case r < 15:
+				if q.PrepareDue() || r < 7 { // as the store does, and at random times
+					if err := q.Prepare(); err != nil {
+						t.Fatalf("seed %d: Prepare: %v", seed, err)
+					}
 				}
 			default:
 				off, restart := q.Max(), false

@@ -35,10 +35,13 @@
 //
 // # Durability
 //
-// An appended entry is durable after Sync. When the active file fills, it is synced before
-// the next file is created, and a new file's directory entry is synced before it is
-// written. So after a power cut every file but the last is whole, and only the last can
-// end in a torn or partly written tail.
+// An appended entry is durable after Sync. A file is created (under a temporary name,
+// next.cq.tmp, when made ahead by Prepare), allocated at full size and synced before it gets
+// its name, so its size is durable first. When the active file fills, the next one becomes
+// active; the full file is synced later, by the next Sync or Prepare, or by the next switch
+// at the latest, which also syncs the directory if a name is not yet durable. So after a
+// power cut every file but the last two is whole, and of those two only the last may be
+// missing, and either may end in a torn or partly written tail.
 //
 // Entries carry no checksum, so recovery can only cut what does not decode: an unsynced
 // entry whose sector was torn, or filled with garbage, by the power cut may come back as a
@@ -53,7 +56,9 @@
 // first all-zero entry, or at the first non-zero entry that does not decode: Max is the
 // offset of that slot. That entry and every byte after it in the file are zeroed (and
 // logged), so a stale entry past the end can never come back once later slots are
-// written. Sealed files are not scanned. Min is the base of the first file: a Min moved
+// written. The file before the last is scanned too: if one of its entries does not decode
+// (its sync had not happened), the queue ends there and the last file is removed. Older
+// files are not scanned. A next.cq.tmp left by Prepare is removed. Min is the base of the first file: a Min moved
 // inside a file by DeleteBefore is not persisted, and the store repeats DeleteBefore
 // after Open. The store then compares the queue with the commitlog (Last, Search) and
 // calls TruncateFrom for entries past the commitlog's end.

@@ -21,6 +21,11 @@ func (q *Queue) load() (err error) {
 		return fmt.Errorf("cqueue: read dir: %w", err)
 	}
 	var segs []*segment
+	if slices.Contains(names, nextName) { // made ahead and never renamed into place: holds nothing
+		if err := q.fs.Remove(filepath.Join(q.dir, nextName)); err != nil {
+			return fmt.Errorf("cqueue: remove %s: %w", nextName, err)
+		}
+	}
 	for _, name := range names {
 		if base, ok := parseFileName(name); ok {
 			if base > math.MaxInt64-q.n { // Append never names a file so: its end would overflow
@@ -83,6 +88,32 @@ func (q *Queue) load() (err error) {
 		}
 	}
 
+	// A roll leaves the file it sealed for a later sync, so a power cut may have torn the
+	// file before the last one (never one before that, and never its size, see rollLocked).
+	// Entries from its first one that does not decode are lost: the queue ends there, and
+	// the last file, whose entries would follow a hole, goes.
+	if len(segs) >= 2 {
+		prev := segs[len(segs)-2]
+		hole, err := q.firstHole(prev)
+		if err != nil {
+			return err
+		}
+		if hole < q.n {
+			last := segs[len(segs)-1]
+			q.log.Warn("cqueue: the file before the last is torn: removing the last file",
+				"file", prev.path, "offset", prev.base+hole, "removed", last.path)
+			_ = last.f.Close()
+			last.f = nil
+			if err := q.fs.Remove(last.path); err != nil {
+				return fmt.Errorf("cqueue: remove file after a torn one: %w", err)
+			}
+			segs = segs[:len(segs)-1]
+			if err := q.fs.SyncDir(q.dir); err != nil {
+				return fmt.Errorf("cqueue: sync dir %s: %w", q.dir, err)
+			}
+		}
+	}
+
 	last := segs[len(segs)-1]
 	if err := last.f.Allocate(size); err != nil { // a no-op unless a crash cut a roll short
 		return fmt.Errorf("cqueue: allocate %s: %w", last.path, err)
@@ -137,4 +168,23 @@ func lastNonZero(b []byte) int {
 		n--
 	}
 	return n
+}
+
+// firstHole returns the slot of the first entry of the sealed file s that does not decode
+// (all-zero or invalid), or q.n if every one does.
+func (q *Queue) firstHole(s *segment) (int64, error) {
+	m, err := s.f.Map(q.fileSize(), false)
+	if err != nil {
+		return 0, fmt.Errorf("cqueue: map %s: %w", s.path, err)
+	}
+	slot := int64(0)
+	for ; slot < q.n; slot++ {
+		if !decode(m[slot*EntrySize : (slot+1)*EntrySize]).valid() {
+			break
+		}
+	}
+	if err := s.f.Unmap(m); err != nil {
+		return 0, fmt.Errorf("cqueue: unmap %s: %w", s.path, err)
+	}
+	return slot, nil
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 
@@ -65,7 +66,8 @@ var DefaultOptions = Options{
 // may share a queue, except that Sync holds wmu only to choose what to sync: its fdatasync
 // runs under smu alone, so that Appends go on meanwhile (a dispatcher's appends would
 // otherwise wait for the disk); whatever closes a file first waits for it. Get, Read,
-// Search, Last, Min and Max may run concurrently with everything. Lock order: wmu before
+// Search, Last, Min and Max may run concurrently with everything. Prepare, which its caller
+// runs outside its own locks, holds wmu as Sync does. Lock order: pmu before wmu, wmu before
 // smu, wmu before mu. A Queue starts no goroutines.
 type Queue struct {
 	dir string
@@ -76,12 +78,16 @@ type Queue struct {
 	min atomic.Int64 // first available offset
 	max atomic.Int64 // next offset to write; stored only after the entry's bytes
 
-	wmu      sync.Mutex // serializes writers; guards the fields below and writes to segs/closed
-	dirty    bool       // the active file has entries not yet synced
-	gen      uint64     // times the active file was dirtied: Sync clears dirty only if unchanged
-	dirDirty bool       // a file was created or removed without a successful SyncDir
-	werr     error      // sticky: the disk no longer matches memory; writes return it
-	nextDrop int64      // end of data (bytes) in the active file at which Append drops again
+	wmu      sync.Mutex  // serializes writers; guards the fields below and writes to segs/closed
+	dirty    bool        // the active file has entries not yet synced
+	gen      uint64      // times the active file was dirtied: Sync clears dirty only if unchanged
+	dirDirty bool        // a file was created, renamed or removed without a successful SyncDir
+	dirGen   uint64      // times dirDirty was set: a sync outside wmu clears it only if unchanged
+	sealed   *segment    // the sealed file whose entries are not yet synced, if any (at most one)
+	next     *segment    // the file made ahead by Prepare (nextName), nil if none
+	wantPrep atomic.Bool // Append passed the middle of the active file: Prepare is due
+	werr     error       // sticky: the disk no longer matches memory; writes return it
+	nextDrop int64       // end of data (bytes) in the active file at which Append drops again
 
 	// The resident set of the active file (resident.go).
 	window  int64        // ResidentBytes: bytes behind the end of the data kept resident
@@ -89,7 +95,8 @@ type Queue struct {
 	cold    atomic.Int64 // bytes read below the window since the last sweep
 	dropOff atomic.Bool  // ResidentBytes < 0, or DropResident failed
 
-	smu    sync.Mutex   // held by Sync across its fdatasync; taken (under wmu) before closing a file
+	pmu    sync.Mutex   // serializes Prepare; taken before wmu
+	smu    sync.Mutex   // held by Sync and Prepare across their fsyncs; taken (under wmu) before closing a file
 	mu     sync.RWMutex // readers hold it (read) while they use segs and mappings
 	segs   []*segment   // contiguous files; the last is active (mapped); empty before the first Append
 	closed bool
@@ -142,7 +149,8 @@ func (q *Queue) fileSize() int { return int(q.n * EntrySize) }
 // ErrOffsetExists (off < Max) or ErrGap (off > Max); an invalid e wraps ErrInvalidEntry,
 // and off above MaxInt64-SegmentEntries (where the next file's name would overflow)
 // ErrOffsetTooLarge.
-// When the active file is full, Append syncs it and creates the next one; if that fails
+// When the active file is full, Append switches to the next one, made ahead by Prepare or
+// else created (and the file before the full one synced) then; if that fails
 // (allocation wraps vfs.ErrNoSpace on a full disk) the queue is unchanged and a later
 // Append retries. The entry is durable after Sync; readers see it when Append returns.
 func (q *Queue) Append(off int64, e Entry) error {
@@ -182,34 +190,134 @@ func (q *Queue) Append(off int64, e Entry) error {
 	e.Put(s.m[o : o+EntrySize])
 	q.markDirtyLocked()
 	q.max.Store(off + 1) // publish only after the bytes are in place
+	if slot == q.n/2 {
+		q.wantPrep.Store(true)
+	}
 	if o+EntrySize >= q.nextDrop {
 		q.dropBehindLocked(s, o+EntrySize)
 	}
 	return nil
 }
 
-// rollLocked seals the full active file and makes a new one active. The full file is
-// synced first, so a file exists on disk only once every file before it is durable
-// (recovery scans only the last file). q.wmu is held.
+// rollLocked seals the full active file and makes the next one active. The lock holds only
+// the switch when Prepare did its work (the usual case): the file made ahead is renamed into
+// place, and the sealed file is left for the next Sync or Prepare to sync (the new name too).
+// Otherwise it does that work itself first: it syncs the previously sealed file if still
+// unsynced and the directory if a name is not durable, so that at most one sealed file is
+// unsynced and a file name is durable before the next one is written; and it creates the
+// next file. So after a power cut every file but the last two is whole, and each file's name
+// is durable if a later file's is. q.wmu is held.
 func (q *Queue) rollLocked() error {
 	old := q.segs[len(q.segs)-1]
-	if q.dirty {
-		if err := old.f.Sync(); err != nil {
-			return fmt.Errorf("cqueue: sync %s: %w", old.path, err)
-		}
-		q.dirty = false
-	}
-	s, err := createSegment(q.fs, q.dir, old.base+q.n, q.fileSize())
-	if err != nil {
+	base := old.base + q.n
+	if err := q.syncSealedLocked(); err != nil {
 		return err
+	}
+	if q.dirDirty {
+		if err := q.syncDirLocked(); err != nil {
+			return err
+		}
+	}
+	var s *segment
+	if n := q.next; n != nil {
+		path := filepath.Join(q.dir, fileName(base))
+		if err := q.fs.Rename(n.path, path); err != nil {
+			q.log.Warn("cqueue: rename the file made ahead", "file", n.path, "err", err)
+			q.dropNextLocked()
+		} else {
+			q.next = nil
+			n.base, n.path = base, path
+			q.dirChangedLocked()
+			s = n
+		}
+	}
+	if s == nil {
+		var err error
+		if s, err = createSegment(q.fs, q.dir, base, q.fileSize()); err != nil {
+			return err
+		}
 	}
 	q.mu.Lock()
 	uerr := old.unmap()
 	q.segs = append(q.segs, s)
 	q.mu.Unlock()
+	if q.dirty {
+		q.sealed, q.dirty = old, false
+	}
 	q.resetDropLocked()
 	if uerr != nil {
 		q.log.Warn("cqueue: unmap sealed file", "err", uerr)
+	}
+	return nil
+}
+
+// syncSealedLocked syncs the sealed file not yet synced, if any. q.wmu is held.
+func (q *Queue) syncSealedLocked() error {
+	if q.sealed == nil {
+		return nil
+	}
+	if err := q.sealed.f.Sync(); err != nil {
+		return fmt.Errorf("cqueue: sync %s: %w", q.sealed.path, err)
+	}
+	q.sealed = nil
+	return nil
+}
+
+// dirChangedLocked notes a change to q.dir that is durable only after a SyncDir. q.wmu is
+// held.
+func (q *Queue) dirChangedLocked() {
+	q.dirDirty = true
+	q.dirGen++
+}
+
+// dropNextLocked closes and removes the file made ahead, if any. q.wmu is held.
+func (q *Queue) dropNextLocked() {
+	n := q.next
+	if n == nil {
+		return
+	}
+	q.next = nil
+	_ = n.unmap()
+	_ = n.f.Close()
+	if err := q.fs.Remove(n.path); err != nil {
+		q.log.Warn("cqueue: remove the file made ahead", "file", n.path, "err", err)
+	}
+}
+
+// PrepareDue reports, once per file, that Append passed the middle of the active file:
+// whoever appends should then call Prepare soon, outside its own locks.
+func (q *Queue) PrepareDue() bool {
+	return q.wantPrep.Load() && q.wantPrep.CompareAndSwap(true, false)
+}
+
+// Prepare does ahead of time the work that Append would otherwise do when the active file
+// fills, while the caller's appends wait: it syncs the last sealed file (and the directory)
+// if they are not yet synced, and creates, allocates, syncs and maps the next file under a
+// temporary name, so that Append only renames it into place. Appends go on while it runs.
+// Call it from one goroutine, after PrepareDue reports true; a Sync in flight at the same time
+// waits for it with wmu held (so appends may wait too).
+func (q *Queue) Prepare() error {
+	q.pmu.Lock()
+	defer q.pmu.Unlock()
+	if err := q.syncOutside(false); err != nil {
+		return err
+	}
+	q.wmu.Lock()
+	need := !q.closed && q.werr == nil && q.next == nil
+	q.wmu.Unlock()
+	if !need {
+		return nil
+	}
+	n, err := makeSegment(q.fs, filepath.Join(q.dir, nextName), q.fileSize())
+	if err != nil {
+		return err
+	}
+	q.wmu.Lock()
+	defer q.wmu.Unlock()
+	q.next = n
+	if q.closed {
+		q.dropNextLocked()
+		return ErrClosed
 	}
 	return nil
 }
@@ -231,7 +339,7 @@ func (q *Queue) rebaseLocked(off int64) error {
 	q.min.Store(off)
 	q.max.Store(off)
 	q.mu.Unlock()
-	q.dirty = false
+	q.dirty, q.sealed = false, nil // the old files are removed below
 	q.resetDropLocked()
 	if uerr != nil {
 		q.log.Warn("cqueue: unmap replaced file", "err", uerr)
@@ -255,7 +363,7 @@ func (q *Queue) rebaseLocked(off int64) error {
 // syncDirLocked syncs q.dir, remembering a failure for the next Sync. q.wmu is held.
 func (q *Queue) syncDirLocked() error {
 	if err := q.fs.SyncDir(q.dir); err != nil {
-		q.dirDirty = true
+		q.dirChangedLocked()
 		return fmt.Errorf("cqueue: sync dir %s: %w", q.dir, err)
 	}
 	q.dirDirty = false
@@ -353,37 +461,61 @@ func (q *Queue) Last() (Entry, bool) {
 	return e, err == nil
 }
 
-// Sync makes every entry appended so far durable: it fdatasyncs the active file (full
-// files were synced when they were sealed) and syncs the directory if an earlier sync of
-// it failed. Appends may go on while the fdatasync runs; those it does not cover leave the
-// queue dirty for the next Sync. (A second Sync while one is in flight waits for it with
-// wmu held: callers that want Appends to go on sync from one goroutine.)
-func (q *Queue) Sync() error {
+// Sync makes every entry appended so far durable: it fdatasyncs the active file and the
+// last sealed one if that is not synced yet (see Prepare), and syncs the directory if a file
+// name is not durable yet. Appends may go on while the fsyncs run; those they do not cover
+// leave the queue dirty for the next Sync. (A second Sync or a Prepare in flight makes Sync
+// wait with wmu held: callers that want Appends to go on sync from one goroutine.)
+func (q *Queue) Sync() error { return q.syncOutside(true) }
+
+// syncOutside syncs, holding wmu only to choose what to sync and to note what was synced: the
+// sealed file not yet synced, the directory if dirty, and with active the active file.
+func (q *Queue) syncOutside(active bool) error {
 	q.wmu.Lock()
 	if q.closed {
 		q.wmu.Unlock()
 		return ErrClosed
 	}
-	if q.dirDirty {
-		if err := q.syncDirLocked(); err != nil {
-			q.wmu.Unlock()
-			return err
-		}
+	sealed, dir, dirGen := q.sealed, q.dirDirty, q.dirGen
+	var s *segment
+	gen := q.gen
+	if active && q.dirty && len(q.segs) > 0 {
+		s = q.segs[len(q.segs)-1]
 	}
-	if !q.dirty || len(q.segs) == 0 {
+	if sealed == nil && !dir && s == nil {
 		q.wmu.Unlock()
 		return nil
 	}
-	s, gen := q.segs[len(q.segs)-1], q.gen
-	q.smu.Lock() // before wmu is released: whoever closes s waits for the sync
+	q.smu.Lock() // before wmu is released: whoever closes a file waits for the sync
 	q.wmu.Unlock()
-	err := s.f.Sync()
+	var err error
+	if sealed != nil {
+		if e := sealed.f.Sync(); e != nil {
+			err = fmt.Errorf("cqueue: sync %s: %w", sealed.path, e)
+		}
+	}
+	if dir && err == nil {
+		if e := q.fs.SyncDir(q.dir); e != nil {
+			err = fmt.Errorf("cqueue: sync dir %s: %w", q.dir, e)
+		}
+	}
+	if s != nil && err == nil {
+		if e := s.f.Sync(); e != nil {
+			err = fmt.Errorf("cqueue: sync %s: %w", s.path, e)
+		}
+	}
 	q.smu.Unlock()
 	if err != nil {
-		return fmt.Errorf("cqueue: sync %s: %w", s.path, err)
+		return err
 	}
 	q.wmu.Lock()
-	if q.gen == gen {
+	if sealed != nil && q.sealed == sealed {
+		q.sealed = nil
+	}
+	if dir && q.dirGen == dirGen {
+		q.dirDirty = false
+	}
+	if s != nil && q.gen == gen {
 		q.dirty = false
 	}
 	q.wmu.Unlock()
@@ -405,6 +537,9 @@ func (q *Queue) waitSyncLocked() {
 
 // syncLocked is Sync with q.wmu held.
 func (q *Queue) syncLocked() error {
+	if err := q.syncSealedLocked(); err != nil {
+		return err
+	}
 	if q.dirDirty {
 		if err := q.syncDirLocked(); err != nil {
 			return err
@@ -433,6 +568,7 @@ func (q *Queue) Close() error {
 		err = q.werr
 	}
 	q.waitSyncLocked()
+	q.dropNextLocked()
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.closed = true

@@ -93,16 +93,16 @@ func TestReadErrors(t *testing.T) {
 func TestReadCorrupt(t *testing.T) {
 	dir := t.TempDir()
 	q := openQueue(t, dir, segOpts(4))
-	appendRange(t, q, 0, 6)
+	appendRange(t, q, 0, 10)
 	if err := q.Close(); err != nil {
 		t.Fatal(err)
 	}
-	// Slot 2 of the sealed file 0: Open does not scan sealed files, reads must catch it.
+	// Slot 2 of the sealed file 0: Open scans only the last two files, reads must catch it.
 	sealed := filepath.Join(dir, fileName(0))
 	writeFileAt(t, sealed, []byte{0, 0, 0, 0}, 2*EntrySize+sizeOff)
 	q = openQueue(t, dir, segOpts(4))
-	active := filepath.Join(dir, fileName(4))
-	// Slot 1 of the active file (offset 5), behind the mapping's back.
+	active := filepath.Join(dir, fileName(8))
+	// Slot 1 of the active file (offset 9), behind the mapping's back.
 	writeFileAt(t, active, bytes.Repeat([]byte{0xff}, 8), 1*EntrySize+posOff)
 
 	tests := []struct {
@@ -113,7 +113,7 @@ func TestReadCorrupt(t *testing.T) {
 		wantOff  int64
 	}{
 		{"sealed", 0, 2, sealed, 2},
-		{"active", 4, 1, active, 5},
+		{"active", 8, 1, active, 9},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

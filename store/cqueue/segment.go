@@ -15,8 +15,13 @@ import (
 // format change must use a new extension.
 const fileExt = ".cq"
 
-// segment is one file of a queue. base, path and f never change; m is set while the
-// segment is the active (last) one and nil once it is sealed. The queue's mu guards m
+// nextName is the file Prepare makes ahead of the roll that renames it into place. Open
+// removes it: until renamed, it holds nothing.
+const nextName = "next.cq.tmp"
+
+// segment is one file of a queue. base, path and f never change once it is in the queue's
+// list (the file made ahead gets its base and path when renamed into place); m is set while
+// the segment is the active (last) one and nil once it is sealed. The queue's mu guards m
 // against readers (see Queue).
 type segment struct {
 	base int64    // queue offset of the file's first slot; the file is named for it
@@ -95,12 +100,30 @@ func (s *segment) read(slot int64, dst []Entry) (int, error) {
 // createSegment creates, allocates and maps the file for base in dir, and makes its
 // directory entry durable. On error nothing is left behind (as far as Remove allows).
 func createSegment(fs vfs.FS, dir string, base int64, size int) (*segment, error) {
-	path := filepath.Join(dir, fileName(base))
+	s, err := makeSegment(fs, filepath.Join(dir, fileName(base)), size)
+	if err != nil {
+		return nil, err
+	}
+	if err := fs.SyncDir(dir); err != nil {
+		_ = s.unmap()
+		_ = s.f.Close()
+		_ = fs.Remove(s.path)
+		return nil, fmt.Errorf("cqueue: sync dir %s: %w", dir, err)
+	}
+	s.base = base
+	return s, nil
+}
+
+// makeSegment creates, allocates, syncs and maps the file path of size bytes. The sync makes
+// its size durable before its name is, or any later file's, since the file it is sealed
+// later without a sync of its own (see rollLocked). On error nothing is left behind (as far
+// as Remove allows).
+func makeSegment(fs vfs.FS, path string, size int) (*segment, error) {
 	f, err := fs.OpenFile(path, osCreate, filePerm)
 	if err != nil {
 		return nil, fmt.Errorf("cqueue: create %s: %w", path, err)
 	}
-	s := &segment{base: base, path: path, f: f}
+	s := &segment{path: path, f: f}
 	fail := func(err error) (*segment, error) {
 		if s.m != nil {
 			_ = f.Unmap(s.m)
@@ -112,11 +135,11 @@ func createSegment(fs vfs.FS, dir string, base int64, size int) (*segment, error
 	if err := f.Allocate(int64(size)); err != nil {
 		return fail(fmt.Errorf("cqueue: allocate %s: %w", path, err))
 	}
+	if err := f.Sync(); err != nil {
+		return fail(fmt.Errorf("cqueue: sync %s: %w", path, err))
+	}
 	if s.m, err = f.Map(size, true); err != nil {
 		return fail(fmt.Errorf("cqueue: map %s: %w", path, err))
-	}
-	if err := fs.SyncDir(dir); err != nil {
-		return fail(fmt.Errorf("cqueue: sync dir %s: %w", dir, err))
 	}
 	return s, nil
 }

@@ -47,10 +47,11 @@ func release(t *testing.T, g vfstest.GatedFS, synced <-chan error) error {
 // wait is bounded. (Checked: with Sync skipping its fdatasync, it fails at once, saying so;
 // with the second Sync finding the queue clean, too.)
 func TestSyncLetsAppendsGoOn(t *testing.T) {
-	g := vfstest.NewGatedFS("", 2) // the two syncs below wait at the gate; Close's passes
+	g := vfstest.NewGatedFS("", 0)
 	q := openQueue(t, t.TempDir(), &Options{FS: g, SegmentEntries: 1024})
 	defer g.Open() // a failed test leaves no Sync at the gate for Close
 	appendRange(t, q, 0, 10)
+	g.Gates.Store(2) // the two syncs below wait at the gate (not the new file's); Close's passes
 	synced := make(chan error, 1)
 	go func() { synced <- q.Sync() }()
 	entered(t, g, synced, "Sync of 10 entries") // the fdatasync is in flight
@@ -82,9 +83,10 @@ func TestSyncLetsAppendsGoOn(t *testing.T) {
 // sync of a closed file would fail, or reach another file reusing the descriptor); it
 // deletes it once the sync is done.
 func TestDeleteWaitsForSync(t *testing.T) {
-	g := vfstest.NewGatedFS("", 1) // only the first sync waits at the gate
+	g := vfstest.NewGatedFS("", 0)
 	q := openQueue(t, t.TempDir(), &Options{FS: g, SegmentEntries: 4})
 	appendRange(t, q, 0, 4) // fills file 0
+	g.Gates.Store(1)        // only the next sync waits at the gate (not the new file's)
 	synced := make(chan error, 1)
 	defer g.Open()
 	go func() { synced <- q.Sync() }()

@@ -1,6 +1,9 @@
 package cqueue
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // TruncateFrom removes the entries at offsets >= off: files past the one holding off are
 // removed (newest first, so a crash leaves a contiguous prefix) and the rest of that file
@@ -37,6 +40,7 @@ func (q *Queue) TruncateFrom(off int64) error {
 		q.mu.Lock()
 		uerr := q.segs[last].unmap()
 		s.m = m
+		q.sealed = nil // s, or removed below: s is active again, and synced below
 		dropped := append([]*segment(nil), q.segs[k+1:]...)
 		clear(q.segs[k+1:])
 		q.segs = q.segs[:k+1]
@@ -104,6 +108,9 @@ func (q *Queue) DeleteBefore(pos int64) (int, error) {
 	if drop > 0 {
 		q.mu.Lock()
 		dropped := append([]*segment(nil), q.segs[:drop]...)
+		if slices.Contains(dropped, q.sealed) {
+			q.sealed = nil
+		}
 		q.segs = append([]*segment(nil), q.segs[drop:]...)
 		if b := q.segs[0].base; q.min.Load() < b {
 			q.min.Store(b)
