@@ -172,11 +172,13 @@ func TestHealthDispatcherBehind(t *testing.T) {
 		fs := newSickFS()
 		b := openSick(t, fs)
 		for i := 0; i < 16; i++ { // the queue's first file is full
+			if i == 7 { // before it is half full, when the queue makes its next file ahead
+				fs.queuesFull.Store(true)
+			}
 			if err := send(t, b, "x"); err != nil {
 				t.Fatal(err)
 			}
 		}
-		fs.queuesFull.Store(true)
 		if err := send(t, b, "stored, not queued"); err != nil {
 			t.Fatal(err)
 		}
