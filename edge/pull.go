@@ -166,17 +166,9 @@ func (b *Broker) pullOnce(req *mq.PullRequest, maxMsgs int, filter store.Filter,
 		return b.pullViewsOnce(req, maxMsgs, filter, visit)
 	}
 	g, err := b.st.GetMessages(req.Queue.Topic, req.Queue.QueueID, req.Offset, maxMsgs, filter)
-	if err != nil {
-		if errors.Is(err, store.ErrClosed) {
-			return mq.PullResult{}, -1, ErrClosed
-		}
-		return mq.PullResult{}, -1, err
-	}
-	var suspendable bool
-	res.Status, suspendable = pullStatus(g.Status, req.Offset)
-	res.NextBeginOffset, res.MinOffset, res.MaxOffset = g.NextBeginOffset, g.MinOffset, g.MaxOffset
-	if res.Status != mq.PullFound {
-		return res, waitAt(req, g, suspendable), nil
+	res, wait, err = pullHead(req, g, err)
+	if err != nil || res.Status != mq.PullFound {
+		return res, wait, err
 	}
 	res.Messages = make([]mq.MessageExt, len(g.Messages))
 	var bytes int64
@@ -216,6 +208,17 @@ func (b *Broker) pullViewsOnce(req *mq.PullRequest, maxMsgs int, filter store.Fi
 	if err == nil {
 		err = derr
 	}
+	res, wait, err = pullHead(req, g, err)
+	if err != nil || res.Status != mq.PullFound {
+		return res, wait, err
+	}
+	b.stats.out(req.Group, req.Queue.Topic, n, bytes)
+	return res, -1, nil
+}
+
+// pullHead makes a pull's result from a store read's outcome: the status and offsets, or
+// the error (the store's ErrClosed as the broker's); wait as pullOnce returns it.
+func pullHead(req *mq.PullRequest, g store.GetResult, err error) (res mq.PullResult, wait int64, _ error) {
 	if err != nil {
 		if errors.Is(err, store.ErrClosed) {
 			return mq.PullResult{}, -1, ErrClosed
@@ -228,7 +231,6 @@ func (b *Broker) pullViewsOnce(req *mq.PullRequest, maxMsgs int, filter store.Fi
 	if res.Status != mq.PullFound {
 		return res, waitAt(req, g, suspendable), nil
 	}
-	b.stats.out(req.Group, req.Queue.Topic, n, bytes)
 	return res, -1, nil
 }
 

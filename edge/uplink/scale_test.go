@@ -150,16 +150,7 @@ func checkStream(t *testing.T, local *edge.Broker, topic string, hub *edge.Broke
 				t.Fatalf("queue %d: upstream offset %d (uniq %s, seq %s) is none of the %d local messages", q, g.QueueOffset, id, g.Properties["seq"], n)
 			}
 			n++
-			uniq := w.Properties[mq.PropertyUniqKey]
-			if uniq == "" {
-				uniq = w.OffsetMsgID()
-			}
-			if id != uniq || g.Keys != w.Keys || g.Tags != w.Tags ||
-				g.Properties["seq"] != w.Properties["seq"] || string(g.Body) != string(w.Body) {
-				t.Fatalf("queue %d, local offset %d, upstream offset %d:\ngot  uniq %s keys %q tags %q seq %s body %q\nwant uniq %s keys %q tags %q seq %s body %q",
-					q, w.QueueOffset, g.QueueOffset, id, g.Keys, g.Tags, g.Properties["seq"], g.Body,
-					uniq, w.Keys, w.Tags, w.Properties["seq"], w.Body)
-			}
+			checkForwarded(t, q, w, g)
 		}
 		if w := lr.next(); w != nil {
 			t.Fatalf("queue %d: local offset %d (seq %s) and after are not upstream (%d are)", q, w.QueueOffset, w.Properties["seq"], n)

@@ -18,6 +18,24 @@ func checkSame(t *testing.T, local *edge.Broker, topic string, hub *edge.Broker,
 	return checkQueues(t, readAll(t, local, topic), readAll(t, hub, up), maxDups)
 }
 
+// checkForwarded fails t unless g, read upstream from queue q, is the local message w as
+// forwarded: its id (UNIQ_KEY, or w's offset id when w had none), keys, tags, seq property
+// and body.
+func checkForwarded[Q ~int | ~int32](t *testing.T, q Q, w, g *mq.MessageExt) {
+	t.Helper()
+	id := g.Properties[mq.PropertyUniqKey]
+	uniq := w.Properties[mq.PropertyUniqKey]
+	if uniq == "" {
+		uniq = w.OffsetMsgID()
+	}
+	if id != uniq || g.Keys != w.Keys || g.Tags != w.Tags ||
+		g.Properties["seq"] != w.Properties["seq"] || string(g.Body) != string(w.Body) {
+		t.Fatalf("queue %d, local offset %d, upstream offset %d:\ngot  uniq %s keys %q tags %q seq %s body %q\nwant uniq %s keys %q tags %q seq %s body %q",
+			q, w.QueueOffset, g.QueueOffset, id, g.Keys, g.Tags, g.Properties["seq"], g.Body,
+			uniq, w.Keys, w.Tags, w.Properties["seq"], w.Body)
+	}
+}
+
 // checkQueues is checkSame of messages read already, by queue id.
 func checkQueues(t *testing.T, want, got map[int32][]mq.MessageExt, maxDups int) int {
 	t.Helper()
@@ -39,16 +57,7 @@ func checkQueues(t *testing.T, want, got map[int32][]mq.MessageExt, maxDups int)
 			}
 			w := &ws[i]
 			i++
-			uniq := w.Properties[mq.PropertyUniqKey]
-			if uniq == "" {
-				uniq = w.OffsetMsgID()
-			}
-			if id != uniq || g.Keys != w.Keys || g.Tags != w.Tags ||
-				g.Properties["seq"] != w.Properties["seq"] || string(g.Body) != string(w.Body) {
-				t.Fatalf("queue %d, local offset %d, upstream offset %d:\ngot  uniq %s keys %q tags %q seq %s body %q\nwant uniq %s keys %q tags %q seq %s body %q",
-					q, w.QueueOffset, g.QueueOffset, id, g.Keys, g.Tags, g.Properties["seq"], g.Body,
-					uniq, w.Keys, w.Tags, w.Properties["seq"], w.Body)
-			}
+			checkForwarded(t, q, w, g)
 		}
 		if i != len(ws) {
 			t.Fatalf("queue %d: %d local messages, %d of them upstream", q, len(ws), i)
