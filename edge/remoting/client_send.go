@@ -253,22 +253,27 @@ func (c *Client) SendOneway(ctx context.Context, m *mq.Message, sel mq.QueueSele
 // stores them on consecutive offsets. An empty batch sends nothing. Batches travel
 // uncompressed, as RocketMQ's clients send them.
 func (c *Client) SendBatch(ctx context.Context, msgs []*mq.Message, sel mq.QueueSelector) ([]mq.SendResult, error) {
-	return c.sendBatch(ctx, msgs, sel, SendBatchMessage)
+	return c.sendBatch(ctx, msgs, sel, SendBatchMessage, AppendBatch)
 }
 
-// SendBatchZstd sends msgs as SendBatch does, the batch compressed whole with zstd
-// (SEND_BATCH_ZSTD, EdgeMQ's own request code). Only an EdgeMQ broker takes it: any other
-// broker, or an EdgeMQ with it turned off, refuses it with REQUEST_CODE_NOT_SUPPORTED,
-// an error wrapping errors.ErrUnsupported, and stores nothing; send the batch with
-// SendBatch then. The broker answers only the first message's offset message id: the
-// results after the first have their queue offsets and store host, but no commit-log
-// offset.
-func (c *Client) SendBatchZstd(ctx context.Context, msgs []*mq.Message, sel mq.QueueSelector) ([]mq.SendResult, error) {
-	return c.sendBatch(ctx, msgs, sel, SendBatchZstd)
+// SendBatchWith sends msgs as SendBatch does, in a request of code whose body encode makes
+// from them: for SEND_BATCH_ZSTD (SendBatchZstd, EdgeMQ's own request code), zbatch.Append,
+// the batch compressed whole with zstd. Only an EdgeMQ broker takes that: any other broker,
+// or an EdgeMQ with it turned off, refuses it with REQUEST_CODE_NOT_SUPPORTED, an error
+// wrapping errors.ErrUnsupported, and stores nothing; send the batch with SendBatch then.
+// The broker answers only the first message's offset message id: the results after the
+// first have their queue offsets and store host, but no commit-log offset.
+func (c *Client) SendBatchWith(ctx context.Context, msgs []*mq.Message, sel mq.QueueSelector, code int16,
+	encode func(dst []byte, msgs []*mq.Message) ([]byte, error)) ([]mq.SendResult, error) {
+	if encode == nil {
+		return nil, fmt.Errorf("%w: SendBatchWith without an encoder", mq.ErrInvalidArgument)
+	}
+	return c.sendBatch(ctx, msgs, sel, code, encode)
 }
 
-// sendBatch sends msgs in one request of code, SEND_BATCH_MESSAGE or SEND_BATCH_ZSTD.
-func (c *Client) sendBatch(ctx context.Context, msgs []*mq.Message, sel mq.QueueSelector, code int16) ([]mq.SendResult, error) {
+// sendBatch sends msgs in one request of code whose body encode makes.
+func (c *Client) sendBatch(ctx context.Context, msgs []*mq.Message, sel mq.QueueSelector, code int16,
+	encode func(dst []byte, msgs []*mq.Message) ([]byte, error)) ([]mq.SendResult, error) {
 	if len(msgs) == 0 {
 		return nil, nil
 	}
@@ -284,12 +289,7 @@ func (c *Client) sendBatch(ctx context.Context, msgs []*mq.Message, sel mq.Queue
 	if err != nil {
 		return nil, err
 	}
-	var body []byte
-	if code == SendBatchZstd {
-		body, err = AppendZstdBatch(nil, msgs)
-	} else {
-		body, err = AppendBatch(nil, msgs)
-	}
+	body, err := encode(nil, msgs)
 	if err != nil {
 		return nil, err
 	}

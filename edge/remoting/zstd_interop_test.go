@@ -9,6 +9,7 @@ import (
 
 	"github.com/edgemq/edgemq/edge/mq"
 	"github.com/edgemq/edgemq/edge/remoting"
+	"github.com/edgemq/edgemq/edge/remoting/zbatch"
 )
 
 // TestSendBatchZstdInterop: the cluster INTEROP_NAMESRV names refuses SEND_BATCH_ZSTD as
@@ -30,7 +31,7 @@ func TestSendBatchZstdInterop(t *testing.T) {
 	waitFor(t, 30*time.Second, "the topic's route", func() bool { _, err := c.Route(ctx, topic); return err == nil })
 	msgs := []*mq.Message{{Topic: topic, Body: []byte("a"), Properties: map[string]string{mq.PropertyUniqKey: "U1"}},
 		{Topic: topic, Body: []byte("b"), Properties: map[string]string{mq.PropertyUniqKey: "U2"}}}
-	_, err := c.SendBatchZstd(ctx, msgs, mq.QueueIndex(0))
+	_, err := c.SendBatchWith(ctx, msgs, mq.QueueIndex(0), remoting.SendBatchZstd, zbatch.Append)
 	q := mq.MessageQueue{Topic: topic, QueueID: 0}
 	if r, rerr := c.Route(ctx, topic); rerr == nil && len(r.Queues) > 0 {
 		q.BrokerName = r.Queues[0].BrokerName

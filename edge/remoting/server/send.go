@@ -9,6 +9,7 @@ import (
 	"github.com/edgemq/edgemq/edge"
 	"github.com/edgemq/edgemq/edge/mq"
 	"github.com/edgemq/edgemq/edge/remoting"
+	"github.com/edgemq/edgemq/edge/remoting/zbatch"
 )
 
 // sysFlagTxPrepared marks a transaction's half message (RocketMQ's
@@ -92,7 +93,7 @@ func (s *Server) send(c *conn, req *remoting.Command, size int64) (reply *remoti
 	body := mx.Body
 	if req.Code == remoting.SendBatchZstd {
 		// Inflated no larger than a frame: the most a plain batch can carry.
-		if body, err = remoting.DecodeZstdBatch(body, s.opts.MaxFrameSize); err != nil {
+		if body, err = zbatch.Decode(body, s.opts.MaxFrameSize); err != nil {
 			return req.Reply(remoting.MessageIllegal, err.Error()), false
 		}
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/edgemq/edgemq/edge/mq"
 	"github.com/edgemq/edgemq/edge/remoting"
+	"github.com/edgemq/edgemq/edge/remoting/zbatch"
 	"github.com/klauspost/compress/zstd"
 )
 
@@ -23,7 +24,7 @@ func TestZstdBatch(t *testing.T) {
 			Properties: map[string]string{mq.PropertyUniqKey: fmt.Sprintf("UNIQ%04d", i), "seq": fmt.Sprint(i)},
 			Body:       fmt.Appendf(nil, `{"ts":%d,"temp":21.%d,"dev":"gw-17"}`, 1700000000000+i, i%10)})
 	}
-	body, err := remoting.AppendZstdBatch(nil, msgs)
+	body, err := zbatch.Append(nil, msgs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +70,7 @@ func TestZstdBatchRefusals(t *testing.T) {
 
 	off := startServer(t, b, Options{NoZstdBatch: true})
 	c2 := dial(t, off.Addr())
-	good, _ := remoting.AppendZstdBatch(nil, []*mq.Message{{Topic: "T", Body: []byte("x")}})
+	good, _ := zbatch.Append(nil, []*mq.Message{{Topic: "T", Body: []byte("x")}})
 	c2.mustCall(remoting.RequestCodeNotSupported, remoting.SendBatchZstd, sendExt("T", 0, ""), good)
 	c2.mustCall(remoting.Success, remoting.SendBatchMessage, sendExt("T", 0, ""), plain)
 	c.mustCall(remoting.Success, remoting.SendBatchZstd, sendExt("T", 0, ""), good)
@@ -80,7 +81,7 @@ func TestZstdBatchRefusals(t *testing.T) {
 
 // zstdBatchItems is a SEND_BATCH_ZSTD body of two messages, a fuzz seed.
 func zstdBatchItems(t testing.TB) []byte {
-	body, err := remoting.AppendZstdBatch(nil, []*mq.Message{{Topic: "T", Body: []byte("a"), Tags: "a"}, {Topic: "T", Body: []byte("b")}})
+	body, err := zbatch.Append(nil, []*mq.Message{{Topic: "T", Body: []byte("a"), Tags: "a"}, {Topic: "T", Body: []byte("b")}})
 	if err != nil {
 		t.Fatal(err)
 	}

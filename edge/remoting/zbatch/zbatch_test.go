@@ -1,4 +1,4 @@
-package remoting
+package zbatch
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/edgemq/edgemq/edge/mq"
+	"github.com/edgemq/edgemq/edge/remoting"
 	"github.com/klauspost/compress/zstd"
 )
 
@@ -34,24 +35,24 @@ func TestZstdBatchRoundTrip(t *testing.T) {
 		{"large body", []*mq.Message{{Topic: "T", Body: bytes.Repeat([]byte("0123456789"), 100_000)}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			body, err := AppendZstdBatch(nil, tc.msgs)
+			body, err := Append(nil, tc.msgs)
 			if err != nil {
 				t.Fatal(err)
 			}
-			plain, _ := AppendBatch(nil, tc.msgs)
+			plain, _ := remoting.AppendBatch(nil, tc.msgs)
 			var h zstd.Header
 			if err := h.Decode(body); err != nil || len(plain) > 1024 && (!h.HasFCS || h.FrameContentSize != uint64(len(plain))) {
 				t.Fatalf("frame header %+v, %v: want the decompressed size %d recorded", h, err, len(plain))
 			}
-			items, err := DecodeZstdBatch(body, len(plain))
+			items, err := Decode(body, len(plain))
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := DecodeBatch(items)
+			got, err := remoting.DecodeBatch(items)
 			if err != nil {
 				t.Fatal(err)
 			}
-			want, _ := DecodeBatch(plain)
+			want, _ := remoting.DecodeBatch(plain)
 			if !reflect.DeepEqual(got, want) {
 				t.Fatalf("decoded %d messages, not the %d sent", len(got), len(want))
 			}
@@ -87,32 +88,32 @@ func TestZstdBatchBomb(t *testing.T) {
 		{"64 MiB of zeros", withSize, mq.ErrMessageTooLarge},
 		{"64 MiB streamed", stream.Bytes(), mq.ErrMessageTooLarge},
 		{"two frames over the limit together", twoFrames, mq.ErrMessageTooLarge},
-		{"not zstd", []byte("plain text, not a frame"), ErrMalformed},
-		{"empty", nil, ErrMalformed},
-		{"truncated", just[:len(just)-5], ErrMalformed},
+		{"not zstd", []byte("plain text, not a frame"), remoting.ErrMalformed},
+		{"empty", nil, remoting.ErrMalformed},
+		{"truncated", just[:len(just)-5], remoting.ErrMalformed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			out, err := DecodeZstdBatch(tc.body, limit)
+			out, err := Decode(tc.body, limit)
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("%d bytes out, error %v: want %v", len(out), err, tc.want)
 			}
 		})
 	}
-	if out, err := DecodeZstdBatch(just, limit); err != nil || len(out) != limit {
+	if out, err := Decode(just, limit); err != nil || len(out) != limit {
 		t.Fatalf("exactly the limit: %d bytes, %v", len(out), err)
 	}
 	// The streamed bomb is refused before it is inflated: it allocates about the limit.
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	DecodeZstdBatch(stream.Bytes(), limit)
+	Decode(stream.Bytes(), limit)
 	runtime.ReadMemStats(&after)
 	if n := after.TotalAlloc - before.TotalAlloc; n > 8*limit {
 		t.Errorf("refusing a 64 MiB bomb allocated %d bytes, limit %d", n, limit)
 	}
 }
 
-func FuzzDecodeZstdBatch(f *testing.F) {
-	good, _ := AppendZstdBatch(nil, telemetry("T", 20))
+func FuzzDecode(f *testing.F) {
+	good, _ := Append(nil, telemetry("T", 20))
 	f.Add(good)
 	f.Add(good[:len(good)-3])
 	enc, _ := zstd.NewWriter(nil)
@@ -120,27 +121,27 @@ func FuzzDecodeZstdBatch(f *testing.F) {
 	f.Add([]byte{0x28, 0xb5, 0x2f, 0xfd, 0, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, body []byte) {
 		const limit = 64 << 10
-		items, err := DecodeZstdBatch(body, limit)
+		items, err := Decode(body, limit)
 		if err != nil {
-			if !errors.Is(err, ErrMalformed) && !errors.Is(err, mq.ErrMessageTooLarge) {
-				t.Fatalf("error %v wraps neither ErrMalformed nor mq.ErrMessageTooLarge", err)
+			if !errors.Is(err, remoting.ErrMalformed) && !errors.Is(err, mq.ErrMessageTooLarge) {
+				t.Fatalf("error %v wraps neither remoting.ErrMalformed nor mq.ErrMessageTooLarge", err)
 			}
 			return
 		}
 		if len(items) > limit {
 			t.Fatalf("%d bytes decompressed past the limit %d", len(items), limit)
 		}
-		msgs, err := DecodeBatch(items)
+		msgs, err := remoting.DecodeBatch(items)
 		if err != nil {
 			return
 		}
-		back, err := AppendZstdBatch(nil, msgs)
+		back, err := Append(nil, msgs)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if again, err := DecodeZstdBatch(back, limit+len(items)); err != nil {
+		if again, err := Decode(back, limit+len(items)); err != nil {
 			t.Fatalf("re-encoded batch does not decode: %v", err)
-		} else if m2, err := DecodeBatch(again); err != nil || len(m2) != len(msgs) {
+		} else if m2, err := remoting.DecodeBatch(again); err != nil || len(m2) != len(msgs) {
 			t.Fatalf("re-encoded batch: %d messages, %v; want %d", len(m2), err, len(msgs))
 		}
 	})
