@@ -11,6 +11,8 @@ import (
 	"github.com/edgemq/edgemq/edge"
 	"github.com/edgemq/edgemq/edge/mq"
 	"github.com/edgemq/edgemq/edge/producer"
+	"github.com/edgemq/edgemq/edge/remoting"
+	"github.com/edgemq/edgemq/edge/remoting/zbatch"
 )
 
 // A forwarder's state, as RuleStats.State sums them.
@@ -303,7 +305,7 @@ func (f *queueFwd) send(ctx context.Context, msgs []*mq.Message) (int, error) {
 		r.mu.Lock()
 		c := r.client
 		r.mu.Unlock()
-		_, err := c.SendBatchZstd(sctx, msgs, sel)
+		_, err := c.SendBatchWith(sctx, msgs, sel, remoting.SendBatchZstd, zbatch.Append)
 		switch {
 		case err == nil:
 			f.release(fl, true)
