@@ -22,7 +22,7 @@ func TestZstdBatch(t *testing.T) {
 	for i := range 50 {
 		msgs = append(msgs, &mq.Message{Topic: "T", Flag: 7, Tags: "tag", Keys: fmt.Sprintf("k%d", i),
 			Properties: map[string]string{mq.PropertyUniqKey: fmt.Sprintf("UNIQ%04d", i), "seq": fmt.Sprint(i)},
-			Body:       fmt.Appendf(nil, `{"ts":%d,"temp":21.%d,"dev":"gw-17"}`, 1700000000000+i, i%10)})
+			Body:       fmt.Appendf(nil, `{"ts":%d,"temp":21.%d,"dev":"gw-17"}`, int64(1700000000000)+int64(i), i%10)})
 	}
 	body, err := zbatch.Append(nil, msgs)
 	if err != nil {

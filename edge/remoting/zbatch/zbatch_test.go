@@ -19,7 +19,7 @@ func telemetry(topic string, n int) []*mq.Message {
 	for i := range msgs {
 		msgs[i] = &mq.Message{Topic: topic, Flag: int32(i), Tags: "t", Keys: fmt.Sprintf("k%d", i),
 			Properties: map[string]string{mq.PropertyUniqKey: fmt.Sprintf("7F0000010001%020X", i), "seq": fmt.Sprint(i)},
-			Body:       fmt.Appendf(nil, `{"ts":%d,"temp":%d.%d,"hum":%d,"dev":"gw-17"}`, 1764633600000+i*250, 20+i%7, i%10, 40+i%13)}
+			Body:       fmt.Appendf(nil, `{"ts":%d,"temp":%d.%d,"hum":%d,"dev":"gw-17"}`, int64(1764633600000)+int64(i)*250, 20+i%7, i%10, 40+i%13)}
 	}
 	return msgs
 }
