@@ -139,15 +139,8 @@ func main() {
 	}
 
 	if *uplinkOn {
-		if c.rmqCP, err = mvnClasspath(filepath.Join(filepath.Dir(c.rmqScript), "rocketmq", "pom.xml"), tmp); err != nil {
-			fatalf("resolve Apache RocketMQ: %v", err)
-		}
-		javaCP := ""
-		if *javaOn {
-			if javaCP, err = mvnClasspath("java/pom.xml", tmp); err != nil {
-				fmt.Fprintf(os.Stderr, "netbench: no Java benchmark tools: %v\n", err)
-			}
-		}
+		c.rmqCP = rocketmqClasspath(c.rmqScript, tmp)
+		javaCP := javaClasspath(*javaOn, tmp)
 		code := runUplink(ctx, c, *uplinkN, javaCP, *javaThr, *javaTime)
 		os.RemoveAll(tmp)
 		os.Exit(code)
@@ -162,16 +155,9 @@ func main() {
 		todo = append(todo, kinds[i])
 	}
 	if slices.ContainsFunc(todo, func(k kind) bool { return k.RocketMQ }) {
-		if c.rmqCP, err = mvnClasspath(filepath.Join(filepath.Dir(c.rmqScript), "rocketmq", "pom.xml"), tmp); err != nil {
-			fatalf("resolve Apache RocketMQ: %v", err)
-		}
+		c.rmqCP = rocketmqClasspath(c.rmqScript, tmp)
 	}
-	javaCP := ""
-	if *javaOn {
-		if javaCP, err = mvnClasspath("java/pom.xml", tmp); err != nil {
-			fmt.Fprintf(os.Stderr, "netbench: no Java benchmark tools: %v\n", err)
-		}
-	}
+	javaCP := javaClasspath(*javaOn, tmp)
 	p := params{size: *size, clients: *clients, inflight: *inflight, sendWarm: *sendWarm, sendTime: *sendTime,
 		consumeN: *consumeN, prefillBat: *prefillBat, latRate: *latRate, latN: *latN, latWarm: *latWarm, latWindow: *latWindow}
 
@@ -308,4 +294,27 @@ func machine() string {
 func fatalf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "netbench: "+format+"\n", args...)
 	os.Exit(2)
+}
+
+// rocketmqClasspath resolves Apache RocketMQ's jars (the pom beside rocketmq.sh) into tmp,
+// or ends the run.
+func rocketmqClasspath(rmqScript, tmp string) string {
+	cp, err := mvnClasspath(filepath.Join(filepath.Dir(rmqScript), "rocketmq", "pom.xml"), tmp)
+	if err != nil {
+		fatalf("resolve Apache RocketMQ: %v", err)
+	}
+	return cp
+}
+
+// javaClasspath resolves RocketMQ's benchmark tools when on; "" (said on stderr) when they
+// cannot be resolved: the run goes on without them.
+func javaClasspath(on bool, tmp string) string {
+	if !on {
+		return ""
+	}
+	cp, err := mvnClasspath("java/pom.xml", tmp)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "netbench: no Java benchmark tools: %v\n", err)
+	}
+	return cp
 }
