@@ -118,17 +118,22 @@ func sleepUntil(ctx context.Context, at time.Time) { sleep(ctx, time.Until(at)) 
 
 // TestPaceSlowLink: on a 8,000 B/s link with a 300 ms round trip, 16 queues of a
 // lower-priority rule draining batches as fast as they are answered keep the link's queue
-// seconds long; paced, a high-priority message waits at most about the round trip plus
-// PaceDelay plus a quarter-second batch, while the link stays busy.
+// seconds long; paced, while the link stays busy, a high-priority message waits at most the
+// round trip plus what the lower rule may have in flight over the link's rate: the cap (the
+// round trip, PaceDelay and a quarter-second batch) and the batch admitted just under it.
+// Seconds under synctest depend on the order goroutines run in at one instant: the bound
+// is the design's worst case, not a typical run's (p50 about 600 ms, max 750 ms to 1.26 s).
 func TestPaceSlowLink(t *testing.T) {
 	const rate, prop = 8000, 150 * time.Millisecond
+	const batch = time.Second / 4
+	worstCase := 2*prop + (2*prop + DefaultOptions.PaceDelay + batch) + batch
 	for _, tc := range []struct {
 		name        string
 		paced       bool
 		maxLat      time.Duration // every high-priority message within it; 0: over it
 		minLastHalf float64       // link bytes per second in the run's second half
 	}{
-		{"paced", true, 1200 * time.Millisecond, 0.9 * rate},
+		{"paced", true, worstCase, 0.9 * rate},
 		{"unpaced", false, 0, 0.9 * rate},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -144,7 +149,7 @@ func TestPaceSlowLink(t *testing.T) {
 				if tc.maxLat > 0 && worst > tc.maxLat {
 					t.Errorf("a high-priority message took %v, want at most %v", worst, tc.maxLat)
 				}
-				if tc.maxLat == 0 && worst <= 1200*time.Millisecond {
+				if tc.maxLat == 0 && worst <= worstCase {
 					t.Errorf("unpaced, a high-priority message took at most %v: the model no longer fills the queue", worst)
 				}
 				if got < tc.minLastHalf {
