@@ -78,6 +78,7 @@ fmt-check:
 
 vet:
 	$(GO) vet ./...
+	GOARCH=arm GOARM=7 $(GO) vet ./...
 
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem $(BENCH_PKGS) | tee bench.out
