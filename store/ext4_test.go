@@ -224,9 +224,9 @@ func readSideFile(t *testing.T, path string) sideFile {
 	return sf
 }
 
-// ext4Image is an ext4 file system in an image file on a loop device, mounted at mnt.
+// ext4Image is an ext4 file system in an image file img on a loop device, mounted at mnt.
 type ext4Image struct {
-	loop, mnt string
+	img, loop, mnt string
 }
 
 // newExt4Image makes and mounts an ext4 image of size bytes (sparse), or skips the test
@@ -256,11 +256,10 @@ func newExt4Image(t testing.TB, size int64) *ext4Image {
 	if out, err := exec.Command("mkfs.ext4", "-q", "-F", img).CombinedOutput(); err != nil {
 		t.Fatalf("mkfs.ext4: %v: %s", err, out)
 	}
-	out, err := exec.Command("losetup", "-f", "--show", img).CombinedOutput()
-	if err != nil {
-		t.Skipf("no loop device: losetup: %v: %s", err, out)
+	im := &ext4Image{img: img, mnt: t.TempDir()}
+	if err := im.attach(); err != nil {
+		t.Skipf("no loop device: %v", err)
 	}
-	im := &ext4Image{loop: strings.TrimSpace(string(out)), mnt: t.TempDir()}
 	t.Cleanup(func() {
 		if err := unix.Unmount(im.mnt, 0); err != nil {
 			t.Logf("unmount %s: %v: detaching it lazily", im.mnt, err)
@@ -283,7 +282,21 @@ func (im *ext4Image) mount() error {
 	return nil
 }
 
-// remount unmounts the file system and mounts it again, which replays its journal.
+// attach puts the image on a free loop device.
+func (im *ext4Image) attach() error {
+	out, err := exec.Command("losetup", "-f", "--show", im.img).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("losetup -f %s: %w: %s", im.img, err, out)
+	}
+	im.loop = strings.TrimSpace(string(out))
+	return nil
+}
+
+// remount unmounts the file system and mounts it again, which replays its journal. As after
+// a reboot, the image comes back on a fresh loop device: a process in another mount
+// namespace (`ip netns exec` copies the mount table, and / is a private mount here) may
+// still pin the shut-down file system, and a mount of the same device would get that
+// superblock back, failing every read with EIO.
 func (im *ext4Image) remount() error {
 	var err error
 	for range 50 { // a killed child's files may take a moment to close
@@ -294,6 +307,13 @@ func (im *ext4Image) remount() error {
 	}
 	if err != nil {
 		return fmt.Errorf("unmount %s: %w", im.mnt, err)
+	}
+	// A device still in use elsewhere is detached when its last user lets go.
+	if out, err := exec.Command("losetup", "-d", im.loop).CombinedOutput(); err != nil {
+		return fmt.Errorf("losetup -d %s: %w: %s", im.loop, err, out)
+	}
+	if err := im.attach(); err != nil {
+		return err
 	}
 	return im.mount()
 }
