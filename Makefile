@@ -59,7 +59,7 @@ build:
 	$(GO) build -tags "$(BUILDTAGS)" -ldflags "$(LDFLAGS)" -o bin/edgemq ./cmd/edgemq
 
 test: lint contract-deps
-	$(GO) test -race -count=1 ./...
+	$(GO) test -race -count=1 -timeout=30m ./...
 
 lint: fmt-check vet
 
