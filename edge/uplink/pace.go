@@ -19,9 +19,12 @@ import (
 // a shaper sends them in groups, and answers wait behind a lost packet's retransmission
 // then come together. Measured over one round trip, from the answer before a batch's send
 // (the way a TCP sender measures each packet's), such a burst reads as a faster link, and
-// the largest sample of the window takes the rate up to half again too high, and the cap
+// the largest sample of the window takes the rate half again too high or more, and the cap
 // with it; so a sample spans a second or more of answers, and starts at the last answer of
-// a burst. Until the first answer, the lower rules' batches carry at most firstBatch (a
+// a burst. Answers held at random, one here and one there, still read somewhat high (a
+// quarter or so over a second's span); a longer span would read them true, but a cap of
+// the true rate times the shortest round trip then leaves the link idle while answers are
+// held. Until the first answer, the lower rules' batches carry at most firstBatch (a
 // rule's reads would otherwise fill them to BatchBytes, minutes of a slow link) and go
 // one at a time. The lower rules may send while their body
 // bytes in flight, all their queues together, are under the rate times the round trip plus
