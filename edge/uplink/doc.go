@@ -37,11 +37,12 @@
 // shaper's, often a second's worth or more), and a fresh alarm would wait behind it. So
 // where rules of different priorities share an upstream, the uplink paces the lower ones:
 // from the batches the upstream acknowledges it estimates the link's delivery rate (body
-// bytes acknowledged per second, the best of the last 10 s) and its round trip (the
-// shortest of the last 10 s, less each batch's own time on the link), and keeps the lower
-// rules' bytes in flight, all their queues together, to the rate times the round trip plus
-// Options.PaceDelay (default 200 ms) and a batch, and their batches to a quarter second of
-// the rate. A link that gets faster is found out: a batch answered sooner raises the
+// bytes acknowledged per second over a second or more of answers, so that answers that
+// come in bursts do not read as a faster link; the best of the last 10 s) and its round
+// trip (the shortest of the last 10 s, less each batch's own time on the link), and keeps
+// the lower rules' bytes in flight, all their queues together, to the rate times the round
+// trip plus Options.PaceDelay (default 200 ms) and a batch, and their batches to a quarter
+// second of the rate (1 KB until the first answer). A link that gets faster is found out: a batch answered sooner raises the
 // estimate, and the cap with it, round trip by round trip. Every 10 s without a shorter
 // round trip, the lower rules let the link empty and send one batch alone to measure it
 // again. On a fast link the cap is many batches and the drain rate stays as it was; a

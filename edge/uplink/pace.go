@@ -12,10 +12,21 @@ import (
 // link's modem or shaper queues what TCP sends it, up to a second's worth or more).
 //
 // A pacer per upstream estimates, from the batches the upstream acknowledges (every rule's
-// there), the link's delivery rate (body bytes acknowledged per second from the answer
-// before a batch was sent to its own answer, the largest of the last rateWindow) and its
-// round trip (a batch's send to its answer less the batch's own time on the link at that
-// rate, the smallest of the last rttWindow). The lower rules may send while their body
+// there), the link's delivery rate (body bytes acknowledged per second from an earlier
+// answer to each answer, over at least rateSpan, the largest of the last rateWindow) and
+// its round trip (a batch's send to its answer less the batch's own time on the link at
+// that rate, the smallest of the last rttWindow). Answers often come in bursts: a modem or
+// a shaper sends them in groups, and answers wait behind a lost packet's retransmission
+// then come together. Measured over one round trip, from the answer before a batch's send
+// (the way a TCP sender measures each packet's), such a burst reads as a faster link, and
+// the largest sample of the window takes the rate half again too high or more, and the cap
+// with it; so a sample spans a second or more of answers, and starts at the last answer of
+// a burst. Answers held at random, one here and one there, still read somewhat high (a
+// quarter or so over a second's span); a longer span would read them true, but a cap of
+// the true rate times the shortest round trip then leaves the link idle while answers are
+// held. Until the first answer, the lower rules' batches carry at most firstBatch (a
+// rule's reads would otherwise fill them to BatchBytes, minutes of a slow link) and go
+// one at a time. The lower rules may send while their body
 // bytes in flight, all their queues together, are under the rate times the round trip plus
 // Options.PaceDelay plus one batch: what keeps the link busy, and PaceDelay's worth queued.
 // The lower rules' batches carry at most a quarter second of the rate, as under a
@@ -27,10 +38,21 @@ import (
 //
 // A fast link keeps its drain rate: there the rate times PaceDelay is many batches.
 
-// The estimates' windows.
+// The estimates' windows and spans.
 const (
 	rateWindow = 10 * time.Second
 	rttWindow  = 10 * time.Second
+	// rateSpan is the shortest time a delivery-rate sample is measured over: several
+	// answers, so that answers that come in bursts (held behind a lost packet, or by a
+	// modem or shaper that answers in groups) do not read as a faster link.
+	rateSpan = time.Second
+	// ackStep is the spacing of the acknowledgement points kept to measure samples from.
+	ackStep = rateSpan / 8
+	// firstBatch is the most body bytes of a capped batch before there is an estimate: the
+	// link may be slow, and a high-priority message waits behind the batches first sent.
+	firstBatch = 1 << 10
+	// ackBurst is the most time between two answers of one burst.
+	ackBurst = ackStep / 4
 )
 
 // pacer paces the lower-priority rules to one upstream. Its methods are safe for concurrent
@@ -43,16 +65,25 @@ type pacer struct {
 	inflight  int64         // body bytes of capped batches sent and not yet answered
 	delivered int64         // body bytes acknowledged so far, every rule of the upstream
 	ackedAt   time.Time     // when the last of them were
+	acks      []ackPoint    // delivered by time, ackStep apart or more, the last rateWindow, oldest first
 	rates     []rateSample  // the last rateWindow's delivery-rate samples, by second, oldest first
 	rtt       time.Duration // the smallest round trip of the last rttWindow; 0: none yet
 	rttAt     time.Time     // when rtt was measured
 	probing   bool          // rtt is stale: capped batches wait for an empty link
 }
 
+// ackPoint is pacer.delivered at a time, right after an answer.
+type ackPoint struct {
+	at        time.Time
+	delivered int64
+	since     time.Time // the first answer of the burst at ends
+}
+
 // rateSample is a delivery rate measured when a batch was answered.
 type rateSample struct {
 	at   time.Time
 	rate float64 // body bytes per second
+	full bool    // measured over rateSpan or more
 }
 
 // flight is a batch in flight, from pacer.acquire to pacer.release.
@@ -110,12 +141,9 @@ func (p *pacer) release(fl flight, acked bool) {
 		now := time.Now()
 		rtt := max(now.Sub(fl.at), time.Microsecond)
 		p.delivered += fl.bytes
+		sample, full := p.deliveryRateLocked(now, fl, rtt)
 		p.ackedAt = now
-		// The bytes acknowledged from the last answer before the batch went to its own,
-		// over that time (at least the batch's round trip): at most the link's rate, the
-		// answers coming at most as fast as the link carries the batches.
-		span := max(now.Sub(fl.ackedAt), rtt)
-		p.sampleLocked(now, float64(p.delivered-fl.delivered)/span.Seconds())
+		p.sampleLocked(now, sample, full)
 		// The round trip of the batch less its own time on the link at the rate: what a
 		// small message's would be. At least half the batch's, the rate being an estimate.
 		if r := p.rateLocked(now); r > 0 {
@@ -132,10 +160,50 @@ func (p *pacer) release(fl flight, acked bool) {
 	p.wake = make(chan struct{})
 }
 
+// deliveryRateLocked measures a delivery-rate sample as fl's answer comes (p.delivered
+// counts it already, p.ackedAt is still the answer before): the bytes acknowledged from an
+// earlier answer to this one, over that time. An interval from one answer to another,
+// while the link is busy, holds the answers of what the link carried in it: at most the
+// link's rate. The interval starts at least rateSpan back, at the last answer of a burst,
+// so that a burst of answers after a gap is measured with the gap, and it is at least the
+// batch's round trip. Until there is an answer rateSpan old the sample is over what there
+// is, from the first answer or the batch's send, and full is false.
+func (p *pacer) deliveryRateLocked(now time.Time, fl flight, rtt time.Duration) (rate float64, full bool) {
+	from, delivered := fl.ackedAt, fl.delivered
+	for i := len(p.acks) - 1; i >= 0; i-- {
+		if a := p.acks[i]; now.Sub(a.at) >= rateSpan {
+			from, delivered, full = a.at, a.delivered, true
+			break
+		}
+	}
+	if !full && len(p.acks) > 0 && p.acks[0].at.Before(from) {
+		from, delivered = p.acks[0].at, p.acks[0].delivered
+	}
+	rate = float64(p.delivered-delivered) / max(now.Sub(from), rtt).Seconds()
+	n := len(p.acks)
+	switch {
+	case n > 0 && p.acks[n-1].at.Equal(p.ackedAt) && now.Sub(p.ackedAt) < ackBurst && now.Sub(p.acks[n-1].since) < ackStep:
+		p.acks[n-1].at, p.acks[n-1].delivered = now, p.delivered // the burst goes on
+	case n == 0 || now.Sub(p.acks[n-1].at) >= ackStep:
+		i := 0
+		for i < n-1 && now.Sub(p.acks[i+1].at) > rateWindow {
+			i++
+		}
+		p.acks = append(p.acks[:0], p.acks[i:]...)
+		p.acks = append(p.acks, ackPoint{at: now, delivered: p.delivered, since: now})
+	}
+	return rate, full
+}
+
 // sampleLocked records a delivery-rate sample: the samples of one second are kept as their
-// largest, so that a fast link's many answers keep a few of them.
-func (p *pacer) sampleLocked(now time.Time, rate float64) {
-	if n := len(p.rates); n > 0 && now.Sub(p.rates[n-1].at) < time.Second {
+// largest, so that a fast link's many answers keep a few of them. The first full sample
+// drops the others.
+func (p *pacer) sampleLocked(now time.Time, rate float64, full bool) {
+	n := len(p.rates)
+	if full && n > 0 && !p.rates[n-1].full {
+		p.rates, n = p.rates[:0], 0
+	}
+	if n > 0 && now.Sub(p.rates[n-1].at) < time.Second {
 		p.rates[n-1].rate = max(p.rates[n-1].rate, rate)
 		return
 	}
@@ -144,7 +212,7 @@ func (p *pacer) sampleLocked(now time.Time, rate float64) {
 		i++
 	}
 	p.rates = append(p.rates[:0], p.rates[i:]...)
-	p.rates = append(p.rates, rateSample{at: now, rate: rate})
+	p.rates = append(p.rates, rateSample{at: now, rate: rate, full: full})
 }
 
 // rateLocked returns the delivery rate's estimate in body bytes per second; 0: none yet.
@@ -166,11 +234,14 @@ func (p *pacer) capLocked(now time.Time) int64 {
 }
 
 // batchBytes returns the most body bytes of a capped rule's batch: a quarter second of the
-// delivery rate; 0 while there is no estimate.
+// delivery rate; firstBatch while there is no estimate.
 func (p *pacer) batchBytes() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return quarterSecond(int64(p.rateLocked(time.Now())))
+	if n := quarterSecond(int64(p.rateLocked(time.Now()))); n > 0 {
+		return n
+	}
+	return firstBatch
 }
 
 // estimate returns the delivery rate's and the round trip's estimates.

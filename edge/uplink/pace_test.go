@@ -21,6 +21,10 @@ type simLink struct {
 	prop     time.Duration
 	busyTill time.Time // when the queue is empty
 	carried  int64     // bytes through the bottleneck so far
+	// burst, if not 0, holds the answers at the far end and lets them go together at each
+	// multiple of it, as a link whose answers come in bursts: a modem or a shaper that
+	// sends them in groups, or a transport whose answers wait behind a lost packet.
+	burst time.Duration
 }
 
 // send sends n bytes now and returns when their answer arrives.
@@ -34,7 +38,11 @@ func (l *simLink) send(n int) time.Time {
 	}
 	l.busyTill = start.Add(time.Duration(float64(n) / l.rate * float64(time.Second)))
 	l.carried += int64(n)
-	return l.busyTill.Add(l.prop)
+	done := l.busyTill
+	if l.burst > 0 && !done.Truncate(l.burst).Equal(done) {
+		done = done.Truncate(l.burst).Add(l.burst)
+	}
+	return done.Add(l.prop)
 }
 
 func (l *simLink) setRate(r float64) {
@@ -63,9 +71,10 @@ func paceRun(t *testing.T, l *simLink, p *pacer, queues int, d, warm time.Durati
 			for ctx.Err() == nil {
 				n := DefaultBatchSize * 100 // 32 messages of 100 bytes
 				var fl flight
-				if p != nil {
+				if p != nil { // messages enough for a batch of the pacer's size, and BatchBytes at most
+					n = DefaultBatchBytes
 					if b := p.batchBytes(); b > 0 {
-						n = min(n*1000, b)
+						n = min(n, b)
 					}
 					var err error
 					if fl, err = p.acquire(ctx, n, true); err != nil {
@@ -110,6 +119,9 @@ func paceRun(t *testing.T, l *simLink, p *pacer, queues int, d, warm time.Durati
 	lastHalf = float64(l.bytes()-half) / (d / 2).Seconds()
 	cancel()
 	wg.Wait()
+	if len(lat) == 0 {
+		t.Fatalf("no high-priority message was answered after the first %v of %v", warm, d)
+	}
 	slices.Sort(lat)
 	return lat, lastHalf
 }
@@ -123,6 +135,9 @@ func sleepUntil(ctx context.Context, at time.Time) { sleep(ctx, time.Until(at)) 
 // round trip, PaceDelay and a quarter-second batch) and the batch admitted just under it.
 // Seconds under synctest depend on the order goroutines run in at one instant: the bound
 // is the design's worst case, not a typical run's (p50 about 600 ms, max 750 ms to 1.26 s).
+// It holds from the start too: before the pacer has an estimate, it keeps the lower rule's
+// batches small (whose reads would otherwise take BatchBytes, here half a minute of the
+// link).
 func TestPaceSlowLink(t *testing.T) {
 	const rate, prop = 8000, 150 * time.Millisecond
 	const batch = time.Second / 4
@@ -132,9 +147,11 @@ func TestPaceSlowLink(t *testing.T) {
 		paced       bool
 		maxLat      time.Duration // every high-priority message within it; 0: over it
 		minLastHalf float64       // link bytes per second in the run's second half
+		warm        time.Duration // latencies from then on
 	}{
-		{"paced", true, worstCase, 0.9 * rate},
-		{"unpaced", false, 0, 0.9 * rate},
+		{"paced", true, worstCase, 0.9 * rate, 10 * time.Second},
+		{"paced from the start", true, worstCase, 0.9 * rate, 0},
+		{"unpaced", false, 0, 0.9 * rate, 10 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -143,7 +160,7 @@ func TestPaceSlowLink(t *testing.T) {
 				if tc.paced {
 					p = newPacer(DefaultOptions.PaceDelay)
 				}
-				lat, got := paceRun(t, l, p, 16, 60*time.Second, 10*time.Second, nil)
+				lat, got := paceRun(t, l, p, 16, 60*time.Second, tc.warm, nil)
 				worst := lat[len(lat)-1]
 				t.Logf("latency p50 %v, max %v; link %.0f B/s of %d", lat[len(lat)/2], worst, got, rate)
 				if tc.maxLat > 0 && worst > tc.maxLat {
@@ -161,6 +178,54 @@ func TestPaceSlowLink(t *testing.T) {
 					if b := p.batchBytes(); b < rate/5 || b > rate/3 {
 						t.Errorf("batches of %d bytes, want about a quarter second of the link's %d B/s", b, rate)
 					}
+				}
+			})
+		})
+	}
+}
+
+// TestPaceBurstyAnswers: on the slow link of TestPaceSlowLink whose answers come in
+// bursts, the delivery-rate estimate stays near the link's rate (each sample spans a
+// second or more of answers, from the end of a burst: measured from the answer before each
+// batch's send, it reads a quarter to a half again too high), and a high-priority message
+// waits at most the slow link's worst case and two bursts' holds (its own answer's, and
+// the one the round trip's estimate may hold).
+func TestPaceBurstyAnswers(t *testing.T) {
+	const rate, prop = 8000, 150 * time.Millisecond
+	const batch = time.Second / 4
+	worstCase := 2*prop + (2*prop + DefaultOptions.PaceDelay + batch) + batch
+	for _, burst := range []time.Duration{600 * time.Millisecond, 1200 * time.Millisecond} {
+		t.Run(burst.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				l := &simLink{rate: rate, prop: prop, burst: burst}
+				p := newPacer(DefaultOptions.PaceDelay)
+				// The rate's estimate, every half second from the tenth to the sixtieth.
+				var rates []float64
+				var wg sync.WaitGroup
+				wg.Go(func() {
+					time.Sleep(10 * time.Second)
+					for range 100 {
+						time.Sleep(500 * time.Millisecond)
+						r, _ := p.estimate()
+						rates = append(rates, r)
+					}
+				})
+				lat, got := paceRun(t, l, p, 16, 60*time.Second, 10*time.Second, nil)
+				wg.Wait()
+				slices.Sort(rates)
+				r := rates[len(rates)/2]
+				_, rtt := p.estimate()
+				worst := lat[len(lat)-1]
+				t.Logf("latency p50 %v, max %v; link %.0f B/s of %d; estimate's median %.0f B/s (%.0f-%.0f), round trip %v",
+					lat[len(lat)/2], worst, got, rate, r, rates[0], rates[len(rates)-1], rtt)
+				if r > 1.2*rate {
+					t.Errorf("delivery-rate estimate's median %.0f B/s, want at most 1.2 times the link's %d B/s", r, rate)
+				}
+				if bound := worstCase + 2*burst; worst > bound {
+					t.Errorf("a high-priority message took %v, want at most %v (the slow link's worst case and two bursts)", worst, bound)
+				}
+				if got < 0.5*rate { // answers held a second need a second more in flight
+					t.Errorf("the link carried %.0f B/s, want at least half its %d B/s", got, rate)
 				}
 			})
 		})
