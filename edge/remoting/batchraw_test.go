@@ -3,6 +3,8 @@ package remoting
 import (
 	"bytes"
 	"errors"
+	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -84,4 +86,105 @@ func TestAppendBatchItemAllocs(t *testing.T) {
 	if n != 0 {
 		t.Fatalf("%v allocations, want 0", n)
 	}
+}
+
+// batchBodies are batch bodies, good and bad, that DecodeBatchTopic must read as
+// DecodeBatch does.
+func batchBodies(t testing.TB) map[string][]byte {
+	good := unhexLayout(t, goldenBatch)
+	mutate := func(at int, b ...byte) []byte {
+		r := bytes.Clone(good)
+		copy(r[at:], b)
+		return r
+	}
+	item := func(props string) []byte {
+		b, err := AppendBatchItem(nil, 3, []byte("body"), nil, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b = append(b[:len(b)-2], byte(len(props)>>8), byte(len(props)))
+		b = append(b, props...)
+		b[0], b[1], b[2], b[3] = byte(len(b)>>24), byte(len(b)>>16), byte(len(b)>>8), byte(len(b))
+		return b
+	}
+	var many []*mq.Message
+	for i := range 200 {
+		many = append(many, &mq.Message{Flag: int32(i), Tags: "t", Keys: fmt.Sprintf("k%d", i),
+			Properties: map[string]string{mq.PropertyUniqKey: fmt.Sprintf("U%d", i), "seq": fmt.Sprint(i)},
+			Body:       fmt.Appendf(nil, "body %d", i)})
+	}
+	manyBody, err := AppendBatch(nil, many)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return map[string][]byte{
+		"empty":                           nil,
+		"golden":                          good,
+		"many":                            manyBody,
+		"only tags and keys":              item("TAGS\x01a\x02KEYS\x01b\x02"),
+		"a name twice, the last wins":     item("A\x011\x02TAGS\x01x\x02A\x012\x02TAGS\x01y"),
+		"malformed entries skipped":       item("noSep\x02A\x01b\x01c\x02\x02B\x01ok\x02\x01empty name\x02"),
+		"no props":                        item(""),
+		"short size":                      good[:2],
+		"size under the fixed part":       mutate(0, 0, 0, 0, 21),
+		"size past the end":               good[:30],
+		"body length past the item":       mutate(16, 0, 0, 0, 12),
+		"body length negative":            mutate(16, 0xff, 0xff, 0xff, 0xfe),
+		"properties length past the item": mutate(22, 0, 8),
+		"properties length negative":      mutate(22, 0x80, 0),
+		"item longer than its fields":     append(mutate(0, 0, 0, 0, 0x20), 0),
+		"second item cut":                 good[:31+10],
+		"good then bad":                   append(bytes.Clone(manyBody), good[:30]...),
+	}
+}
+
+// checkDecodeBatchTopic fails t unless DecodeBatchTopic reads body as DecodeBatch does.
+func checkDecodeBatchTopic(t *testing.T, body []byte) {
+	t.Helper()
+	want, werr := DecodeBatch(body)
+	for _, m := range want {
+		m.Topic = "T"
+	}
+	got, err := DecodeBatchTopic(body, "T")
+	if fmt.Sprint(err) != fmt.Sprint(werr) {
+		t.Fatalf("error %v, DecodeBatch's %v", err, werr)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d messages, DecodeBatch %d", len(got), len(want))
+	}
+	for i := range want {
+		if !reflect.DeepEqual(got[i], want[i]) {
+			t.Fatalf("message %d:\ngot  %+v\nwant %+v", i, got[i], want[i])
+		}
+	}
+}
+
+func TestDecodeBatchTopic(t *testing.T) {
+	for name, body := range batchBodies(t) {
+		t.Run(name, func(t *testing.T) { checkDecodeBatchTopic(t, body) })
+	}
+}
+
+// TestDecodeBatchTopicAllocs: a batch costs far fewer allocations than DecodeBatch's
+// several per message.
+func TestDecodeBatchTopicAllocs(t *testing.T) {
+	body := batchBodies(t)["many"]
+	old := testing.AllocsPerRun(20, func() { DecodeBatch(body) })
+	n := testing.AllocsPerRun(20, func() { DecodeBatchTopic(body, "T") })
+	if n > old/2 {
+		t.Fatalf("%v allocations for 200 messages, DecodeBatch %v: want at most half", n, old)
+	}
+	t.Logf("%v allocations for 200 messages, DecodeBatch %v", n, old)
+}
+
+func FuzzDecodeBatchTopic(f *testing.F) {
+	for _, body := range batchBodies(f) {
+		f.Add(body)
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		checkDecodeBatchTopic(t, body)
+		if _, err := DecodeBatchTopic(body, "T"); err != nil && !errors.Is(err, ErrMalformed) {
+			t.Fatalf("error %v does not wrap ErrMalformed", err)
+		}
+	})
 }
