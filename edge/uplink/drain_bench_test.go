@@ -196,6 +196,10 @@ func cpuTime() time.Duration {
 // BenchmarkDrainSides.
 const hubEnv = "EDGEMQ_DRAIN_HUB"
 
+// hubProfileEnv names a file for BenchmarkDrainSides's hub process to write its CPU
+// profile to (the mode's name appended), if set.
+const hubProfileEnv = "EDGEMQ_DRAIN_HUB_PROFILE"
+
 // TestDrainHub is the hub process of BenchmarkDrainSides (skipped unless hubEnv is set): a
 // broker with topic T (4 queues) and its server on loopback. It prints "addr <host:port>",
 // then answers each line on its stdin with "cpu <its CPU ns> <messages in T>", and ends
@@ -223,11 +227,16 @@ func TestDrainHub(t *testing.T) {
 // of its own (this binary running TestDrainHub), so that each side's CPU time per message
 // is measured apart: gw-cpu-ns/msg is the uplink's and the local broker's, hub-cpu-ns/msg
 // the hub's (its server and broker). Run with -benchtime 1000000x for a backlog of a
-// million.
+// million; with EDGEMQ_DRAIN_HUB_PROFILE=file the hub writes its CPU profile to file.<mode>
+// (-cpuprofile profiles the gateway).
 func BenchmarkDrainSides(b *testing.B) {
 	for _, m := range drainModes[:2] {
 		b.Run(m.name, func(b *testing.B) {
-			cmd := exec.Command(os.Args[0], "-test.run", "^TestDrainHub$")
+			args := []string{"-test.run", "^TestDrainHub$"}
+			if p := os.Getenv(hubProfileEnv); p != "" {
+				args = append(args, "-test.cpuprofile", p+"."+m.name)
+			}
+			cmd := exec.Command(os.Args[0], args...)
 			cmd.Env = append(os.Environ(), hubEnv+"=1")
 			cmd.Stderr = os.Stderr
 			in, err := cmd.StdinPipe()
