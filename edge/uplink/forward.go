@@ -73,9 +73,17 @@ type batch struct {
 	raw   []byte
 }
 
-// reset empties b for the next read, keeping its buffers.
+// maxKeptBatch bounds the bytes of batch items a forwarder keeps between reads: a larger
+// buffer (a batch of large messages) is left to the GC, so that many idle queues hold
+// little.
+const maxKeptBatch = 1 << 20
+
+// reset empties b for the next read, keeping its buffers unless raw is over maxKeptBatch.
 func (b *batch) reset() {
 	b.items, b.raw = b.items[:0], b.raw[:0]
+	if cap(b.raw) > maxKeptBatch {
+		b.raw = nil
+	}
 }
 
 // bytesOf returns the batch items of items, a run of b.items without errors.
@@ -116,11 +124,14 @@ func (f *queueFwd) run() {
 		}
 		u.gate.mark(f, r.cfg.Priority, true)
 		f.forward(ctx, msgs)
+		if f.caught { // the buffers serve a backlog; a queue that keeps up holds none
+			f.buf = batch{}
+		}
 	}
 }
 
-// read returns the next batch of the queue from the cursor, waiting up to localWait for
-// one; none if there is nothing yet. It moves the cursor over holes and, for a DropOldest
+// read returns the next batch of the queue from the cursor (its items in f.buf), waiting
+// up to localWait for one; none if there is nothing yet. It moves the cursor over holes and, for a DropOldest
 // rule, over messages retention deleted (counted as lost).
 func (f *queueFwd) read(ctx context.Context) ([]item, error) {
 	r, b := f.r, f.r.u.b
