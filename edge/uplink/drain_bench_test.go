@@ -1,10 +1,14 @@
 package uplink
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"os"
+	"os/exec"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -186,4 +190,113 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// hubEnv, set in its environment, makes a test binary run TestDrainHub as the hub of
+// BenchmarkDrainSides.
+const hubEnv = "EDGEMQ_DRAIN_HUB"
+
+// hubProfileEnv names a file for BenchmarkDrainSides's hub process to write its CPU
+// profile to (the mode's name appended), if set.
+const hubProfileEnv = "EDGEMQ_DRAIN_HUB_PROFILE"
+
+// TestDrainHub is the hub process of BenchmarkDrainSides (skipped unless hubEnv is set): a
+// broker with topic T (4 queues) and its server on loopback. It prints "addr <host:port>",
+// then answers each line on its stdin with "cpu <its CPU ns> <messages in T>", and ends
+// when its stdin closes.
+func TestDrainHub(t *testing.T) {
+	if os.Getenv(hubEnv) == "" {
+		t.Skip("the hub process of BenchmarkDrainSides")
+	}
+	hb := benchBroker(t, "hub")
+	if err := hb.CreateTopic(edge.TopicConfig{Name: "T", ReadQueues: 4, WriteQueues: 4}); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.Start(hb, server.Options{Listen: "127.0.0.1:0", VIPListen: "off"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	fmt.Printf("addr %s\n", srv.Addr())
+	for sc := bufio.NewScanner(os.Stdin); sc.Scan(); {
+		fmt.Printf("cpu %d %d\n", cpuTime().Nanoseconds(), count(t, hb, "T"))
+	}
+}
+
+// BenchmarkDrainSides is BenchmarkDrain's plain and zstd modes with the hub in a process
+// of its own (this binary running TestDrainHub), so that each side's CPU time per message
+// is measured apart: gw-cpu-ns/msg is the uplink's and the local broker's, hub-cpu-ns/msg
+// the hub's (its server and broker). Run with -benchtime 1000000x for a backlog of a
+// million; with EDGEMQ_DRAIN_HUB_PROFILE=file the hub writes its CPU profile to file.<mode>
+// (-cpuprofile profiles the gateway).
+func BenchmarkDrainSides(b *testing.B) {
+	for _, m := range drainModes[:2] {
+		b.Run(m.name, func(b *testing.B) {
+			args := []string{"-test.run", "^TestDrainHub$"}
+			if p := os.Getenv(hubProfileEnv); p != "" {
+				args = append(args, "-test.cpuprofile", p+"."+m.name)
+			}
+			cmd := exec.Command(os.Args[0], args...)
+			cmd.Env = append(os.Environ(), hubEnv+"=1")
+			cmd.Stderr = os.Stderr
+			in, err := cmd.StdinPipe()
+			if err != nil {
+				b.Fatal(err)
+			}
+			out, err := cmd.StdoutPipe()
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { in.Close(); cmd.Wait() })
+			lines := bufio.NewScanner(out)
+			var addr string
+			for addr == "" && lines.Scan() {
+				addr, _ = strings.CutPrefix(lines.Text(), "addr ")
+			}
+			if addr == "" {
+				b.Fatalf("the hub process said no address: %v", lines.Err())
+			}
+			ask := func() (cpu time.Duration, stored int64) {
+				fmt.Fprintln(in)
+				for lines.Scan() {
+					var ns int64
+					if _, err := fmt.Sscanf(lines.Text(), "cpu %d %d", &ns, &stored); err == nil {
+						return time.Duration(ns), stored
+					}
+				}
+				b.Fatalf("the hub process ended: %v", lines.Err())
+				return 0, 0
+			}
+			local := benchBroker(b, "gw1")
+			if err := local.CreateTopic(edge.TopicConfig{Name: "T", ReadQueues: 4, WriteQueues: 4}); err != nil {
+				b.Fatal(err)
+			}
+			n := b.N
+			fillTelemetry(b, local, n)
+			b.ResetTimer()
+			hub0, _ := ask()
+			start, cpu0 := time.Now(), cpuTime()
+			u, err := Start(local, &Options{Up: []UpRule{{Name: "r", Topics: []string{"T"}, BatchSize: 1024, Compress: m.compress,
+				CompressOver: 64, Upstream: Upstream{Addrs: addr, Kind: m.kind}}}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			for u.rules[0].c.forwarded.Load() < int64(n) {
+				time.Sleep(time.Millisecond)
+			}
+			el, cpu := time.Since(start), cpuTime()-cpu0
+			hub1, stored := ask()
+			b.StopTimer()
+			u.Close()
+			b.ReportMetric(float64(n)/el.Seconds(), "msgs/s")
+			b.ReportMetric(float64(cpu.Nanoseconds())/float64(n), "gw-cpu-ns/msg")
+			b.ReportMetric(float64((hub1-hub0).Nanoseconds())/float64(n), "hub-cpu-ns/msg")
+			if stored != int64(n) {
+				b.Fatalf("hub holds %d, want %d", stored, n)
+			}
+		})
+	}
 }

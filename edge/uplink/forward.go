@@ -1,10 +1,11 @@
 package uplink
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"maps"
+	"net/netip"
 	"sync/atomic"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/edgemq/edgemq/edge/producer"
 	"github.com/edgemq/edgemq/edge/remoting"
 	"github.com/edgemq/edgemq/edge/remoting/zbatch"
+	"github.com/edgemq/edgemq/store"
 )
 
 // A forwarder's state, as RuleStats.State sums them.
@@ -36,10 +38,57 @@ type queueFwd struct {
 	stored bool            // the cursor was stored once; owned by run after start
 	caught bool            // the last read reached the queue's end; owned by run
 
+	// Owned by run: the batch read last (its buffers reused by the next read), and what
+	// laying it out and sending it reuse.
+	buf       batch
+	props     []remoting.Property
+	stubs     []mq.Message
+	ptrs      []*mq.Message
+	storeHost netip.AddrPort // the local broker's, for the UNIQ_KEY of a message without one
+	hostSet   bool
+
 	cursor atomic.Int64 // next queue offset to forward
 	floor  atomic.Int64 // commit-log position retention must keep for this queue (0 until read)
 	oldest atomic.Int64 // store time (unix ms) of the oldest message not forwarded; 0: none known
 	state  atomic.Int32
+}
+
+// item is one message of a batch read for forwarding: where it is in the local queue and
+// commit log, and where its batch item (what goes upstream) is in the batch's bytes.
+type item struct {
+	queueOffset int64
+	pos         int64 // commit-log position
+	storeTime   int64 // unix ms
+	size        int32 // bytes of its record in the commit log
+	bodyLen     int
+	start, end  int   // its batch item in batch.raw; empty when err is set
+	err         error // why its batch item could not be laid out (too large)
+}
+
+// batch is what a forwarder read: its messages and, back to back in raw, their batch
+// items as they are sent upstream (remoting.AppendBatchItem), laid out straight from the
+// stored records without decoding them into messages.
+type batch struct {
+	items []item
+	raw   []byte
+}
+
+// maxKeptBatch bounds the bytes of batch items a forwarder keeps between reads: a larger
+// buffer (a batch of large messages) is left to the GC, so that many idle queues hold
+// little.
+const maxKeptBatch = 1 << 20
+
+// reset empties b for the next read, keeping its buffers unless raw is over maxKeptBatch.
+func (b *batch) reset() {
+	b.items, b.raw = b.items[:0], b.raw[:0]
+	if cap(b.raw) > maxKeptBatch {
+		b.raw = nil
+	}
+}
+
+// bytesOf returns the batch items of items, a run of b.items without errors.
+func (b *batch) bytesOf(items []item) []byte {
+	return b.raw[items[0].start:items[len(items)-1].end]
 }
 
 // run forwards until the Uplink closes or the local topic is deleted.
@@ -75,18 +124,25 @@ func (f *queueFwd) run() {
 		}
 		u.gate.mark(f, r.cfg.Priority, true)
 		f.forward(ctx, msgs)
+		if f.caught { // the buffers serve a backlog; a queue that keeps up holds none
+			f.buf = batch{}
+		}
 	}
 }
 
-// read returns the next batch of the queue from the cursor, waiting up to localWait for
-// one; none if there is nothing yet. It moves the cursor over holes and, for a DropOldest
+// read returns the next batch of the queue from the cursor (its items in f.buf), waiting
+// up to localWait for one; none if there is nothing yet. It moves the cursor over holes and, for a DropOldest
 // rule, over messages retention deleted (counted as lost).
-func (f *queueFwd) read(ctx context.Context) ([]mq.MessageExt, error) {
+func (f *queueFwd) read(ctx context.Context) ([]item, error) {
 	r, b := f.r, f.r.u.b
+	if !f.hostSet {
+		f.storeHost, f.hostSet = b.Options().StoreHost, true
+	}
 	from := f.cursor.Load()
 	pos := b.WritePos() // a message not read yet is at or past this
 	req := mq.PullRequest{Group: r.group, Queue: f.queue, Offset: from, MaxMsgs: r.cfg.BatchSize, Filter: "*", Suspend: true, MaxWait: localWait}
-	res, err := b.Pull(ctx, req)
+	f.buf.reset()
+	res, err := b.PullViews(ctx, req, f.add)
 	if err != nil {
 		return nil, err
 	}
@@ -123,35 +179,74 @@ func (f *queueFwd) read(ctx context.Context) ([]mq.MessageExt, error) {
 		}
 		return nil, nil
 	}
-	msgs := res.Messages
-	f.floor.Store(msgs[0].CommitLogOffset)
-	f.oldest.Store(msgs[0].StoreTime)
+	if len(f.buf.items) == 0 { // found, yet nothing handed over: read again
+		return nil, nil
+	}
+	msgs := f.buf.items
+	f.floor.Store(msgs[0].pos)
+	f.oldest.Store(msgs[0].storeTime)
 	msgs = f.trim(msgs)
 	f.skipped(from, msgs)
-	f.caught = len(msgs) == len(res.Messages) && res.NextBeginOffset >= res.MaxOffset
-	if l := r.cfg.Linger; l > 0 && len(msgs) < r.cfg.BatchSize && len(msgs) == len(res.Messages) {
+	f.caught = len(msgs) == len(f.buf.items) && res.NextBeginOffset >= res.MaxOffset
+	if l := r.cfg.Linger; l > 0 && len(msgs) < r.cfg.BatchSize && len(msgs) == len(f.buf.items) {
 		if sleep(ctx, l) != nil {
 			return nil, ctx.Err()
 		}
 		req.Offset, req.Suspend, req.MaxMsgs = res.NextBeginOffset, false, r.cfg.BatchSize-len(msgs)
-		if more, err := b.Pull(ctx, req); err == nil && more.Status == mq.PullFound {
-			n0, n := len(msgs), len(msgs)+len(more.Messages)
-			msgs = f.trim(append(msgs, more.Messages...))
-			f.skipped(msgs[n0-1].QueueOffset+1, msgs[n0:])
+		if more, err := b.PullViews(ctx, req, f.add); err == nil && more.Status == mq.PullFound && len(f.buf.items) > len(msgs) {
+			n0, n := len(msgs), len(f.buf.items)
+			msgs = f.trim(f.buf.items)
+			f.skipped(msgs[n0-1].queueOffset+1, msgs[n0:])
 			f.caught = len(msgs) == n && more.NextBeginOffset >= more.MaxOffset
 		}
 	}
 	return msgs, nil
 }
 
+// add lays out the batch item of the stored message v in f.buf, as sent upstream: the same
+// flag, tags, keys, body and properties, UNIQ_KEY included (v's offset message id if it has
+// none), without the delay properties. PullViews calls it for each message read.
+func (f *queueFwd) add(v *store.View) {
+	props, uniq := f.props[:0], false
+	for k, val := range v.Properties {
+		switch string(k) {
+		case mq.PropertyDelayLevel, mq.PropertyRealTopic, mq.PropertyRealQueueID:
+			continue
+		case mq.PropertyUniqKey:
+			if len(val) == 0 {
+				continue
+			}
+			uniq = true
+		}
+		props = append(props, remoting.Property{Key: k, Value: val})
+	}
+	if !uniq { // in key order, as the properties are stored
+		i := 0
+		for i < len(props) && string(props[i].Key) < mq.PropertyUniqKey {
+			i++
+		}
+		id := remoting.Property{Key: []byte(mq.PropertyUniqKey), Value: []byte(mq.OffsetMsgID(f.storeHost, v.Pos))}
+		props = append(props, remoting.Property{})
+		copy(props[i+1:], props[i:])
+		props[i] = id
+	}
+	it := item{queueOffset: v.QueueOffset, pos: v.Pos, storeTime: v.StoreTime, size: v.Size, bodyLen: len(v.Body),
+		start: len(f.buf.raw)}
+	f.buf.raw, it.err = remoting.AppendBatchItem(f.buf.raw, v.Flag, v.Body, v.Tags, v.Keys, props)
+	it.end = len(f.buf.raw)
+	f.buf.items = append(f.buf.items, it)
+	clear(props) // they point into the store's memory
+	f.props = props[:0]
+}
+
 // skipped counts as lost the entries of the queue from from that a read of msgs skipped
 // (gone), before and between them.
-func (f *queueFwd) skipped(from int64, msgs []mq.MessageExt) {
+func (f *queueFwd) skipped(from int64, msgs []item) {
 	for i := range msgs {
-		if off := msgs[i].QueueOffset; off > from {
+		if off := msgs[i].queueOffset; off > from {
 			f.gone(from, off)
 		}
-		from = msgs[i].QueueOffset + 1
+		from = msgs[i].queueOffset + 1
 	}
 }
 
@@ -170,10 +265,10 @@ func (f *queueFwd) gone(from, to int64) {
 }
 
 // trim cuts msgs to the rule's BatchBytes (less when paced), keeping at least one.
-func (f *queueFwd) trim(msgs []mq.MessageExt) []mq.MessageExt {
+func (f *queueFwd) trim(msgs []item) []item {
 	n, limit := 0, f.batchBytes()
 	for i := range msgs {
-		n += len(msgs[i].Body)
+		n += msgs[i].bodyLen
 		if i > 0 && n > limit {
 			return msgs[:i]
 		}
@@ -181,23 +276,31 @@ func (f *queueFwd) trim(msgs []mq.MessageExt) []mq.MessageExt {
 	return msgs
 }
 
-// forward sends msgs upstream until the upstream acknowledged them or the Uplink closes,
-// backing off after each failure, and moves the cursor past what was acknowledged.
-func (f *queueFwd) forward(ctx context.Context, msgs []mq.MessageExt) {
+// forward sends msgs (of f.buf) upstream until the upstream acknowledged them or the
+// Uplink closes, backing off after each failure, and moves the cursor past what was
+// acknowledged.
+func (f *queueFwd) forward(ctx context.Context, msgs []item) {
 	r, u := f.r, f.r.u
-	out := make([]*mq.Message, len(msgs))
-	for i := range msgs {
-		out[i] = f.upstreamMessage(&msgs[i])
-	}
 	failed := false
 	alone := false // the upstream refused the batch as too large: find the culprit alone
-	for len(out) > 0 && ctx.Err() == nil {
+	for len(msgs) > 0 && ctx.Err() == nil {
 		if f.state.Load() != fwdBackingOff {
 			f.state.Store(fwdDraining)
 		}
-		batch := out
+		if err := msgs[0].err; err != nil { // no batch item could carry it
+			f.reject(&msgs[0], err)
+			msgs = msgs[1:]
+			continue
+		}
+		batch := msgs
+		for i := range batch {
+			if batch[i].err != nil {
+				batch = batch[:i]
+				break
+			}
+		}
 		if alone {
-			batch = out[:1]
+			batch = batch[:1]
 		}
 		if failed {
 			r.c.resent.Add(int64(len(batch)))
@@ -206,18 +309,18 @@ func (f *queueFwd) forward(ctx context.Context, msgs []mq.MessageExt) {
 		if n > 0 {
 			last := &msgs[n-1]
 			bytes := 0
-			for _, m := range out[:n] {
-				bytes += len(m.Body)
+			for i := range msgs[:n] {
+				bytes += msgs[i].bodyLen
 			}
 			r.c.forwarded.Add(int64(n))
 			r.c.forwardedBytes.Add(int64(bytes))
 			r.c.batches.Add(1)
-			f.advance(last.QueueOffset + 1)
-			f.floor.Store(last.CommitLogOffset + int64(last.StoreSize))
-			msgs, out = msgs[n:], out[n:]
+			f.advance(last.queueOffset + 1)
+			f.floor.Store(last.pos + int64(last.size))
+			msgs = msgs[n:]
 			if len(msgs) > 0 {
-				f.floor.Store(msgs[0].CommitLogOffset)
-				f.oldest.Store(msgs[0].StoreTime)
+				f.floor.Store(msgs[0].pos)
+				f.oldest.Store(msgs[0].storeTime)
 			} else {
 				f.oldest.Store(0)
 			}
@@ -238,11 +341,8 @@ func (f *queueFwd) forward(ctx context.Context, msgs []mq.MessageExt) {
 		}
 		if errors.Is(err, mq.ErrMessageTooLarge) {
 			alone = false
-			r.c.rejected.Add(1)
-			u.lg.Error("uplink: upstream refuses a message as too large: skipped", "rule", r.cfg.Name, "queue", f.queue,
-				"offset", msgs[0].QueueOffset, "bytes", len(out[0].Body), "err", err)
-			f.advance(msgs[0].QueueOffset + 1)
-			msgs, out = msgs[1:], out[1:]
+			f.reject(&msgs[0], err)
+			msgs = msgs[1:]
 			continue
 		}
 		failed = true
@@ -256,10 +356,19 @@ func (f *queueFwd) forward(ctx context.Context, msgs []mq.MessageExt) {
 	}
 }
 
-// send sends msgs to the upstream queue of the local queue, after the higher priorities'
-// batches and within the rate limits. It returns how many of msgs (a prefix) the upstream
-// acknowledged.
-func (f *queueFwd) send(ctx context.Context, msgs []*mq.Message) (int, error) {
+// reject skips m, which the upstream refuses (or no request could carry) as too large.
+func (f *queueFwd) reject(m *item, err error) {
+	r := f.r
+	r.c.rejected.Add(1)
+	r.u.lg.Error("uplink: upstream refuses a message as too large: skipped", "rule", r.cfg.Name, "queue", f.queue,
+		"offset", m.queueOffset, "bytes", m.bodyLen, "err", err)
+	f.advance(m.queueOffset + 1)
+}
+
+// send sends msgs (of f.buf, all laid out) to the upstream queue of the local queue, after
+// the higher priorities' batches and within the rate limits. It returns how many of msgs
+// (a prefix) the upstream acknowledged.
+func (f *queueFwd) send(ctx context.Context, msgs []item) (int, error) {
 	r, u := f.r, f.r.u
 	p, err := r.conn(ctx)
 	if err != nil {
@@ -272,7 +381,11 @@ func (f *queueFwd) send(ctx context.Context, msgs []*mq.Message) (int, error) {
 	sel := func(n int, _ *mq.Message) int { return qid % n }
 	hub := r.cfg.Upstream.Kind == KindEdgeMQ
 	if r.cfg.Compress && !hub || len(msgs) == 1 {
-		for i, m := range msgs {
+		for i := range msgs {
+			m, err := f.message(&msgs[i])
+			if err != nil {
+				return i, err
+			}
 			if err := f.pace(ctx, len(m.Body)); err != nil {
 				return i, err
 			}
@@ -289,8 +402,8 @@ func (f *queueFwd) send(ctx context.Context, msgs []*mq.Message) (int, error) {
 		return len(msgs), nil
 	}
 	bytes := 0
-	for _, m := range msgs {
-		bytes += len(m.Body)
+	for i := range msgs {
+		bytes += msgs[i].bodyLen
 	}
 	if err := f.pace(ctx, bytes); err != nil {
 		return 0, err
@@ -301,11 +414,15 @@ func (f *queueFwd) send(ctx context.Context, msgs []*mq.Message) (int, error) {
 	}
 	sctx, cancel := context.WithTimeout(ctx, u.opts.SendTimeout)
 	defer cancel()
+	r.mu.Lock()
+	c := r.client
+	r.mu.Unlock()
+	stubs := f.stubsFor(len(msgs))
+	items := f.buf.bytesOf(msgs)
 	if r.cfg.Compress && hub && !r.noZstd.Load() {
-		r.mu.Lock()
-		c := r.client
-		r.mu.Unlock()
-		_, err := c.SendBatchWith(sctx, msgs, sel, remoting.SendBatchZstd, zbatch.Append)
+		_, err := c.SendBatchWith(sctx, stubs, sel, remoting.SendBatchZstd, func(dst []byte, _ []*mq.Message) ([]byte, error) {
+			return zbatch.AppendItems(dst, items)
+		})
 		switch {
 		case err == nil:
 			f.release(fl, true)
@@ -321,7 +438,11 @@ func (f *queueFwd) send(ctx context.Context, msgs []*mq.Message) (int, error) {
 			return 0, err
 		}
 	}
-	_, err = p.SendBatch(sctx, msgs, sel)
+	// The request gets its own copy of the items: f.buf is reused by the next read, and
+	// a request given up on may still be on its way out.
+	_, err = c.SendBatchWith(sctx, stubs, sel, remoting.SendBatchMessage, func(dst []byte, _ []*mq.Message) ([]byte, error) {
+		return append(dst, items...), nil
+	})
 	f.release(fl, err == nil)
 	if err != nil {
 		if errors.Is(err, mq.ErrMessageTooLarge) { // one at a time, so that only the culprit is skipped
@@ -332,9 +453,40 @@ func (f *queueFwd) send(ctx context.Context, msgs []*mq.Message) (int, error) {
 	return len(msgs), nil
 }
 
+// stubsFor returns n messages of the upstream topic for a batch send whose items are laid
+// out already: the client takes the topic and the number of results from them.
+func (f *queueFwd) stubsFor(n int) []*mq.Message {
+	if len(f.stubs) < n {
+		f.stubs = make([]mq.Message, n)
+		f.ptrs = make([]*mq.Message, n)
+		for i := range f.stubs {
+			f.ptrs[i] = &f.stubs[i]
+		}
+	}
+	for i := range n {
+		f.stubs[i] = mq.Message{Topic: f.up}
+	}
+	return f.ptrs[:n]
+}
+
+// message returns the message of m's batch item, to send on its own, its body its own copy.
+func (f *queueFwd) message(m *item) (*mq.Message, error) {
+	msgs, err := remoting.DecodeBatch(f.buf.raw[m.start:m.end])
+	if err != nil || len(msgs) != 1 { // laid out by us: never
+		return nil, fmt.Errorf("uplink: batch item of offset %d: %d messages, %w", m.queueOffset, len(msgs), err)
+	}
+	msgs[0].Topic = f.up
+	msgs[0].Body = bytes.Clone(msgs[0].Body)
+	return msgs[0], nil
+}
+
 // sendEach sends msgs one by one (paced already).
-func (f *queueFwd) sendEach(ctx context.Context, p *producer.Producer, msgs []*mq.Message, sel mq.QueueSelector) (int, error) {
-	for i, m := range msgs {
+func (f *queueFwd) sendEach(ctx context.Context, p *producer.Producer, msgs []item, sel mq.QueueSelector) (int, error) {
+	for i := range msgs {
+		m, err := f.message(&msgs[i])
+		if err != nil {
+			return i, err
+		}
 		if _, err := f.sendOne(ctx, p, m, sel); err != nil {
 			return i, err
 		}
@@ -368,21 +520,4 @@ func (f *queueFwd) advance(off int64) {
 		return
 	}
 	f.stored = true
-}
-
-// upstreamMessage is the copy of m sent upstream: the same flag, tags, keys, body and
-// properties, UNIQ_KEY included (m's offset message id if it has none), without the delay
-// properties.
-func (f *queueFwd) upstreamMessage(m *mq.MessageExt) *mq.Message {
-	props := maps.Clone(m.Properties)
-	if props == nil {
-		props = map[string]string{}
-	}
-	for _, k := range []string{mq.PropertyDelayLevel, mq.PropertyRealTopic, mq.PropertyRealQueueID} {
-		delete(props, k)
-	}
-	if props[mq.PropertyUniqKey] == "" {
-		props[mq.PropertyUniqKey] = m.OffsetMsgID()
-	}
-	return &mq.Message{Topic: f.up, Flag: m.Flag, Tags: m.Tags, Keys: m.Keys, Properties: props, Body: m.Body}
 }

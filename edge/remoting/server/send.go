@@ -104,15 +104,12 @@ func (s *Server) send(c *conn, req *remoting.Command, size int64) (reply *remoti
 	origin := edge.Origin{BornTime: max(h.BornTimestamp, 0), BornHost: c.born, ReconsumeTimes: max(h.ReconsumeTimes, 0)}
 	a := &sendAck{c: c, req: req, size: size, topic: h.Topic, queueID: h.QueueID}
 	if req.Code == remoting.SendBatchMessage || req.Code == remoting.SendBatchZstd || h.Batch {
-		msgs, derr := remoting.DecodeBatch(body)
+		msgs, derr := remoting.DecodeBatchTopic(body, h.Topic)
 		if derr != nil {
 			return req.Reply(remoting.MessageIllegal, derr.Error()), false
 		}
 		if len(msgs) == 0 {
 			return req.Reply(remoting.MessageIllegal, "server: empty batch"), false
-		}
-		for _, m := range msgs {
-			m.Topic = h.Topic
 		}
 		err = s.b.SendBatchAsyncFrom(c.ctx, msgs, sel, origin, a.doneBatch)
 	} else {

@@ -45,6 +45,17 @@ func Append(dst []byte, msgs []*mq.Message) ([]byte, error) {
 	return dst, err
 }
 
+// AppendItems appends to dst the body of a SEND_BATCH_ZSTD request whose batch items are
+// laid out already (remoting.AppendBatchItem, back to back): items compressed as one zstd
+// frame. items is not changed or kept.
+func AppendItems(dst, items []byte) ([]byte, error) {
+	enc, err := zstdEncoder()
+	if err != nil {
+		return dst, fmt.Errorf("remoting: zstd: %w", err)
+	}
+	return enc.EncodeAll(items, dst), nil
+}
+
 // maxPooledBatch is the largest buffer batchBufs keeps.
 const maxPooledBatch = 1 << 20
 

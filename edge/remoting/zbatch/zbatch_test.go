@@ -63,6 +63,28 @@ func TestZstdBatchRoundTrip(t *testing.T) {
 	}
 }
 
+// TestAppendItems: items laid out already compress to the body Append makes of their
+// messages, and decode back to them.
+func TestAppendItems(t *testing.T) {
+	msgs := telemetry("T", 300)
+	plain, err := remoting.AppendBatch(nil, msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := AppendItems([]byte("x"), plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := Append(nil, msgs)
+	if body[0] != 'x' || !bytes.Equal(body[1:], want) {
+		t.Fatalf("AppendItems made %d bytes, Append %d: not the same", len(body)-1, len(want))
+	}
+	items, err := Decode(body[1:], len(plain))
+	if err != nil || !bytes.Equal(items, plain) {
+		t.Fatalf("decoded %d bytes (%v), want the %d laid out", len(items), err, len(plain))
+	}
+}
+
 // TestZstdBatchBomb: a body that would inflate past the limit is refused as too large,
 // whether its frame says its size or not, and a body that is not zstd as malformed.
 func TestZstdBatchBomb(t *testing.T) {
