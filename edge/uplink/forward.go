@@ -63,6 +63,9 @@ type item struct {
 	bodyLen     int
 	start, end  int   // its batch item in batch.raw; empty when err is set
 	err         error // why its batch item could not be laid out (too large)
+	// alone is the message to send on its own when no batch item can carry it (properties
+	// over a batch item's 32 KiB, which a single send's header carries); nil otherwise.
+	alone *mq.Message
 }
 
 // batch is what a forwarder read: its messages and, back to back in raw, their batch
@@ -234,9 +237,23 @@ func (f *queueFwd) add(v *store.View) {
 		start: len(f.buf.raw)}
 	f.buf.raw, it.err = remoting.AppendBatchItem(f.buf.raw, v.Flag, v.Body, v.Tags, v.Keys, props)
 	it.end = len(f.buf.raw)
+	if it.err != nil {
+		it.alone = aloneMessage(f.up, v, props)
+	}
 	f.buf.items = append(f.buf.items, it)
 	clear(props) // they point into the store's memory
 	f.props = props[:0]
+}
+
+// aloneMessage returns the message of v with props, as a single send carries it upstream to
+// topic, its own copy of the store's bytes.
+func aloneMessage(topic string, v *store.View, props []remoting.Property) *mq.Message {
+	m := &mq.Message{Topic: topic, Flag: v.Flag, Tags: string(v.Tags), Keys: string(v.Keys),
+		Body: bytes.Clone(v.Body), Properties: make(map[string]string, len(props))}
+	for _, p := range props {
+		m.Properties[string(p.Key)] = string(p.Value)
+	}
+	return m
 }
 
 // skipped counts as lost the entries of the queue from from that a read of msgs skipped
@@ -287,15 +304,10 @@ func (f *queueFwd) forward(ctx context.Context, msgs []item) {
 		if f.state.Load() != fwdBackingOff {
 			f.state.Store(fwdDraining)
 		}
-		if err := msgs[0].err; err != nil { // no batch item could carry it
-			f.reject(&msgs[0], err)
-			msgs = msgs[1:]
-			continue
-		}
 		batch := msgs
 		for i := range batch {
 			if batch[i].err != nil {
-				batch = batch[:i]
+				batch = batch[:max(i, 1)] // one no batch item carries goes on its own
 				break
 			}
 		}
@@ -471,6 +483,9 @@ func (f *queueFwd) stubsFor(n int) []*mq.Message {
 
 // message returns the message of m's batch item, to send on its own, its body its own copy.
 func (f *queueFwd) message(m *item) (*mq.Message, error) {
+	if m.alone != nil {
+		return m.alone, nil
+	}
 	msgs, err := remoting.DecodeBatch(f.buf.raw[m.start:m.end])
 	if err != nil || len(msgs) != 1 { // laid out by us: never
 		return nil, fmt.Errorf("uplink: batch item of offset %d: %d messages, %w", m.queueOffset, len(msgs), err)

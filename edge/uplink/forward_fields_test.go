@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,8 +18,8 @@ import (
 // one by one), each message arrives upstream with its flag, tags, keys, body and every
 // property as stored locally, byte for byte: properties whose names sort around TAGS, KEYS
 // and UNIQ_KEY, non-ASCII and empty values, binary and empty bodies, a UNIQ_KEY of its
-// own or its local offset message id; only the delay properties (REAL_TOPIC, REAL_QID)
-// are left behind.
+// own or its local offset message id, properties over a batch item's 32 KiB (sent on
+// their own); only the delay properties (REAL_TOPIC, REAL_QID) are left behind.
 func TestForwardKeepsEveryField(t *testing.T) {
 	const n = 300
 	for _, tc := range []struct {
@@ -53,6 +54,9 @@ func TestForwardKeepsEveryField(t *testing.T) {
 						"UNIQ_KEYX": "after uniq", "Z": "größe 21°C", mq.PropertyUniqKey: fmt.Sprintf("U%08d", i)}
 					for b := range 256 {
 						m.Body = append(m.Body, byte(b+i))
+					}
+					if i == 10 { // properties no batch item carries (over 32 KiB): sent on its own
+						m.Properties["big"] = strings.Repeat("p", 40_000)
 					}
 				case 3: // a delayed message, delivered to T when due
 					m.Properties = map[string]string{"seq": fmt.Sprint(i)}
