@@ -10,11 +10,43 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"runtime/trace"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 )
+
+// traceDir, when set (-trace), is where each measured phase writes a runtime/trace of this
+// process, the client's: <prefix>-<n>.trace.
+var (
+	traceDir string
+	traceN   atomic.Int64
+)
+
+// startTrace starts a runtime/trace of the phase named prefix into traceDir; the function
+// it returns stops it. Without -trace it does nothing.
+func startTrace(prefix string) func() {
+	if traceDir == "" {
+		return func() {}
+	}
+	f, err := os.Create(filepath.Join(traceDir, fmt.Sprintf("%s-%d.trace", prefix, traceN.Add(1))))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "netbench: trace: %v\n", err)
+		return func() {}
+	}
+	if err := trace.Start(f); err != nil {
+		fmt.Fprintf(os.Stderr, "netbench: trace: %v\n", err)
+		f.Close()
+		return func() {}
+	}
+	return func() {
+		trace.Stop()
+		f.Close()
+	}
+}
 
 // phase meters a measured phase: the broker's CPU time (its processes; none in-process)
 // and this process's CPU time and heap allocations, the client's.
@@ -76,10 +108,12 @@ func sendPhase(b *broker, p params, m metrics, prefix string, sends []func() err
 	}
 	time.Sleep(p.sendWarm)
 	n0, f0 := acked.Load(), fails.n.Load()
+	stopTrace := startTrace(prefix)
 	ph := startPhase(b)
 	time.Sleep(p.sendTime)
 	n, f := acked.Load()-n0, fails.n.Load()-f0
 	ph.end(m, prefix, n)
+	stopTrace()
 	stop.Store(true)
 	wg.Wait()
 	if n == 0 {
@@ -101,6 +135,8 @@ type consumeClient func(got func(n int)) (stop func(), err error)
 func consumeRun(b *broker, want int64, start consumeClient, m metrics, prefix string) error {
 	var got atomic.Int64
 	all := make(chan struct{})
+	stopTrace := startTrace(prefix)
+	defer stopTrace()
 	ph := startPhase(b)
 	stop, err := start(func(n int) {
 		// Exactly one delivery crosses want.

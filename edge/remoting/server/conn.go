@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -37,10 +38,11 @@ const (
 const keepQueue = 64
 
 // conn is one client connection. Its reader (serve) owns it: it reads frames, hands sends
-// to the broker in arrival order (their replies come when the store acknowledges them) and
-// starts a goroutine per other request; when reading ends (the client closed, an error,
-// idle, or the server stopping) it waits for them and for the writer, closes the socket and
-// unregisters the clients that heartbeat on it.
+// to the broker in arrival order (their replies come when the store acknowledges them),
+// answers pulls that need not wait for messages itself and starts a goroutine per other
+// request; when reading ends (the client closed, an error, idle, or the server stopping)
+// it waits for them and for the writer, closes the socket and unregisters the clients
+// that heartbeat on it.
 type conn struct {
 	s      *Server
 	nc     net.Conn
@@ -162,8 +164,9 @@ func (c *conn) readLoop() error {
 	// Read what the socket holds at once, as Netty does: frames a client sent just before
 	// it closed are in hand before the replies to the first ones reach it, so its reset
 	// (data to a closed socket) cannot drop them from the receive buffer. The reader
-	// never waits on the store or the writer but for room to answer SYSTEM_BUSY. An idle
-	// connection holds no read buffer (connReader).
+	// never waits for messages or on the writer but for room to answer SYSTEM_BUSY: a
+	// pull that finds messages it answers itself, one that must wait parks in a goroutine
+	// of its own. An idle connection holds no read buffer (connReader).
 	cr := newConnReader(c.nc)
 	defer cr.release()
 	r := remoting.NewReader(cr, c.s.opts.MaxFrameSize)
@@ -218,8 +221,44 @@ func (c *conn) readLoop() error {
 			c.handle(cmd, size)
 			continue
 		}
+		if isPull(cmd.Code) {
+			// A pull that finds messages (or an error) is answered here, without a
+			// goroutine: a consumer pulls each queue again only once answered, so the
+			// hand-offs are its round trip. One that must wait parks in its own.
+			if !c.pullNow(cmd, size) {
+				go c.handlePull(cmd, size)
+			}
+			continue
+		}
 		go c.handle(cmd, size)
 	}
+}
+
+// pullNow answers the pull req of size bytes if it need not wait for messages, and says
+// whether it did; else the pull is for handlePull.
+func (c *conn) pullNow(req *remoting.Command, size int64) bool {
+	resp, wait := c.s.guard(c, req, func() (*remoting.Command, bool) {
+		if resp := c.s.authorize(c, req); resp != nil {
+			return resp, false
+		}
+		return c.s.pullAt(c, req, pullTry)
+	})
+	if wait {
+		return false
+	}
+	c.s.reqBytes.Add(-size)
+	c.answer(req, resp)
+	c.handlers.Done()
+	runtime.Gosched() // the writer, woken by answer, writes it before this reads on
+	return true
+}
+
+// handlePull answers a pull of size bytes that pullNow found waiting.
+func (c *conn) handlePull(req *remoting.Command, size int64) {
+	defer c.handlers.Done()
+	defer c.s.reqBytes.Add(-size)
+	resp, _ := c.s.guard(c, req, func() (*remoting.Command, bool) { return c.s.pullAt(c, req, pullAfterTry) })
+	c.answer(req, resp)
 }
 
 // handle answers one request of size bytes.

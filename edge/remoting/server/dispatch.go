@@ -73,6 +73,17 @@ func (s *Server) dispatch(c *conn, req *remoting.Command) (resp *remoting.Comman
 	return h(s, c, req)
 }
 
+// guard runs f, the handling of req: a panic is answered as in dispatch.
+func (s *Server) guard(c *conn, req *remoting.Command, f func() (*remoting.Command, bool)) (resp *remoting.Command, wait bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.lg.Error("request handler panicked", "remote", c.remote, "code", req.Code, "panic", p, "stack", string(debug.Stack()))
+			resp, wait = req.Reply(remoting.SystemError, "server: internal error"), false
+		}
+	}()
+	return f()
+}
+
 // dispatchSend hands a send of size bytes to the broker in the reader's goroutine, so that
 // a connection's sends are stored in the order they came; its answer is queued at once
 // when the broker refuses it, else when the store acknowledges it. A panic is answered as

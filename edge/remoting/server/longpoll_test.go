@@ -165,3 +165,49 @@ func TestCloseAbandonsParkedPulls(t *testing.T) {
 		t.Error("the address accepts connections after Close")
 	}
 }
+
+// TestParkedPullLeavesConnectionServed: a pull that finds messages is answered at once
+// and one that must wait parks without holding its connection: pulls of another queue,
+// found or parking themselves, and sends on the same connection are answered while it
+// waits, and a send to its queue answers it. The commit offset a parked pull carries is
+// stored when it arrives.
+func TestParkedPullLeavesConnectionServed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := openBroker(t, nil)
+		if err := b.CreateTopic(edge.TopicConfig{Name: "T", ReadQueues: 3, WriteQueues: 3}); err != nil {
+			t.Fatal(err)
+		}
+		s := pipeServer(t, b, Options{})
+		c := pipeClient(t, s)
+		c.mustCall(remoting.Success, remoting.SendMessageV2, sendExt("T", 1, ""), []byte("one"))
+		h := pullHeader("g", "T", 0, 0, pullSuspend|pullSubscription|pullCommitOffset, 20000, "*")
+		h["commitOffset"] = "3"
+		parked := c.write(remoting.NewRequest(remoting.PullMessage, h, nil))
+		parked2 := c.write(remoting.NewRequest(remoting.PullMessage, pullHeader("g", "T", 2, 0, pullSuspend|pullSubscription, 20000, "*"), nil))
+		synctest.Wait()
+		found := c.mustCall(remoting.Success, remoting.PullMessage, pullHeader("g", "T", 1, 0, pullSuspend|pullSubscription, 20000, "*"), nil)
+		if recs := decodeRecords(t, found.Body); len(recs) != 1 || recs[0].body != "one" {
+			t.Fatalf("found pull got %v", recs)
+		}
+		if off, err := b.QueryOffset(context.Background(), "g", mq.MessageQueue{Topic: "T", QueueID: 0}); err != nil || off != 3 {
+			t.Fatalf("parked pull's commit: offset %d, %v; want 3", off, err)
+		}
+		select {
+		case r := <-parked:
+			t.Fatalf("pull of an empty queue answered %d before any message", r.Code)
+		case r := <-parked2:
+			t.Fatalf("pull of an empty queue answered %d before any message", r.Code)
+		default:
+		}
+		time.Sleep(time.Second)
+		c.mustCall(remoting.Success, remoting.SendMessageV2, sendExt("T", 0, ""), []byte("two"))
+		r := c.wait(parked)
+		if recs := decodeRecords(t, r.Body); r.Code != remoting.Success || len(recs) != 1 || recs[0].body != "two" {
+			t.Fatalf("parked pull: code %d, records %v", r.Code, recs)
+		}
+		c.mustCall(remoting.Success, remoting.SendMessageV2, sendExt("T", 2, ""), []byte("three"))
+		if r := c.wait(parked2); r.Code != remoting.Success {
+			t.Fatalf("second parked pull: code %d", r.Code)
+		}
+	})
+}

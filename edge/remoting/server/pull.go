@@ -15,16 +15,39 @@ import (
 // maxPullMsgs is the most messages the broker returns to one pull.
 const maxPullMsgs = 1024
 
+// isPull says that code is a pull, which the reader answers itself when it need not wait
+// (pullNow).
+func isPull(code int16) bool {
+	return code == remoting.PullMessage || code == remoting.LitePullMessage
+}
+
+// pullMode is how far pullAt goes.
+type pullMode int
+
+const (
+	pullWait     pullMode = iota // long poll when nothing is there
+	pullTry                      // never wait: report that the pull would
+	pullAfterTry                 // long poll a pull that pullTry found waiting (its commit is made)
+)
+
 // pull answers PULL_MESSAGE and LITE_PULL_MESSAGE with the broker's Pull, long polling up
 // to the request's suspend time. A pull parked when the server shuts down is answered
 // PULL_NOT_FOUND at its own offset, so that the client pulls again.
 func (s *Server) pull(c *conn, req *remoting.Command) *remoting.Command {
+	resp, _ := s.pullAt(c, req, pullWait)
+	return resp
+}
+
+// pullAt is pull in mode. With pullTry a pull that would wait for messages is not
+// answered: it returns nil and true (wait), and the request is to be carried on with
+// pullAfterTry.
+func (s *Server) pullAt(c *conn, req *remoting.Command, mode pullMode) (_ *remoting.Command, wait bool) {
 	h, err := remoting.ParsePullHeader(req.Ext)
 	if err != nil {
-		return errReply(req, err)
+		return errReply(req, err), false
 	}
 	if h.ExpressionType != "" && h.ExpressionType != "TAG" {
-		return req.Reply(remoting.SystemError, "server: only TAG filter expressions are supported, not "+h.ExpressionType)
+		return req.Reply(remoting.SystemError, "server: only TAG filter expressions are supported, not "+h.ExpressionType), false
 	}
 	pr := mq.PullRequest{
 		Group:   h.ConsumerGroup,
@@ -42,11 +65,15 @@ func (s *Server) pull(c *conn, req *remoting.Command) *remoting.Command {
 			pr.Filter = "*"
 		}
 	}
-	if h.SysFlag&remoting.PullCommitOffset != 0 && h.CommitOffset > 0 {
+	if h.SysFlag&remoting.PullCommitOffset != 0 && h.CommitOffset > 0 && mode != pullAfterTry {
 		pr.CommitOffset = h.CommitOffset
 	}
 	if pr.Suspend && h.SuspendTimeoutMillis > 0 {
 		pr.MaxWait = time.Duration(h.SuspendTimeoutMillis) * time.Millisecond
+	}
+	suspend := pr.Suspend
+	if mode == pullTry {
+		pr.Suspend = false
 	}
 	ctx := c.pulls
 	if pr.Suspend {
@@ -69,9 +96,12 @@ func (s *Server) pull(c *conn, req *remoting.Command) *remoting.Command {
 	})
 	if err != nil {
 		if s.pulls.Err() != nil && errors.Is(err, context.Canceled) && c.pulls.Err() == nil {
-			return s.pullNotFound(req, pr)
+			return s.pullNotFound(req, pr), false
 		}
-		return errReply(req, err)
+		return errReply(req, err), false
+	}
+	if mode == pullTry && suspend && res.Status == mq.PullNoNewMsg {
+		return nil, true
 	}
 	var code int16
 	switch res.Status {
@@ -89,7 +119,7 @@ func (s *Server) pull(c *conn, req *remoting.Command) *remoting.Command {
 	if code == remoting.Success {
 		resp.Body = body
 	}
-	return resp
+	return resp, false
 }
 
 // pullNotFound answers a pull cut short by Shutdown: nothing new, continue at the same
