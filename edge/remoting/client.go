@@ -29,8 +29,8 @@ type Options struct {
 	DefaultPullHold time.Duration
 	// DialTimeout bounds a connection attempt. Default 3 s.
 	DialTimeout time.Duration
-	// WriteTimeout bounds writing one frame; a connection that cannot take a frame in
-	// this time is closed. Default 10 s.
+	// WriteTimeout bounds one write of the frames queued on a connection; a connection
+	// that cannot take them in this time is closed. Default 10 s.
 	WriteTimeout time.Duration
 	// ReconnectMin and ReconnectMax bound the backoff after a failed connection attempt:
 	// for that long, requests to the address fail at once with mq.ErrUnavailable; each
@@ -136,7 +136,8 @@ func (o *Options) withDefaults() Options {
 // Options.RequestTimeout when ctx has no earlier deadline, returns ctx's error
 // (context.DeadlineExceeded).
 //
-// Its goroutines: one reader per connection, which ends when the connection does, and
+// Its goroutines: one reader and one writer per connection, which end when the connection
+// does, and
 // the maintenance loop, which refreshes routes every Options.RouteRefresh and repeats
 // heartbeats every Options.HeartbeatInterval; Close stops them all and waits for them.
 type Client struct {
@@ -291,15 +292,16 @@ func (c *Client) conn(ctx context.Context, addr string) (*clientConn, error) {
 		}
 		if c.closed {
 			c.mu.Unlock()
-			cc.close()
+			cc.nc.Close() // its goroutines never ran
 			return nil, ErrClientClosed
 		}
 		delete(c.dialing, addr)
 		c.conns[addr] = cc
 		again := c.connected[addr]
 		c.connected[addr] = true
-		c.wg.Add(1)
+		c.wg.Add(2)
 		go cc.readLoop()
+		go cc.writeLoop()
 		c.mu.Unlock()
 		if isBroker && again {
 			c.goHeartbeatAddr(addr) // a broker that restarted has forgotten us

@@ -186,11 +186,12 @@ func (c *Client) Send(ctx context.Context, m *mq.Message, sel mq.QueueSelector) 
 	return rs[0], nil
 }
 
-// SendAsync sends m as Send does, returning once the request is written: done gets the
+// SendAsync sends m as Send does, returning once the request is queued on its connection
+// (which writes it together with the others queued; m may change after): done gets the
 // result when the broker answers, or the error (the connection's failure, or
 // context.DeadlineExceeded after Options.RequestTimeout, or ctx's deadline when sooner).
-// Errors before the request is written are returned, and done is not called. done runs
-// on a connection's goroutine: it must not block. ctx bounds the routing and the write;
+// Errors before the request is queued are returned, and done is not called. done runs on
+// a connection's goroutine: it must not block. ctx bounds the routing and the connection;
 // ending it later does not cancel the wait for the answer.
 func (c *Client) SendAsync(ctx context.Context, m *mq.Message, sel mq.QueueSelector, done func(mq.SendResult, error)) error {
 	if done == nil {
@@ -229,7 +230,7 @@ func (c *Client) SendAsync(ctx context.Context, m *mq.Message, sel mq.QueueSelec
 
 // SendOneway sends m as Send does, marked oneway: the broker stores it and answers
 // nothing, so neither success nor failure is known. It returns once the request is
-// written.
+// queued on its connection; closing the client writes what is queued first.
 func (c *Client) SendOneway(ctx context.Context, m *mq.Message, sel mq.QueueSelector) error {
 	p, err := c.plan(ctx, m, sel)
 	if err != nil {
