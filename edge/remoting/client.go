@@ -166,7 +166,8 @@ type Client struct {
 type cachedRoute struct {
 	route   mq.TopicRoute
 	fetched time.Time
-	stale   bool // a request to one of its brokers failed: fetch it again before use
+	stale   bool          // a request to one of its brokers failed: fetch it again before use
+	targets *writeTargets // of route, once a send needed them
 }
 
 // dialState is an address's connection attempt in progress, or its backoff after one
@@ -355,13 +356,18 @@ func (c *Client) invoke(ctx context.Context, addr string, req *Command, timeout 
 	if ctx == nil {
 		return nil, fmt.Errorf("%w: nil context", mq.ErrInvalidArgument)
 	}
-	ctx, cancel := timeoutCtx(ctx, timeout)
-	defer cancel()
-	cc, err := c.conn(ctx, addr)
-	if err != nil {
-		return nil, err
+	deadline := time.Now().Add(timeout)
+	cc := c.liveConn(addr)
+	if cc == nil {
+		dctx, cancel := context.WithDeadline(ctx, deadline)
+		var err error
+		cc, err = c.conn(dctx, addr)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
 	}
-	resp, err := cc.call(ctx, req)
+	resp, err := cc.call(ctx, req, deadline)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 			return nil, fmt.Errorf("remoting: request %d to %s: %w", req.Code, addr, err)
@@ -369,6 +375,16 @@ func (c *Client) invoke(ctx context.Context, addr string, req *Command, timeout 
 		return nil, err
 	}
 	return resp, nil
+}
+
+// liveConn returns the live connection to addr, or nil.
+func (c *Client) liveConn(addr string) *clientConn {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cc := c.conns[addr]; !c.closed && cc != nil && cc.alive() {
+		return cc
+	}
+	return nil
 }
 
 // invokeNamesrv sends req to the name servers in turn until one answers.

@@ -50,9 +50,23 @@ type clientConn struct {
 // whoever removes it from the pending table: the reader with the reply, the connection's
 // death with its error, or the waiter giving up.
 type pendingCall struct {
-	finish func(*Command, error)
-	timer  *time.Timer // async calls: fails the call at its timeout
+	done  func(*Command, error) // async calls: gets the reply or the failure
+	ch    chan callResult       // sync calls (done nil): gets the reply or the failure
+	timer *time.Timer           // async calls: fails the call at its timeout
 }
+
+// finish hands the call its reply or failure.
+func (p *pendingCall) finish(resp *Command, err error) {
+	if p.done != nil {
+		p.done(resp, err)
+		return
+	}
+	p.ch <- callResult{resp, err}
+}
+
+// syncCalls keeps the pending calls of sync requests, with their channels, between calls: a
+// call is put back once nobody can finish it any more.
+var syncCalls = sync.Pool{New: func() any { return &pendingCall{ch: make(chan callResult, 1)} }}
 
 const (
 	// readBufferSize is the reader's buffer of a connection's socket.
@@ -289,30 +303,40 @@ func (c *clientConn) forget(opaque int32) bool {
 	return true
 }
 
-// call sends cmd and waits for its reply until ctx ends.
-func (c *clientConn) call(ctx context.Context, cmd *Command) (*Command, error) {
-	ch := make(chan callResult, 1)
-	p := &pendingCall{finish: func(resp *Command, err error) { ch <- callResult{resp, err} }}
+// call sends cmd and waits for its reply until ctx ends or deadline passes (then the error
+// is context.DeadlineExceeded).
+func (c *clientConn) call(ctx context.Context, cmd *Command, deadline time.Time) (*Command, error) {
+	p := syncCalls.Get().(*pendingCall)
 	if err := c.register(cmd, p); err != nil {
+		syncCalls.Put(p)
 		return nil, err
 	}
-	if err := c.write(ctx, cmd); err != nil {
-		if c.forget(cmd.Opaque) {
-			return nil, err
+	var err error
+	if err = c.write(ctx, cmd); err == nil {
+		var expired <-chan time.Time
+		if dl, ok := ctx.Deadline(); !ok || dl.After(deadline) {
+			t := time.NewTimer(time.Until(deadline))
+			defer t.Stop()
+			expired = t.C
 		}
-		r := <-ch // the reader failed it meanwhile
-		return r.resp, r.err
-	}
-	select {
-	case r := <-ch:
-		return r.resp, r.err
-	case <-ctx.Done():
-		if c.forget(cmd.Opaque) {
-			return nil, ctx.Err()
+		select {
+		case r := <-p.ch:
+			syncCalls.Put(p)
+			return r.resp, r.err
+		case <-ctx.Done():
+			err = ctx.Err()
+		case <-expired:
+			err = context.DeadlineExceeded
 		}
-		r := <-ch
-		return r.resp, r.err
 	}
+	if !c.forget(cmd.Opaque) {
+		r := <-p.ch // the reader finished it meanwhile
+		resp, err := r.resp, r.err
+		syncCalls.Put(p)
+		return resp, err
+	}
+	syncCalls.Put(p)
+	return nil, err
 }
 
 type callResult struct {
@@ -324,7 +348,7 @@ type callResult struct {
 // connection's failure, or context.DeadlineExceeded after timeout. done runs on the
 // connection's reader goroutine or a timer's: it must not block.
 func (c *clientConn) callAsync(ctx context.Context, cmd *Command, timeout time.Duration, done func(*Command, error)) error {
-	p := &pendingCall{finish: done}
+	p := &pendingCall{done: done}
 	if err := c.register(cmd, p); err != nil {
 		return err
 	}

@@ -41,23 +41,26 @@ func (c *Client) plan(ctx context.Context, m *mq.Message, sel mq.QueueSelector) 
 	if err := mq.ValidateSubscribedTopic(m.Topic); err != nil {
 		return sendPlan{}, err
 	}
-	r, err := c.Route(ctx, m.Topic)
+	wt, err := c.writeTargets(ctx, m.Topic)
 	auto := false
 	if errors.Is(err, mq.ErrTopicNotExist) && !mq.IsSystemTopic(m.Topic) {
 		tr, terr := c.Route(ctx, mq.DefaultTopic)
 		if terr != nil {
 			return sendPlan{}, err // the topic's own error says more
 		}
-		r, err, auto = tr, nil, true
-		for i := range r.Queues {
-			r.Queues[i].WriteQueues = min(r.Queues[i].WriteQueues, autoCreateQueues)
-			r.Queues[i].ReadQueues = min(r.Queues[i].ReadQueues, autoCreateQueues)
+		for i := range tr.Queues {
+			tr.Queues[i].WriteQueues = min(tr.Queues[i].WriteQueues, autoCreateQueues)
+			tr.Queues[i].ReadQueues = min(tr.Queues[i].ReadQueues, autoCreateQueues)
 		}
+		wt, err, auto = newWriteTargets(&tr), nil, true
+		c.mu.Lock()
+		c.learnBrokersLocked(tr.Brokers)
+		c.mu.Unlock()
 	}
 	if err != nil {
 		return sendPlan{}, err
 	}
-	qs := r.WriteQueues()
+	qs := wt.queues
 	if len(qs) == 0 {
 		return sendPlan{}, fmt.Errorf("%w: topic %q has no writable queue", mq.ErrNoPermission, m.Topic)
 	}
@@ -73,11 +76,7 @@ func (c *Client) plan(ctx context.Context, m *mq.Message, sel mq.QueueSelector) 
 	}
 	q := qs[i]
 	q.Topic = m.Topic
-	addr := r.MasterAddr(q.BrokerName)
-	c.mu.Lock()
-	c.learnBrokersLocked(r.Brokers)
-	c.mu.Unlock()
-	return sendPlan{queue: q, addr: addr, auto: auto}, nil
+	return sendPlan{queue: q, addr: wt.addrs[i], auto: auto}, nil
 }
 
 func (c *Client) roundRobin(topic string) *atomic.Uint32 {
