@@ -175,18 +175,32 @@ func appendPropertyList(dst []byte, m *mq.Message, props []Property) []byte {
 }
 
 // SetMessageProperties sets m's Tags, Keys and Properties from a properties string: TAGS
-// and KEYS go to their fields, the rest to Properties (nil when none are left). A nil m is
-// left alone.
+// and KEYS go to their fields, the rest to Properties (nil when none are left), entries
+// read as ParseProperties reads them. A nil m is left alone.
 func SetMessageProperties(m *mq.Message, s string) {
 	if m == nil {
 		return
 	}
-	p := ParseProperties(s)
-	m.Tags, m.Keys = p[PropertyTags], p[PropertyKeys]
-	delete(p, PropertyTags)
-	delete(p, PropertyKeys)
-	if len(p) == 0 {
-		p = nil
+	m.Tags, m.Keys = "", ""
+	var p map[string]string
+	for s != "" {
+		var entry string
+		entry, s, _ = strings.Cut(s, string(propEntrySep))
+		name, value, ok := strings.Cut(entry, string(propNameSep))
+		if !ok || strings.IndexByte(value, propNameSep) >= 0 {
+			continue
+		}
+		switch name {
+		case PropertyTags:
+			m.Tags = value
+		case PropertyKeys:
+			m.Keys = value
+		default:
+			if p == nil { // sized for this entry and those left
+				p = make(map[string]string, strings.Count(s, string(propEntrySep))+1)
+			}
+			p[name] = value
+		}
 	}
 	m.Properties = p
 }
@@ -399,7 +413,11 @@ func DecodeMessages(body []byte) ([]mq.MessageExt, error) {
 	}
 	n = max(n, 1)
 	msgs := make([]mq.MessageExt, 0, n)
-	strs := make([]recordStrings, 0, n)
+	var arr [64]recordStrings // a pull's records, usually: no allocation
+	strs := arr[:0]
+	if n > len(arr) {
+		strs = make([]recordStrings, 0, n)
+	}
 	total := 0
 	var lastTopic []byte
 	for off := 0; off < len(body); {
