@@ -116,7 +116,18 @@ func (c *Client) sendRequest(m *mq.Message, p sendPlan) (*Command, error) {
 			h.SysFlag |= SysFlagCompressed | compressionZlib<<sysFlagCompressionShift
 		}
 	}
-	return NewRequest(SendMessageV2, h.ExtV2(), body), nil
+	return c.sendV2Request(SendMessageV2, &h, body), nil
+}
+
+// sendV2Request returns a send request of code with h's one-letter header: written straight
+// into the frame, or, when requests are signed (the signature covers the Ext map), as a map.
+func (c *Client) sendV2Request(code int16, h *SendHeader, body []byte) *Command {
+	if !c.opts.Credentials.IsZero() {
+		return NewRequest(code, h.ExtV2(), body)
+	}
+	r := NewRequest(code, nil, body)
+	r.Header = (*sendHeaderV2)(h)
+	return r
 }
 
 // zlibWriters keeps zlib writers between compressed sends: a new one allocates and clears
@@ -296,7 +307,7 @@ func (c *Client) sendBatch(ctx context.Context, msgs []*mq.Message, sel mq.Queue
 	h := SendHeader{ProducerGroup: c.opts.ProducerGroup, Topic: msgs[0].Topic, DefaultTopic: mq.DefaultTopic,
 		DefaultTopicQueueNums: autoCreateQueues, QueueID: p.queue.QueueID, BornTimestamp: time.Now().UnixMilli(),
 		MaxReconsumeTimes: -1, Batch: true, BrokerName: p.queue.BrokerName}
-	req := NewRequest(code, h.ExtV2(), body)
+	req := c.sendV2Request(code, &h, body)
 	resp, err := c.invoke(ctx, p.addr, req, c.opts.RequestTimeout)
 	if err != nil {
 		return nil, err
