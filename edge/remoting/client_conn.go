@@ -64,6 +64,25 @@ func (p *pendingCall) finish(resp *Command, err error) {
 	p.ch <- callResult{resp, err}
 }
 
+// callTimers keeps the timers of sync calls between calls (a stopped timer's channel holds
+// no stale tick).
+var callTimers sync.Pool
+
+// startTimer returns a timer, from callTimers when it has one, that fires after d.
+func startTimer(d time.Duration) *time.Timer {
+	if t, ok := callTimers.Get().(*time.Timer); ok {
+		t.Reset(d)
+		return t
+	}
+	return time.NewTimer(d)
+}
+
+// stopTimer stops t and keeps it for another call.
+func stopTimer(t *time.Timer) {
+	t.Stop()
+	callTimers.Put(t)
+}
+
 // syncCalls keeps the pending calls of sync requests, with their channels, between calls: a
 // call is put back once nobody can finish it any more.
 var syncCalls = sync.Pool{New: func() any { return &pendingCall{ch: make(chan callResult, 1)} }}
@@ -315,8 +334,8 @@ func (c *clientConn) call(ctx context.Context, cmd *Command, deadline time.Time)
 	if err = c.write(ctx, cmd); err == nil {
 		var expired <-chan time.Time
 		if dl, ok := ctx.Deadline(); !ok || dl.After(deadline) {
-			t := time.NewTimer(time.Until(deadline))
-			defer t.Stop()
+			t := startTimer(time.Until(deadline))
+			defer stopTimer(t)
 			expired = t.C
 		}
 		select {

@@ -155,13 +155,15 @@ func (c *Client) sendResults(p sendPlan, req *Command, resp *Command, msgs []*mq
 		delete(c.routes, p.queue.Topic) // created: its own route is fetched next
 		c.mu.Unlock()
 	}
-	ids := strings.Split(h.MsgID, ",")
+	ids := h.MsgID // the messages' offset message ids, comma separated
 	out := make([]mq.SendResult, len(msgs))
 	for i, m := range msgs {
 		r := mq.SendResult{Queue: p.queue, QueueOffset: h.QueueOffset + int64(i), UniqID: m.Properties[mq.PropertyUniqKey]}
 		r.Queue.QueueID = h.QueueID
-		if i < len(ids) {
-			if host, pos, err := mq.ParseOffsetMsgID(strings.TrimSpace(ids[i])); err == nil {
+		if ids != "" {
+			var id string
+			id, ids, _ = strings.Cut(ids, ",")
+			if host, pos, err := mq.ParseOffsetMsgID(strings.TrimSpace(id)); err == nil {
 				r.StoreHost, r.CommitLogOffset = host, pos
 			}
 		}

@@ -109,7 +109,8 @@ func FormatMessageProperties(m *mq.Message) string {
 	if m == nil {
 		return ""
 	}
-	return string(appendMessageProperties(nil, m))
+	var buf [256]byte // most properties strings fit: one allocation, the string's
+	return string(appendMessageProperties(buf[:0], m))
 }
 
 // appendMessageProperties appends FormatMessageProperties(m) without building a map.
