@@ -336,6 +336,32 @@ func (h PullHeader) Ext() map[string]string {
 	return w
 }
 
+// WriteExt writes the header as Ext does, without a map: a consumer sends one with every
+// pull.
+func (h *PullHeader) WriteExt(w *ExtWriter) {
+	if h.BrokerName != "" {
+		w.Str(extBrokerName, h.BrokerName)
+	}
+	w.Int("commitOffset", h.CommitOffset)
+	w.Str("consumerGroup", h.ConsumerGroup)
+	if h.ExpressionType != "" {
+		w.Str("expressionType", h.ExpressionType)
+	}
+	if h.MaxMsgBytes > 0 {
+		w.Int("maxMsgBytes", int64(h.MaxMsgBytes))
+	}
+	w.Int("maxMsgNums", int64(h.MaxMsgNums))
+	w.Int("queueId", int64(h.QueueID))
+	w.Int("queueOffset", h.QueueOffset)
+	w.Int("subVersion", h.SubVersion)
+	if h.Subscription != "" {
+		w.Str("subscription", h.Subscription)
+	}
+	w.Int("suspendTimeoutMillis", h.SuspendTimeoutMillis)
+	w.Int("sysFlag", int64(h.SysFlag))
+	w.Str("topic", h.Topic)
+}
+
 // PullResponseHeader is the reply header of a pull, sent with every pull status.
 type PullResponseHeader struct {
 	SuggestWhichBrokerID int64 // the broker id to pull from next (0, the master)

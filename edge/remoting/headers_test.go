@@ -283,3 +283,32 @@ func TestSendHeaderV2WriteExt(t *testing.T) {
 		}
 	}
 }
+
+// A pull header written straight into a frame encodes as its Ext map does, in both header
+// encodings.
+func TestPullHeaderWriteExt(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		h    PullHeader
+	}{
+		{"full", PullHeader{ConsumerGroup: "g", Topic: "T", QueueID: 2, QueueOffset: 1 << 40, MaxMsgNums: 32, SysFlag: 0xf,
+			CommitOffset: 77, SuspendTimeoutMillis: 15000, Subscription: "a || b", SubVersion: 5, ExpressionType: "TAG",
+			MaxMsgBytes: 1 << 20, BrokerName: "b1"}},
+		{"zero", PullHeader{}},
+		{"no optional fields", PullHeader{ConsumerGroup: "g\"quoted\"", Topic: "T", MaxMsgNums: 1, CommitOffset: -1}},
+	} {
+		for _, ser := range []SerializeType{RocketMQ, JSON} {
+			byMap := &Command{Code: PullMessage, Language: LanguageGo, Version: Version, Opaque: 3, Ext: tc.h.Ext(), Serialize: ser}
+			h := tc.h
+			direct := &Command{Code: PullMessage, Language: LanguageGo, Version: Version, Opaque: 3, Header: &h, Serialize: ser}
+			want, err := byMap.AppendFrame(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := direct.AppendFrame(nil)
+			if err != nil || !bytes.Equal(got, want) {
+				t.Errorf("%s, serialize %d: got %q (%v), want %q", tc.name, ser, got, err, want)
+			}
+		}
+	}
+}
