@@ -130,6 +130,12 @@ func (p *Producer) prepare(m *mq.Message) (*mq.Message, error) {
 	return &cp, nil
 }
 
+// writeQueuer is a Broker that lists a topic's write queues (as Route followed by
+// mq.TopicRoute.WriteQueues) without copying its whole route, as the remoting client does.
+type writeQueuer interface {
+	WriteQueues(ctx context.Context, topic string) ([]mq.MessageQueue, error)
+}
+
 // choice is the queue of one attempt: a selector for the broker, and the broker it
 // points at ("" when unknown).
 type choice struct {
@@ -143,14 +149,22 @@ func (p *Producer) choose(ctx context.Context, topic string, sel mq.QueueSelecto
 	if sel != nil {
 		return choice{sel: sel}, nil
 	}
-	r, err := p.b.Route(ctx, topic)
+	var qs []mq.MessageQueue
+	var err error
+	if wq, ok := p.b.(writeQueuer); ok {
+		qs, err = wq.WriteQueues(ctx, topic)
+	} else {
+		var r mq.TopicRoute
+		if r, err = p.b.Route(ctx, topic); err == nil {
+			qs = r.WriteQueues()
+		}
+	}
 	if errors.Is(err, mq.ErrTopicNotExist) {
 		return choice{}, nil // the broker may create it on this send: let it choose
 	}
 	if err != nil {
 		return choice{}, err
 	}
-	qs := r.WriteQueues()
 	if len(qs) == 0 {
 		return choice{}, nil // the broker says why
 	}

@@ -29,8 +29,8 @@ type Options struct {
 	DefaultPullHold time.Duration
 	// DialTimeout bounds a connection attempt. Default 3 s.
 	DialTimeout time.Duration
-	// WriteTimeout bounds writing one frame; a connection that cannot take a frame in
-	// this time is closed. Default 10 s.
+	// WriteTimeout bounds one write of the frames queued on a connection; a connection
+	// that cannot take them in this time is closed. Default 10 s.
 	WriteTimeout time.Duration
 	// ReconnectMin and ReconnectMax bound the backoff after a failed connection attempt:
 	// for that long, requests to the address fail at once with mq.ErrUnavailable; each
@@ -136,7 +136,8 @@ func (o *Options) withDefaults() Options {
 // Options.RequestTimeout when ctx has no earlier deadline, returns ctx's error
 // (context.DeadlineExceeded).
 //
-// Its goroutines: one reader per connection, which ends when the connection does, and
+// Its goroutines: one reader and one writer per connection, which end when the connection
+// does, and
 // the maintenance loop, which refreshes routes every Options.RouteRefresh and repeats
 // heartbeats every Options.HeartbeatInterval; Close stops them all and waits for them.
 type Client struct {
@@ -165,7 +166,8 @@ type Client struct {
 type cachedRoute struct {
 	route   mq.TopicRoute
 	fetched time.Time
-	stale   bool // a request to one of its brokers failed: fetch it again before use
+	stale   bool          // a request to one of its brokers failed: fetch it again before use
+	targets *writeTargets // of route, once a send needed them
 }
 
 // dialState is an address's connection attempt in progress, or its backoff after one
@@ -291,15 +293,16 @@ func (c *Client) conn(ctx context.Context, addr string) (*clientConn, error) {
 		}
 		if c.closed {
 			c.mu.Unlock()
-			cc.close()
+			cc.nc.Close() // its goroutines never ran
 			return nil, ErrClientClosed
 		}
 		delete(c.dialing, addr)
 		c.conns[addr] = cc
 		again := c.connected[addr]
 		c.connected[addr] = true
-		c.wg.Add(1)
+		c.wg.Add(2)
 		go cc.readLoop()
+		go cc.writeLoop()
 		c.mu.Unlock()
 		if isBroker && again {
 			c.goHeartbeatAddr(addr) // a broker that restarted has forgotten us
@@ -353,13 +356,18 @@ func (c *Client) invoke(ctx context.Context, addr string, req *Command, timeout 
 	if ctx == nil {
 		return nil, fmt.Errorf("%w: nil context", mq.ErrInvalidArgument)
 	}
-	ctx, cancel := timeoutCtx(ctx, timeout)
-	defer cancel()
-	cc, err := c.conn(ctx, addr)
-	if err != nil {
-		return nil, err
+	deadline := time.Now().Add(timeout)
+	cc := c.liveConn(addr)
+	if cc == nil {
+		dctx, cancel := context.WithDeadline(ctx, deadline)
+		var err error
+		cc, err = c.conn(dctx, addr)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
 	}
-	resp, err := cc.call(ctx, req)
+	resp, err := cc.call(ctx, req, deadline)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 			return nil, fmt.Errorf("remoting: request %d to %s: %w", req.Code, addr, err)
@@ -367,6 +375,16 @@ func (c *Client) invoke(ctx context.Context, addr string, req *Command, timeout 
 		return nil, err
 	}
 	return resp, nil
+}
+
+// liveConn returns the live connection to addr, or nil.
+func (c *Client) liveConn(addr string) *clientConn {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cc := c.conns[addr]; !c.closed && cc != nil && cc.alive() {
+		return cc
+	}
+	return nil
 }
 
 // invokeNamesrv sends req to the name servers in turn until one answers.

@@ -80,7 +80,13 @@ func (c *Client) Pull(ctx context.Context, req mq.PullRequest) (mq.PullResult, e
 			timeout = hold + c.opts.PullTimeoutMargin
 		}
 	}
-	r := NewRequest(PullMessage, h.Ext(), nil)
+	var r *Command
+	if c.opts.Credentials.IsZero() {
+		r = NewRequest(PullMessage, nil, nil)
+		r.Header = &h
+	} else { // the signature covers the Ext map
+		r = NewRequest(PullMessage, h.Ext(), nil)
+	}
 	resp, err := c.invoke(ctx, addr, r, timeout)
 	if err != nil {
 		return res, err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,24 +16,29 @@ import (
 
 // clientConn is one TCP connection of a Client to a name server or broker address, with
 // many requests in flight: each request gets an Opaque, and its reply, read by the
-// connection's reader goroutine, is handed to whoever waits for that Opaque.
+// connection's reader goroutine, is handed to whoever waits for that Opaque. Requests are
+// queued for the connection's writer goroutine, which writes everything queued in one
+// write: many requests in flight cost a few writes, not one each, and a caller never waits
+// for the socket.
 //
-// Its goroutine: the reader (readLoop), started by Client.conn, which returns when the socket
-// fails or is closed (close); it then fails every request still waiting.
+// Its goroutines, both started by Client.conn: the reader (readLoop), which returns when the
+// socket fails or is closed and then fails every request still waiting; and the writer
+// (writeLoop), which returns after a failed write (closing the socket, so that the reader
+// returns too) or once close or the reader's end stopped it, having written what was
+// queued.
 type clientConn struct {
 	cl   *Client
 	addr string
 	nc   net.Conn
 
-	wmu       sync.Mutex // guards the write fields below
-	wcond     *sync.Cond // on wmu: a batch was written, or the writer left
-	wbuf      []byte     // frames queued for the next write
-	spare     []byte     // the buffer of the last write, for reuse
-	writing   bool       // a goroutine is writing a batch
-	wseq      uint64     // frames queued so far
-	wdone     uint64     // frames written (or failed) so far
-	wfailFrom uint64     // first frame of the batch that failed; 0: none
-	werr      error      // sticky: the write that failed
+	wmu     sync.Mutex    // guards the write fields below
+	wbuf    []byte        // frames queued for the writer
+	spare   []byte        // the buffer of the last write, for reuse
+	werr    error         // sticky: the write that failed, or the connection closed
+	closing bool          // close was called: the writer's last write has a short deadline
+	kick    chan struct{} // capacity 1: wbuf has frames
+	quit    chan struct{} // closed by stopWriter: write what is queued, then return
+	stopped sync.Once     // closes quit
 
 	mu      sync.Mutex             // guards pending and err
 	pending map[int32]*pendingCall // requests waiting for their reply, by Opaque
@@ -44,12 +50,51 @@ type clientConn struct {
 // whoever removes it from the pending table: the reader with the reply, the connection's
 // death with its error, or the waiter giving up.
 type pendingCall struct {
-	finish func(*Command, error)
-	timer  *time.Timer // async calls: fails the call at its timeout
+	done  func(*Command, error) // async calls: gets the reply or the failure
+	ch    chan callResult       // sync calls (done nil): gets the reply or the failure
+	timer *time.Timer           // async calls: fails the call at its timeout
 }
 
-// readBufferSize is the reader's buffer of a connection's socket.
-const readBufferSize = 64 << 10
+// finish hands the call its reply or failure.
+func (p *pendingCall) finish(resp *Command, err error) {
+	if p.done != nil {
+		p.done(resp, err)
+		return
+	}
+	p.ch <- callResult{resp, err}
+}
+
+// callTimers keeps the timers of sync calls between calls (a stopped timer's channel holds
+// no stale tick).
+var callTimers sync.Pool
+
+// startTimer returns a timer, from callTimers when it has one, that fires after d.
+func startTimer(d time.Duration) *time.Timer {
+	if t, ok := callTimers.Get().(*time.Timer); ok {
+		t.Reset(d)
+		return t
+	}
+	return time.NewTimer(d)
+}
+
+// stopTimer stops t and keeps it for another call.
+func stopTimer(t *time.Timer) {
+	t.Stop()
+	callTimers.Put(t)
+}
+
+// syncCalls keeps the pending calls of sync requests, with their channels, between calls: a
+// call is put back once nobody can finish it any more.
+var syncCalls = sync.Pool{New: func() any { return &pendingCall{ch: make(chan callResult, 1)} }}
+
+const (
+	// readBufferSize is the reader's buffer of a connection's socket.
+	readBufferSize = 64 << 10
+	// keepWriteBuffer is the largest write buffer a connection keeps for its next write.
+	keepWriteBuffer = 256 << 10
+	// closeFlushTimeout bounds the write of what is queued when a connection is closed.
+	closeFlushTimeout = time.Second
+)
 
 // dialConn connects to addr; the caller starts the reader.
 func dialConn(ctx context.Context, cl *Client, addr string) (*clientConn, error) {
@@ -63,8 +108,8 @@ func dialConn(ctx context.Context, cl *Client, addr string) (*clientConn, error)
 			return nil, err
 		}
 	}
-	c := &clientConn{cl: cl, addr: addr, nc: nc, pending: map[int32]*pendingCall{}}
-	c.wcond = sync.NewCond(&c.wmu)
+	c := &clientConn{cl: cl, addr: addr, nc: nc, pending: map[int32]*pendingCall{},
+		kick: make(chan struct{}, 1), quit: make(chan struct{})}
 	return c, nil
 }
 
@@ -75,11 +120,20 @@ func (c *clientConn) alive() bool {
 	return c.err == nil
 }
 
-// close closes the socket; the reader then fails what is pending.
+// close stops the connection: the writer writes what is queued (within
+// closeFlushTimeout) and closes the socket; the reader then fails what is pending. Only for
+// a connection whose goroutines run.
 func (c *clientConn) close() {
 	c.closed.Store(true)
-	c.nc.Close()
+	c.wmu.Lock()
+	c.closing = true
+	c.nc.SetWriteDeadline(time.Now().Add(closeFlushTimeout))
+	c.wmu.Unlock()
+	c.stopWriter()
 }
+
+// stopWriter makes the writer write what is queued and return.
+func (c *clientConn) stopWriter() { c.stopped.Do(func() { close(c.quit) }) }
 
 // readLoop reads frames until the socket fails: replies go to their callers, requests
 // from the broker to handleServerRequest.
@@ -127,6 +181,7 @@ func (c *clientConn) readLoop() {
 	pending := c.pending
 	c.pending = nil
 	c.mu.Unlock()
+	c.stopWriter()
 	for _, p := range pending {
 		if p.timer != nil {
 			p.timer.Stop()
@@ -154,15 +209,12 @@ func (c *clientConn) handleServerRequest(cmd *Command) {
 	}
 }
 
-// write writes one frame, maybe together with others, each write bounded by the client's
-// WriteTimeout (not by a caller's ctx: a frame cut short would break the stream for all).
-// A failed write leaves the stream broken: the connection is closed, and the frames of
-// that write and every later one fail.
+// write queues one frame for the writer, which writes it together with the frames queued
+// meanwhile, each write bounded by the client's WriteTimeout (not by a caller's ctx: a
+// frame cut short would break the stream for all). It returns once the frame is queued: a
+// write that fails later closes the connection, so that the reader fails the requests
+// waiting for replies, and later writes return the failure.
 func (c *clientConn) write(_ context.Context, cmd *Command) error {
-	// Group commit: the frame joins the queue; a goroutine that finds no write under way
-	// writes everything queued in one call, then the frames queued meanwhile, until its
-	// own is out. The others wait for theirs. So many requests in flight on one
-	// connection cost a few writes, not one each.
 	if !cmd.IsResponse() {
 		cmd.Serialize = RocketMQ
 		if c.cl.opts.JSONHeaders {
@@ -176,46 +228,75 @@ func (c *clientConn) write(_ context.Context, cmd *Command) error {
 		cmd = &signed
 	}
 	c.wmu.Lock()
-	defer c.wmu.Unlock()
 	if c.werr != nil {
-		return c.werr
+		err := c.werr
+		c.wmu.Unlock()
+		return err
 	}
 	n := len(c.wbuf)
 	var err error
 	if c.wbuf, err = cmd.AppendFrame(c.wbuf); err != nil {
 		c.wbuf = c.wbuf[:n]
+		c.wmu.Unlock()
 		return err
 	}
-	c.wseq++
-	mine := c.wseq
-	for c.writing && c.wdone < mine {
-		c.wcond.Wait()
-	}
-	if c.wdone < mine {
-		c.writing = true
-		for c.wdone < mine {
-			buf, upto := c.wbuf, c.wseq
-			c.wbuf = c.spare[:0]
-			c.wmu.Unlock()
-			c.nc.SetWriteDeadline(time.Now().Add(c.cl.opts.WriteTimeout))
-			_, err := c.nc.Write(buf)
-			c.wmu.Lock()
-			c.spare = buf
-			if err != nil && c.werr == nil {
-				c.nc.Close() // a frame may be half written
-				c.werr = fmt.Errorf("%w: write to %s: %v", mq.ErrUnavailable, c.addr, err)
-				c.wfailFrom = c.wdone + 1
-			}
-			c.wdone = upto
-			c.wcond.Broadcast()
+	c.wmu.Unlock()
+	if n == 0 { // else the writer has been kicked and not yet taken the queue
+		select {
+		case c.kick <- struct{}{}:
+		default:
 		}
-		c.writing = false
-		c.wcond.Broadcast() // a waiter whose frame is still queued writes next
-	}
-	if c.wfailFrom != 0 && mine >= c.wfailFrom {
-		return c.werr
 	}
 	return nil
+}
+
+// writeLoop writes the queued frames, all that are queued in one write, until a write
+// fails or stopWriter is called; then it closes the socket. See clientConn.
+func (c *clientConn) writeLoop() {
+	defer c.cl.wg.Done()
+	defer c.nc.Close()
+	for {
+		c.wmu.Lock()
+		buf := c.wbuf
+		c.wbuf = c.spare[:0]
+		c.spare = nil
+		if len(buf) > 0 && !c.closing {
+			c.nc.SetWriteDeadline(time.Now().Add(c.cl.opts.WriteTimeout))
+		}
+		c.wmu.Unlock()
+		if len(buf) == 0 {
+			select {
+			case <-c.kick:
+				// The callers that woke with this one's reply, or with the replies read
+				// together with it, queue their next requests when they run: let them
+				// run first, so that one write carries theirs too.
+				runtime.Gosched()
+				continue
+			case <-c.quit:
+			}
+			c.wmu.Lock()
+			buf = c.wbuf
+			c.wbuf = nil
+			c.werr = fmt.Errorf("%w: connection to %s closed", errClientConnClosed, c.addr)
+			c.wmu.Unlock()
+			if len(buf) > 0 {
+				c.nc.Write(buf) // best effort: oneway requests queued before close
+			}
+			return
+		}
+		_, err := c.nc.Write(buf)
+		c.wmu.Lock()
+		if err != nil {
+			c.werr = fmt.Errorf("%w: write to %s: %v", mq.ErrUnavailable, c.addr, err)
+			c.wbuf = nil
+			c.wmu.Unlock()
+			return // closing the socket: a frame may be half written
+		}
+		if cap(buf) <= keepWriteBuffer {
+			c.spare = buf
+		}
+		c.wmu.Unlock()
+	}
 }
 
 // register adds a pending call under a fresh Opaque, set in cmd.
@@ -241,30 +322,40 @@ func (c *clientConn) forget(opaque int32) bool {
 	return true
 }
 
-// call sends cmd and waits for its reply until ctx ends.
-func (c *clientConn) call(ctx context.Context, cmd *Command) (*Command, error) {
-	ch := make(chan callResult, 1)
-	p := &pendingCall{finish: func(resp *Command, err error) { ch <- callResult{resp, err} }}
+// call sends cmd and waits for its reply until ctx ends or deadline passes (then the error
+// is context.DeadlineExceeded).
+func (c *clientConn) call(ctx context.Context, cmd *Command, deadline time.Time) (*Command, error) {
+	p := syncCalls.Get().(*pendingCall)
 	if err := c.register(cmd, p); err != nil {
+		syncCalls.Put(p)
 		return nil, err
 	}
-	if err := c.write(ctx, cmd); err != nil {
-		if c.forget(cmd.Opaque) {
-			return nil, err
+	var err error
+	if err = c.write(ctx, cmd); err == nil {
+		var expired <-chan time.Time
+		if dl, ok := ctx.Deadline(); !ok || dl.After(deadline) {
+			t := startTimer(time.Until(deadline))
+			defer stopTimer(t)
+			expired = t.C
 		}
-		r := <-ch // the reader failed it meanwhile
-		return r.resp, r.err
-	}
-	select {
-	case r := <-ch:
-		return r.resp, r.err
-	case <-ctx.Done():
-		if c.forget(cmd.Opaque) {
-			return nil, ctx.Err()
+		select {
+		case r := <-p.ch:
+			syncCalls.Put(p)
+			return r.resp, r.err
+		case <-ctx.Done():
+			err = ctx.Err()
+		case <-expired:
+			err = context.DeadlineExceeded
 		}
-		r := <-ch
-		return r.resp, r.err
 	}
+	if !c.forget(cmd.Opaque) {
+		r := <-p.ch // the reader finished it meanwhile
+		resp, err := r.resp, r.err
+		syncCalls.Put(p)
+		return resp, err
+	}
+	syncCalls.Put(p)
+	return nil, err
 }
 
 type callResult struct {
@@ -272,11 +363,11 @@ type callResult struct {
 	err  error
 }
 
-// callAsync sends cmd and returns once it is written; done gets the reply, the
+// callAsync sends cmd and returns once it is queued; done gets the reply, the
 // connection's failure, or context.DeadlineExceeded after timeout. done runs on the
 // connection's reader goroutine or a timer's: it must not block.
 func (c *clientConn) callAsync(ctx context.Context, cmd *Command, timeout time.Duration, done func(*Command, error)) error {
-	p := &pendingCall{finish: done}
+	p := &pendingCall{done: done}
 	if err := c.register(cmd, p); err != nil {
 		return err
 	}

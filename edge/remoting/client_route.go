@@ -45,6 +45,53 @@ func (c *Client) Route(ctx context.Context, topic string) (mq.TopicRoute, error)
 	return r, nil
 }
 
+// writeTargets are the write queues of a route (mq.TopicRoute.WriteQueues) and the master
+// address of each, computed once per route fetched; shared, never changed.
+type writeTargets struct {
+	queues []mq.MessageQueue
+	addrs  []string
+}
+
+func newWriteTargets(r *mq.TopicRoute) *writeTargets {
+	wt := &writeTargets{queues: r.WriteQueues()}
+	wt.addrs = make([]string, len(wt.queues))
+	for i, q := range wt.queues {
+		wt.addrs[i] = r.MasterAddr(q.BrokerName)
+	}
+	return wt
+}
+
+// writeTargets returns the write targets of topic's route, as Route fetches it: from the
+// cache while the route is fresh, without copying it.
+func (c *Client) writeTargets(ctx context.Context, topic string) (*writeTargets, error) {
+	c.mu.Lock()
+	if cr := c.routes[topic]; !c.closed && cr != nil && !cr.stale && time.Since(cr.fetched) < c.opts.RouteRefresh {
+		if cr.targets == nil {
+			cr.targets = newWriteTargets(&cr.route)
+		}
+		wt := cr.targets
+		c.mu.Unlock()
+		return wt, nil
+	}
+	c.mu.Unlock()
+	r, err := c.Route(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	return newWriteTargets(&r), nil
+}
+
+// WriteQueues returns the write queues of topic's route, as Route(ctx, topic) followed by
+// mq.TopicRoute.WriteQueues, without copying the cached route: a producer calls it for
+// every send.
+func (c *Client) WriteQueues(ctx context.Context, topic string) ([]mq.MessageQueue, error) {
+	wt, err := c.writeTargets(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	return slices.Clone(wt.queues), nil
+}
+
 func cloneRoute(r mq.TopicRoute) mq.TopicRoute {
 	r.Queues = slices.Clone(r.Queues)
 	r.Brokers = slices.Clone(r.Brokers)

@@ -41,23 +41,26 @@ func (c *Client) plan(ctx context.Context, m *mq.Message, sel mq.QueueSelector) 
 	if err := mq.ValidateSubscribedTopic(m.Topic); err != nil {
 		return sendPlan{}, err
 	}
-	r, err := c.Route(ctx, m.Topic)
+	wt, err := c.writeTargets(ctx, m.Topic)
 	auto := false
 	if errors.Is(err, mq.ErrTopicNotExist) && !mq.IsSystemTopic(m.Topic) {
 		tr, terr := c.Route(ctx, mq.DefaultTopic)
 		if terr != nil {
 			return sendPlan{}, err // the topic's own error says more
 		}
-		r, err, auto = tr, nil, true
-		for i := range r.Queues {
-			r.Queues[i].WriteQueues = min(r.Queues[i].WriteQueues, autoCreateQueues)
-			r.Queues[i].ReadQueues = min(r.Queues[i].ReadQueues, autoCreateQueues)
+		for i := range tr.Queues {
+			tr.Queues[i].WriteQueues = min(tr.Queues[i].WriteQueues, autoCreateQueues)
+			tr.Queues[i].ReadQueues = min(tr.Queues[i].ReadQueues, autoCreateQueues)
 		}
+		wt, err, auto = newWriteTargets(&tr), nil, true
+		c.mu.Lock()
+		c.learnBrokersLocked(tr.Brokers)
+		c.mu.Unlock()
 	}
 	if err != nil {
 		return sendPlan{}, err
 	}
-	qs := r.WriteQueues()
+	qs := wt.queues
 	if len(qs) == 0 {
 		return sendPlan{}, fmt.Errorf("%w: topic %q has no writable queue", mq.ErrNoPermission, m.Topic)
 	}
@@ -73,11 +76,7 @@ func (c *Client) plan(ctx context.Context, m *mq.Message, sel mq.QueueSelector) 
 	}
 	q := qs[i]
 	q.Topic = m.Topic
-	addr := r.MasterAddr(q.BrokerName)
-	c.mu.Lock()
-	c.learnBrokersLocked(r.Brokers)
-	c.mu.Unlock()
-	return sendPlan{queue: q, addr: addr, auto: auto}, nil
+	return sendPlan{queue: q, addr: wt.addrs[i], auto: auto}, nil
 }
 
 func (c *Client) roundRobin(topic string) *atomic.Uint32 {
@@ -117,7 +116,18 @@ func (c *Client) sendRequest(m *mq.Message, p sendPlan) (*Command, error) {
 			h.SysFlag |= SysFlagCompressed | compressionZlib<<sysFlagCompressionShift
 		}
 	}
-	return NewRequest(SendMessageV2, h.ExtV2(), body), nil
+	return c.sendV2Request(SendMessageV2, &h, body), nil
+}
+
+// sendV2Request returns a send request of code with h's one-letter header: written straight
+// into the frame, or, when requests are signed (the signature covers the Ext map), as a map.
+func (c *Client) sendV2Request(code int16, h *SendHeader, body []byte) *Command {
+	if !c.opts.Credentials.IsZero() {
+		return NewRequest(code, h.ExtV2(), body)
+	}
+	r := NewRequest(code, nil, body)
+	r.Header = (*sendHeaderV2)(h)
+	return r
 }
 
 // zlibWriters keeps zlib writers between compressed sends: a new one allocates and clears
@@ -145,13 +155,15 @@ func (c *Client) sendResults(p sendPlan, req *Command, resp *Command, msgs []*mq
 		delete(c.routes, p.queue.Topic) // created: its own route is fetched next
 		c.mu.Unlock()
 	}
-	ids := strings.Split(h.MsgID, ",")
+	ids := h.MsgID // the messages' offset message ids, comma separated
 	out := make([]mq.SendResult, len(msgs))
 	for i, m := range msgs {
 		r := mq.SendResult{Queue: p.queue, QueueOffset: h.QueueOffset + int64(i), UniqID: m.Properties[mq.PropertyUniqKey]}
 		r.Queue.QueueID = h.QueueID
-		if i < len(ids) {
-			if host, pos, err := mq.ParseOffsetMsgID(strings.TrimSpace(ids[i])); err == nil {
+		if ids != "" {
+			var id string
+			id, ids, _ = strings.Cut(ids, ",")
+			if host, pos, err := mq.ParseOffsetMsgID(strings.TrimSpace(id)); err == nil {
 				r.StoreHost, r.CommitLogOffset = host, pos
 			}
 		}
@@ -186,11 +198,12 @@ func (c *Client) Send(ctx context.Context, m *mq.Message, sel mq.QueueSelector) 
 	return rs[0], nil
 }
 
-// SendAsync sends m as Send does, returning once the request is written: done gets the
+// SendAsync sends m as Send does, returning once the request is queued on its connection
+// (which writes it together with the others queued; m may change after): done gets the
 // result when the broker answers, or the error (the connection's failure, or
 // context.DeadlineExceeded after Options.RequestTimeout, or ctx's deadline when sooner).
-// Errors before the request is written are returned, and done is not called. done runs
-// on a connection's goroutine: it must not block. ctx bounds the routing and the write;
+// Errors before the request is queued are returned, and done is not called. done runs on
+// a connection's goroutine: it must not block. ctx bounds the routing and the connection;
 // ending it later does not cancel the wait for the answer.
 func (c *Client) SendAsync(ctx context.Context, m *mq.Message, sel mq.QueueSelector, done func(mq.SendResult, error)) error {
 	if done == nil {
@@ -229,7 +242,7 @@ func (c *Client) SendAsync(ctx context.Context, m *mq.Message, sel mq.QueueSelec
 
 // SendOneway sends m as Send does, marked oneway: the broker stores it and answers
 // nothing, so neither success nor failure is known. It returns once the request is
-// written.
+// queued on its connection; closing the client writes what is queued first.
 func (c *Client) SendOneway(ctx context.Context, m *mq.Message, sel mq.QueueSelector) error {
 	p, err := c.plan(ctx, m, sel)
 	if err != nil {
@@ -296,7 +309,7 @@ func (c *Client) sendBatch(ctx context.Context, msgs []*mq.Message, sel mq.Queue
 	h := SendHeader{ProducerGroup: c.opts.ProducerGroup, Topic: msgs[0].Topic, DefaultTopic: mq.DefaultTopic,
 		DefaultTopicQueueNums: autoCreateQueues, QueueID: p.queue.QueueID, BornTimestamp: time.Now().UnixMilli(),
 		MaxReconsumeTimes: -1, Batch: true, BrokerName: p.queue.BrokerName}
-	req := NewRequest(code, h.ExtV2(), body)
+	req := c.sendV2Request(code, &h, body)
 	resp, err := c.invoke(ctx, p.addr, req, c.opts.RequestTimeout)
 	if err != nil {
 		return nil, err

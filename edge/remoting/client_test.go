@@ -483,10 +483,19 @@ func TestClientMaintenance(t *testing.T) {
 	if r, err := c.Route(ctx, "T"); err != nil || len(r.ReadQueues()) != 2 {
 		t.Fatalf("Route at once after the change = %+v, %v; want the cached route", r, err)
 	}
+	if qs, err := c.WriteQueues(ctx, "T"); err != nil || len(qs) != 2 || qs[1].Topic != "T" || qs[1].QueueID != 1 {
+		t.Fatalf("WriteQueues at once after the change = %v, %v; want the cached route's 2", qs, err)
+	}
 	waitFor(t, 5*time.Second, "refreshed route", func() bool {
 		r, err := c.Route(ctx, "T")
 		return err == nil && len(r.ReadQueues()) == 4
 	})
+	if qs, err := c.WriteQueues(ctx, "T"); err != nil || len(qs) != 4 {
+		t.Fatalf("WriteQueues after the refresh = %v, %v; want 4", qs, err)
+	}
+	if _, err := c.WriteQueues(ctx, "Nope"); !errors.Is(err, mq.ErrTopicNotExist) {
+		t.Fatalf("WriteQueues(Nope): %v, want %v", err, mq.ErrTopicNotExist)
+	}
 
 	hb := mq.Heartbeat{ClientID: "c1", Consumers: []mq.ConsumerData{{Group: "g", Subscriptions: []mq.Subscription{{Topic: "T", Expression: "*"}}}}}
 	if err := c.Heartbeat(ctx, hb); err != nil {

@@ -191,6 +191,32 @@ func (h SendHeader) ext(form int) map[string]string {
 	return w
 }
 
+// sendHeaderV2 is a SendHeader that writes its one-letter fields (SEND_MESSAGE_V2,
+// SEND_BATCH_MESSAGE) straight into a frame: the fields and values of ExtV2, without the map.
+type sendHeaderV2 SendHeader
+
+// WriteExt writes the header as ExtV2 does, without a map.
+func (h *sendHeaderV2) WriteExt(w *ExtWriter) {
+	w.Str("a", h.ProducerGroup)
+	w.Str("b", h.Topic)
+	w.Str("c", h.DefaultTopic)
+	w.Int("d", int64(h.DefaultTopicQueueNums))
+	w.Int("e", int64(h.QueueID))
+	w.Int("f", int64(h.SysFlag))
+	w.Int("g", h.BornTimestamp)
+	w.Int("h", int64(h.Flag))
+	w.Str("i", h.Properties)
+	w.Int("j", int64(h.ReconsumeTimes))
+	w.Bool("k", h.UnitMode)
+	if h.MaxReconsumeTimes >= 0 {
+		w.Int("l", int64(h.MaxReconsumeTimes))
+	}
+	w.Bool("m", h.Batch)
+	if h.BrokerName != "" {
+		w.Str("n", h.BrokerName)
+	}
+}
+
 // SendResponseHeader is the reply header of a send.
 type SendResponseHeader struct {
 	// MsgID is the offset message id of the stored message; of a batch, the ids of its
@@ -308,6 +334,32 @@ func (h PullHeader) Ext() map[string]string {
 	}
 	w.strIf(extBrokerName, h.BrokerName)
 	return w
+}
+
+// WriteExt writes the header as Ext does, without a map: a consumer sends one with every
+// pull.
+func (h *PullHeader) WriteExt(w *ExtWriter) {
+	if h.BrokerName != "" {
+		w.Str(extBrokerName, h.BrokerName)
+	}
+	w.Int("commitOffset", h.CommitOffset)
+	w.Str("consumerGroup", h.ConsumerGroup)
+	if h.ExpressionType != "" {
+		w.Str("expressionType", h.ExpressionType)
+	}
+	if h.MaxMsgBytes > 0 {
+		w.Int("maxMsgBytes", int64(h.MaxMsgBytes))
+	}
+	w.Int("maxMsgNums", int64(h.MaxMsgNums))
+	w.Int("queueId", int64(h.QueueID))
+	w.Int("queueOffset", h.QueueOffset)
+	w.Int("subVersion", h.SubVersion)
+	if h.Subscription != "" {
+		w.Str("subscription", h.Subscription)
+	}
+	w.Int("suspendTimeoutMillis", h.SuspendTimeoutMillis)
+	w.Int("sysFlag", int64(h.SysFlag))
+	w.Str("topic", h.Topic)
 }
 
 // PullResponseHeader is the reply header of a pull, sent with every pull status.

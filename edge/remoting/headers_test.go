@@ -1,6 +1,7 @@
 package remoting
 
 import (
+	"bytes"
 	"errors"
 	"maps"
 	"reflect"
@@ -249,5 +250,65 @@ func TestHeadersMalformed(t *testing.T) {
 				t.Fatalf("error %q does not name %q", err, tc.field)
 			}
 		})
+	}
+}
+
+// A send header written straight into a frame encodes as its ExtV2 map does, in both
+// header encodings.
+func TestSendHeaderV2WriteExt(t *testing.T) {
+	full := SendHeader{ProducerGroup: "pg", Topic: "T", DefaultTopic: "TBW102", DefaultTopicQueueNums: 4, QueueID: 3,
+		SysFlag: 0x301, BornTimestamp: 1700000000123, Flag: -7, Properties: "UNIQ_KEY\x01abc\x02TAGS\x01t\x02",
+		ReconsumeTimes: 2, UnitMode: true, MaxReconsumeTimes: 16, Batch: true, BrokerName: "b1"}
+	for _, tc := range []struct {
+		name string
+		h    SendHeader
+	}{
+		{"full", full},
+		{"zero", SendHeader{MaxReconsumeTimes: -1}},
+		{"no max reconsume, no broker", SendHeader{ProducerGroup: "pg", Topic: "T", MaxReconsumeTimes: -1, Properties: "a\x01\"quoted\"\x02"}},
+		{"max reconsume 0", SendHeader{Topic: "T", MaxReconsumeTimes: 0, BrokerName: "b"}},
+	} {
+		for _, ser := range []SerializeType{RocketMQ, JSON} {
+			byMap := &Command{Code: SendMessageV2, Language: LanguageGo, Version: Version, Opaque: 9, Ext: tc.h.ExtV2(), Body: []byte("x"), Serialize: ser}
+			h := tc.h
+			direct := &Command{Code: SendMessageV2, Language: LanguageGo, Version: Version, Opaque: 9, Header: (*sendHeaderV2)(&h), Body: []byte("x"), Serialize: ser}
+			want, err := byMap.AppendFrame(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := direct.AppendFrame(nil)
+			if err != nil || !bytes.Equal(got, want) {
+				t.Errorf("%s, serialize %d: got %q (%v), want %q", tc.name, ser, got, err, want)
+			}
+		}
+	}
+}
+
+// A pull header written straight into a frame encodes as its Ext map does, in both header
+// encodings.
+func TestPullHeaderWriteExt(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		h    PullHeader
+	}{
+		{"full", PullHeader{ConsumerGroup: "g", Topic: "T", QueueID: 2, QueueOffset: 1 << 40, MaxMsgNums: 32, SysFlag: 0xf,
+			CommitOffset: 77, SuspendTimeoutMillis: 15000, Subscription: "a || b", SubVersion: 5, ExpressionType: "TAG",
+			MaxMsgBytes: 1 << 20, BrokerName: "b1"}},
+		{"zero", PullHeader{}},
+		{"no optional fields", PullHeader{ConsumerGroup: "g\"quoted\"", Topic: "T", MaxMsgNums: 1, CommitOffset: -1}},
+	} {
+		for _, ser := range []SerializeType{RocketMQ, JSON} {
+			byMap := &Command{Code: PullMessage, Language: LanguageGo, Version: Version, Opaque: 3, Ext: tc.h.Ext(), Serialize: ser}
+			h := tc.h
+			direct := &Command{Code: PullMessage, Language: LanguageGo, Version: Version, Opaque: 3, Header: &h, Serialize: ser}
+			want, err := byMap.AppendFrame(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := direct.AppendFrame(nil)
+			if err != nil || !bytes.Equal(got, want) {
+				t.Errorf("%s, serialize %d: got %q (%v), want %q", tc.name, ser, got, err, want)
+			}
+		}
 	}
 }

@@ -109,7 +109,8 @@ func FormatMessageProperties(m *mq.Message) string {
 	if m == nil {
 		return ""
 	}
-	return string(appendMessageProperties(nil, m))
+	var buf [256]byte // most properties strings fit: one allocation, the string's
+	return string(appendMessageProperties(buf[:0], m))
 }
 
 // appendMessageProperties appends FormatMessageProperties(m) without building a map.
@@ -175,18 +176,32 @@ func appendPropertyList(dst []byte, m *mq.Message, props []Property) []byte {
 }
 
 // SetMessageProperties sets m's Tags, Keys and Properties from a properties string: TAGS
-// and KEYS go to their fields, the rest to Properties (nil when none are left). A nil m is
-// left alone.
+// and KEYS go to their fields, the rest to Properties (nil when none are left), entries
+// read as ParseProperties reads them. A nil m is left alone.
 func SetMessageProperties(m *mq.Message, s string) {
 	if m == nil {
 		return
 	}
-	p := ParseProperties(s)
-	m.Tags, m.Keys = p[PropertyTags], p[PropertyKeys]
-	delete(p, PropertyTags)
-	delete(p, PropertyKeys)
-	if len(p) == 0 {
-		p = nil
+	m.Tags, m.Keys = "", ""
+	var p map[string]string
+	for s != "" {
+		var entry string
+		entry, s, _ = strings.Cut(s, string(propEntrySep))
+		name, value, ok := strings.Cut(entry, string(propNameSep))
+		if !ok || strings.IndexByte(value, propNameSep) >= 0 {
+			continue
+		}
+		switch name {
+		case PropertyTags:
+			m.Tags = value
+		case PropertyKeys:
+			m.Keys = value
+		default:
+			if p == nil { // sized for this entry and those left
+				p = make(map[string]string, strings.Count(s, string(propEntrySep))+1)
+			}
+			p[name] = value
+		}
 	}
 	m.Properties = p
 }
@@ -356,24 +371,6 @@ func (d *decoder) i64(field string) int64 {
 	return 0
 }
 
-func (d *decoder) host(v6 bool, field, portField string) netip.AddrPort {
-	n := 4
-	if v6 {
-		n = 16
-	}
-	ip := d.take(n, field)
-	port := d.i32(portField)
-	if d.err != nil {
-		return netip.AddrPort{}
-	}
-	if port < 0 || port > math.MaxUint16 {
-		d.err = fmt.Errorf("%w: %s port %d", ErrMalformed, field, port)
-		return netip.AddrPort{}
-	}
-	a, _ := netip.AddrFromSlice(ip)
-	return netip.AddrPortFrom(a, uint16(port))
-}
-
 // DecodeMessages reads the stored-message records of a pull (or query) body, V1 or V2.
 // Each record must be exactly as long as its TOTALSIZE says. The BODYCRC is not checked,
 // as clients do not check it; a body with SysFlagCompressed set is returned as stored (see
@@ -399,13 +396,18 @@ func DecodeMessages(body []byte) ([]mq.MessageExt, error) {
 	}
 	n = max(n, 1)
 	msgs := make([]mq.MessageExt, 0, n)
-	strs := make([]recordStrings, 0, n)
+	var arr [64]recordStrings // a pull's records, usually: no allocation
+	strs := arr[:0]
+	if n > len(arr) {
+		strs = make([]recordStrings, 0, n)
+	}
 	total := 0
 	var lastTopic []byte
 	for off := 0; off < len(body); {
-		m, rs, size, err := decodeRecord(body[off:])
+		msgs = append(msgs, mq.MessageExt{})
+		rs, size, err := decodeRecord(body[off:], &msgs[len(msgs)-1])
 		if err != nil {
-			return nil, fmt.Errorf("message %d at byte %d: %w", len(msgs), off, err)
+			return nil, fmt.Errorf("message %d at byte %d: %w", len(msgs)-1, off, err)
 		}
 		if lastTopic != nil && bytes.Equal(rs.topic, lastTopic) {
 			rs.sameTopic = true
@@ -414,7 +416,6 @@ func DecodeMessages(body []byte) ([]mq.MessageExt, error) {
 			lastTopic = rs.topic
 		}
 		total += len(rs.props)
-		msgs = append(msgs, m)
 		strs = append(strs, rs)
 		off += size
 	}
@@ -447,55 +448,113 @@ type recordStrings struct {
 	sameTopic    bool // the topic is the previous record's
 }
 
-// decodeRecord reads the record at the start of b and returns it, its topic and properties
-// (which the caller sets), and its length.
-func decodeRecord(b []byte) (mq.MessageExt, recordStrings, int, error) {
-	var m mq.MessageExt
+// decodeRecord reads the record at the start of b into m and returns its topic and
+// properties (which the caller sets) and its length. It reads fields by offset, with no
+// decoder state behind a pointer: a pull decodes many records, often while the collector
+// runs, and every pointer write then costs a write barrier.
+func decodeRecord(b []byte, m *mq.MessageExt) (recordStrings, int, error) {
 	var rs recordStrings
-	d := &decoder{b: b}
-	size := d.i32("TOTALSIZE")
-	if d.err == nil && (size < recordFixedV4 || int64(size) > int64(len(b))) {
-		return m, rs, 0, fmt.Errorf("%w: TOTALSIZE %d, %d bytes left", ErrMalformed, size, len(b))
+	if len(b) < 4 {
+		return rs, 0, fmt.Errorf("%w: TOTALSIZE of 4 bytes, %d left", ErrMalformed, len(b))
 	}
-	if d.err != nil {
-		return m, rs, 0, d.err
+	size := int32(binary.BigEndian.Uint32(b))
+	if size < recordFixedV4 || int64(size) > int64(len(b)) {
+		return rs, 0, fmt.Errorf("%w: TOTALSIZE %d, %d bytes left", ErrMalformed, size, len(b))
 	}
-	d.b = b[4:size]
-	magic := uint32(d.i32("MAGIC"))
+	r := b[:size:size]
+	magic := binary.BigEndian.Uint32(r[4:])
 	if magic != MessageMagicV1 && magic != MessageMagicV2 {
-		return m, rs, 0, fmt.Errorf("%w: MAGIC %#x", ErrMalformed, magic)
+		return rs, 0, fmt.Errorf("%w: MAGIC %#x", ErrMalformed, magic)
 	}
-	d.i32("BODYCRC")
+	// The fixed fields up to BORNTIMESTAMP: recordFixedV4 covers them.
 	m.StoreSize = size
-	m.QueueID = d.i32("QUEUEID")
-	m.Flag = d.i32("FLAG")
-	m.QueueOffset = d.i64("QUEUEOFFSET")
-	m.CommitLogOffset = d.i64("PHYSICALOFFSET")
-	m.SysFlag = d.i32("SYSFLAG")
-	m.BornTime = d.i64("BORNTIMESTAMP")
-	m.BornHost = d.host(m.SysFlag&SysFlagBornHostV6 != 0, "BORNHOST", "BORNHOST port")
-	m.StoreTime = d.i64("STORETIMESTAMP")
-	m.StoreHost = d.host(m.SysFlag&SysFlagStoreHostV6 != 0, "STOREHOST", "STOREHOST port")
-	m.ReconsumeTimes = d.i32("RECONSUMETIMES")
-	d.i64("PREPAREDTRANSACTIONOFFSET")
-	if body := d.take(int(d.i32("BODYLEN")), "body"); len(body) > 0 {
-		m.Body = body
+	m.QueueID = int32(binary.BigEndian.Uint32(r[12:]))
+	m.Flag = int32(binary.BigEndian.Uint32(r[16:]))
+	m.QueueOffset = int64(binary.BigEndian.Uint64(r[20:]))
+	m.CommitLogOffset = int64(binary.BigEndian.Uint64(r[28:]))
+	m.SysFlag = int32(binary.BigEndian.Uint32(r[36:]))
+	m.BornTime = int64(binary.BigEndian.Uint64(r[40:]))
+	pos := 48
+	var err error
+	if m.BornHost, pos, err = readHost(r, pos, m.SysFlag&SysFlagBornHostV6 != 0, "BORNHOST"); err != nil {
+		return rs, 0, err
 	}
+	if pos+8 > len(r) {
+		return rs, 0, fmt.Errorf("%w: STORETIMESTAMP of 8 bytes, %d left", ErrMalformed, len(r)-pos)
+	}
+	m.StoreTime = int64(binary.BigEndian.Uint64(r[pos:]))
+	if m.StoreHost, pos, err = readHost(r, pos+8, m.SysFlag&SysFlagStoreHostV6 != 0, "STOREHOST"); err != nil {
+		return rs, 0, err
+	}
+	// RECONSUMETIMES i32, PREPAREDTRANSACTIONOFFSET i64, BODYLEN i32
+	if pos+16 > len(r) {
+		return rs, 0, fmt.Errorf("%w: RECONSUMETIMES to BODYLEN of 16 bytes, %d left", ErrMalformed, len(r)-pos)
+	}
+	m.ReconsumeTimes = int32(binary.BigEndian.Uint32(r[pos:]))
+	bodyLen := int(int32(binary.BigEndian.Uint32(r[pos+12:])))
+	pos += 16
+	if bodyLen < 0 || bodyLen > len(r)-pos {
+		return rs, 0, fmt.Errorf("%w: body of %d bytes, %d left", ErrMalformed, bodyLen, len(r)-pos)
+	}
+	if bodyLen > 0 {
+		m.Body = r[pos : pos+bodyLen : pos+bodyLen]
+	}
+	pos += bodyLen
 	var topicLen int
 	if magic == MessageMagicV2 {
-		topicLen = int(d.i16("TOPICLEN"))
+		if pos+2 > len(r) {
+			return rs, 0, fmt.Errorf("%w: TOPICLEN of 2 bytes, %d left", ErrMalformed, len(r)-pos)
+		}
+		topicLen = int(int16(binary.BigEndian.Uint16(r[pos:])))
+		pos += 2
 	} else {
-		topicLen = int(d.u8("TOPICLEN"))
+		if pos+1 > len(r) {
+			return rs, 0, fmt.Errorf("%w: TOPICLEN of 1 byte, %d left", ErrMalformed, len(r)-pos)
+		}
+		topicLen = int(r[pos])
+		pos++
 	}
-	rs.topic = d.take(topicLen, "topic")
-	rs.props = d.take(int(d.i16("PROPLEN")), "properties")
-	if d.err != nil {
-		return m, rs, 0, d.err
+	if topicLen < 0 || topicLen > len(r)-pos {
+		return rs, 0, fmt.Errorf("%w: topic of %d bytes, %d left", ErrMalformed, topicLen, len(r)-pos)
 	}
-	if len(d.b) != 0 {
-		return m, rs, 0, fmt.Errorf("%w: %d bytes after the properties of a record of %d", ErrMalformed, len(d.b), size)
+	rs.topic = r[pos : pos+topicLen]
+	pos += topicLen
+	if pos+2 > len(r) {
+		return rs, 0, fmt.Errorf("%w: PROPLEN of 2 bytes, %d left", ErrMalformed, len(r)-pos)
 	}
-	return m, rs, int(size), nil
+	propLen := int(int16(binary.BigEndian.Uint16(r[pos:])))
+	pos += 2
+	if propLen < 0 || propLen > len(r)-pos {
+		return rs, 0, fmt.Errorf("%w: properties of %d bytes, %d left", ErrMalformed, propLen, len(r)-pos)
+	}
+	rs.props = r[pos : pos+propLen]
+	if pos += propLen; pos != len(r) {
+		return rs, 0, fmt.Errorf("%w: %d bytes after the properties of a record of %d", ErrMalformed, len(r)-pos, size)
+	}
+	return rs, int(size), nil
+}
+
+// readHost reads a host (4 or, with v6, 16 address bytes and an i32 port) at r[pos:] and
+// returns it and the position after it.
+func readHost(r []byte, pos int, v6 bool, field string) (netip.AddrPort, int, error) {
+	n := 4
+	if v6 {
+		n = 16
+	}
+	if pos+n+4 > len(r) {
+		return netip.AddrPort{}, 0, fmt.Errorf("%w: %s of %d bytes, %d left", ErrMalformed, field, n+4, len(r)-pos)
+	}
+	port := int32(binary.BigEndian.Uint32(r[pos+n:]))
+	if port < 0 || port > math.MaxUint16 {
+		return netip.AddrPort{}, 0, fmt.Errorf("%w: %s port %d", ErrMalformed, field, port)
+	}
+	var a netip.Addr
+	if v6 {
+		a = netip.AddrFrom16([16]byte(r[pos : pos+16]))
+	} else {
+		a = netip.AddrFrom4([4]byte(r[pos : pos+4]))
+	}
+	return netip.AddrPortFrom(a, uint16(port)), pos + n + 4, nil
 }
 
 // Batch item (SEND_BATCH_MESSAGE body: items back to back), big-endian:

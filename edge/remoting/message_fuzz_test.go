@@ -105,5 +105,18 @@ func FuzzProperties(f *testing.F) {
 		if !maps.Equal(p, back) {
 			t.Fatalf("%q: %q, then %q", s, p, back)
 		}
+		// SetMessageProperties reads the string as ParseProperties does.
+		want := maps.Clone(p)
+		tags, keys := want[PropertyTags], want[PropertyKeys]
+		delete(want, PropertyTags)
+		delete(want, PropertyKeys)
+		if len(want) == 0 {
+			want = nil
+		}
+		m := mq.Message{Tags: "old", Keys: "old", Properties: map[string]string{"old": "x"}}
+		SetMessageProperties(&m, s)
+		if m.Tags != tags || m.Keys != keys || !maps.Equal(m.Properties, want) || (m.Properties == nil) != (want == nil) {
+			t.Fatalf("%q: SetMessageProperties gave tags %q keys %q %q, want %q %q %q", s, m.Tags, m.Keys, m.Properties, tags, keys, want)
+		}
 	})
 }

@@ -1,0 +1,132 @@
+package remoting
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"testing"
+	"time"
+)
+
+// pipeConn returns a connection of a client with default options over one end of a
+// net.Pipe, its writer running, and the other end. On a pipe each Read returns bytes of
+// one Write only, so the reads count the connection's writes.
+func pipeConn(t *testing.T) (*clientConn, net.Conn) {
+	t.Helper()
+	cl := &Client{opts: (&Options{}).withDefaults()}
+	cl.lg = cl.opts.Logger
+	near, far := net.Pipe()
+	c := &clientConn{cl: cl, addr: "pipe", nc: near, pending: map[int32]*pendingCall{},
+		kick: make(chan struct{}, 1), quit: make(chan struct{})}
+	cl.wg.Add(1)
+	go c.writeLoop()
+	t.Cleanup(func() {
+		c.close()
+		far.Close()
+		cl.wg.Wait()
+	})
+	return c, far
+}
+
+// readWrites reads from far until it has n frames, and returns how many reads (so writes
+// of the other end) that took.
+func readWrites(t *testing.T, far net.Conn, n int) int {
+	t.Helper()
+	far.SetReadDeadline(time.Now().Add(10 * time.Second))
+	var got []byte
+	reads := 0
+	buf := make([]byte, 1<<20)
+	for {
+		m, err := far.Read(buf)
+		if err != nil {
+			t.Fatalf("after %d reads: %v", reads, err)
+		}
+		reads++
+		got = append(got, buf[:m]...)
+		r := NewReader(&byteReader{b: got}, 0)
+		frames := 0
+		for {
+			if _, err := r.Read(); err != nil {
+				break
+			}
+			frames++
+		}
+		if frames == n {
+			return reads
+		}
+	}
+}
+
+type byteReader struct{ b []byte }
+
+func (r *byteReader) Read(p []byte) (int, error) {
+	if len(r.b) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, r.b)
+	r.b = r.b[n:]
+	return n, nil
+}
+
+// Frames queued while a write is under way go out together in the next write.
+func TestClientConnGathersWrites(t *testing.T) {
+	c, far := pipeConn(t)
+	ctx := context.Background()
+	if err := c.write(ctx, NewRequest(HeartBeat, nil, []byte("first"))); err != nil {
+		t.Fatal(err)
+	}
+	// The writer takes the first frame and blocks in its write: nothing reads the pipe.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c.wmu.Lock()
+		taken := len(c.wbuf) == 0
+		c.wmu.Unlock()
+		if taken {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the writer did not take the first frame")
+		}
+		time.Sleep(time.Millisecond) // polling the writer's progress, not synchronising on time
+	}
+	const n = 64
+	for i := range n - 1 {
+		if err := c.write(ctx, NewRequest(HeartBeat, map[string]string{"i": string(rune('a' + i%26))}, make([]byte, 100))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := readWrites(t, far, n); got > 2 {
+		t.Fatalf("%d frames took %d writes, want at most 2", n, got)
+	}
+}
+
+// Closing a connection writes the frames queued before it (a oneway request, say) and then
+// closes the socket; later writes fail.
+func TestClientConnCloseFlushes(t *testing.T) {
+	c, far := pipeConn(t)
+	if err := c.oneway(context.Background(), NewRequest(SendMessageV2, nil, []byte("last words"))); err != nil {
+		t.Fatal(err)
+	}
+	c.close()
+	readWrites(t, far, 1)
+	if _, err := far.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+		t.Fatalf("after the queued frame: %v, want EOF", err)
+	}
+	c.cl.wg.Wait()
+	if err := c.write(context.Background(), NewRequest(HeartBeat, nil, nil)); !errors.Is(err, errClientConnClosed) {
+		t.Fatalf("write after close: %v, want %v", err, errClientConnClosed)
+	}
+}
+
+// A failed write makes every later write fail at once.
+func TestClientConnWriteFailureSticks(t *testing.T) {
+	c, far := pipeConn(t)
+	far.Close()
+	c.write(context.Background(), NewRequest(HeartBeat, nil, nil))
+	c.cl.wg.Wait() // the writer returns after the failed write
+	err := c.write(context.Background(), NewRequest(HeartBeat, nil, nil))
+	if err == nil {
+		t.Fatal("write after a failed write succeeded")
+	}
+}
