@@ -153,9 +153,11 @@ func testAtLeastOnce(t *testing.T, orderly bool, faults *netfault.Schedule) {
 				}
 				return pc
 			}
-			// Over the faulty link a start may meet a cut: a new consumer tries again,
-			// as a process would be restarted.
-			if client == nil || !errors.Is(err, mq.ErrUnavailable) || attempt == 20 {
+			// Over the faulty link a start may meet a cut, or a stall or a dropped reply
+			// that times its request out: a new consumer tries again, as a process would
+			// be restarted.
+			lost := errors.Is(err, mq.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded)
+			if client == nil || !lost || attempt == 20 {
 				t.Fatalf("Start (attempt %d): %v", attempt, err)
 			}
 			pc.Shutdown(context.Background())
