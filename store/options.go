@@ -104,7 +104,9 @@ type Options struct {
 	// segment, whatever MaxAge, MaxBytes, MaxUsedRatio and OnFull say (math.MaxInt64 holds
 	// nothing): see commitlog.Options.RetentionFloor.
 	RetentionFloor func() int64
-	// Now is the clock for store timestamps and retention. Default time.Now.
+	// Now is the clock for store timestamps and retention, read for every append. Default
+	// time.Now, whose reading busy appends share for up to a millisecond (store times are
+	// milliseconds).
 	Now func() time.Time
 	// Logger receives recovery, retention and corruption reports. Default: discard.
 	Logger *slog.Logger
