@@ -27,28 +27,21 @@ func TestCallerClockReadPerAppend(t *testing.T) {
 	}
 }
 
-// TestDefaultClockReuse: with the default clock, appends share a reading for at most
-// clockReuse; an append after that carries the new time.
-func TestDefaultClockReuse(t *testing.T) {
+// TestDefaultClock: with the default clock, every append's store time is the wall clock's
+// at the append, between the wall-clock readings and after them.
+func TestDefaultClock(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := openStore(t, t.TempDir(), Options{Flush: commitlog.FlushAsync})
 		defer s.Close()
-		appendAt := func(i int) int64 {
+		for i, d := range []time.Duration{0, 0, 400 * time.Microsecond, time.Millisecond, 3 * time.Millisecond, clockRebase / 2, clockRebase, 1, 2 * clockRebase} {
+			time.Sleep(d)
 			m := msg("T", 0, i)
 			if err := s.Append([]*Message{m}); err != nil {
 				t.Fatal(err)
 			}
-			return m.StoreTime
-		}
-		for i := range 4 {
-			want := time.Now().UnixMilli()
-			if got := appendAt(i); got != want {
-				t.Fatalf("append %d at %d: store time %d", i, want, got)
+			if got, want := m.StoreTime, time.Now().UnixMilli(); got != want {
+				t.Fatalf("append %d, %v after the last: store time %d, want the clock's %d", i, d, got, want)
 			}
-			if got := appendAt(i); got != want { // no time passed
-				t.Fatalf("append %d again at %d: store time %d", i, want, got)
-			}
-			time.Sleep(3 * clockReuse)
 		}
 	})
 }

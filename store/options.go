@@ -112,8 +112,9 @@ type Options struct {
 	// nothing): see commitlog.Options.RetentionFloor.
 	RetentionFloor func() int64
 	// Now is the clock for store timestamps and retention, read for every append. Default
-	// time.Now, whose reading busy appends share for up to a millisecond (store times are
-	// milliseconds).
+	// time.Now, read more cheaply: the wall clock once a second, and the monotonic time since
+	// for each append, so that a step of the wall clock shows in store times up to a second
+	// late.
 	Now func() time.Time
 	// Logger receives recovery, retention and corruption reports. Default: discard.
 	Logger *slog.Logger
