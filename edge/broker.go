@@ -69,21 +69,25 @@ func Open(dir string, opts *Options) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
-	b, err := open(dir, o)
+	b, err := open(dir, o, opts == nil || opts.Now == nil)
 	if err != nil {
 		return nil, err
 	}
 	return b, nil
 }
 
-// open builds the broker; on error it closes what it opened.
-func open(dir string, o Options) (b *Broker, err error) {
+// open builds the broker; on error it closes what it opened. defaultNow says o.Now is the
+// default clock, time.Now.
+func open(dir string, o Options, defaultNow bool) (b *Broker, err error) {
 	b = &Broker{opts: o, lg: o.Logger.With("component", "broker"), done: make(chan struct{})}
 	var so store.Options
 	if o.Store != nil {
 		so = *o.Store
 	}
 	so.Now = o.Now // the broker's time and the store's are one
+	if defaultNow {
+		so.Now = nil // the store's default: time.Now, which it reads more cheaply
+	}
 	so.OnArrival = b.onArrival
 	so.RetentionFloor = b.retentionFloor
 	if so.Logger == nil {

@@ -54,6 +54,8 @@ run() {
 		run store.test '^BenchmarkCeilingSeqWrite$' 1024x
 		run store.test '^BenchmarkCeilingAsyncWrite$/^1KiB$' 1000000x
 		run store.test '^BenchmarkAppendAsync1KiB$' 1000000x
+		# a″: the same with a 1 MiB write buffer (store.write_buffer): large pwrites.
+		run store.test '^BenchmarkAppendAsync1KiBBuffered$' 1000000x
 		# b: 100-byte bodies in batches of 32, async; 3.2 million records each.
 		run store.test '^BenchmarkCeilingAsyncWrite$/^100Bx32$' 100000x
 		run store.test '^BenchmarkAppendAsyncBatch32$' 100000x

@@ -119,7 +119,18 @@ func reportRate(b *testing.B, n int, unit string) {
 // timed, so the rate is of durable records, as the ceiling's. (Not Store.Flush: it races with
 // the dispatcher's own checkpoint write, see BENCHMARKS.md.)
 func BenchmarkAppendAsync1KiB(b *testing.B) {
-	s := benchStore(b, Options{Flush: commitlog.FlushAsync})
+	benchAppendAsync1KiB(b, Options{Flush: commitlog.FlushAsync})
+}
+
+// BenchmarkAppendAsync1KiBBuffered is BenchmarkAppendAsync1KiB with a 1 MiB write buffer
+// (Options.WriteBuffer): records gathered in memory and written to the segment file in
+// large writes instead of through its mapping.
+func BenchmarkAppendAsync1KiBBuffered(b *testing.B) {
+	benchAppendAsync1KiB(b, Options{Flush: commitlog.FlushAsync, WriteBuffer: 1 << 20})
+}
+
+func benchAppendAsync1KiB(b *testing.B, o Options) {
+	s := benchStore(b, o)
 	batches := benchBatches(benchTopic, benchQueues, 1, 1024)
 	start := s.log.Written()
 	b.SetBytes(1024)

@@ -36,7 +36,8 @@ type cutPoint struct {
 // the log reported), the log ends at or past that durable position with no hole below its
 // end, and the queues agree with the log (verifyStore). Unlike TestPowerCut's random cut
 // times, which almost never fall between two steps microseconds apart, every ordering of
-// steps the run takes is cut. (Checked: releasing sync appenders before the fsync that
+// steps the run takes is cut. Each mode runs also with a write buffer (Options.WriteBuffer).
+// (Checked: releasing sync appenders before the fsync that
 // covers them fails at the first flush, by CutClean; writing the commitlog checkpoint
 // before syncing the data it covers fails at the first checkpoint, by CutAllBut.)
 func TestPowerCutAtEveryStep(t *testing.T) {
@@ -49,24 +50,27 @@ func TestPowerCutAtEveryStep(t *testing.T) {
 		name   string
 		mode   commitlog.FlushMode
 		linger time.Duration
+		wbuf   int64
 	}{
-		{"sync", commitlog.FlushSync, 0},
-		{"sync-linger", commitlog.FlushSync, 2 * time.Millisecond},
-		{"async", commitlog.FlushAsync, 0},
+		{"sync", commitlog.FlushSync, 0, 0},
+		{"sync-linger", commitlog.FlushSync, 2 * time.Millisecond, 0},
+		{"async", commitlog.FlushAsync, 0, 0},
+		{"sync-writebuffer", commitlog.FlushSync, 0, 8 << 10},
+		{"async-writebuffer", commitlog.FlushAsync, 0, 8 << 10},
 	} {
-		t.Run(c.name, func(t *testing.T) { cutAtEveryStep(t, c.mode, c.linger, batches, uncut) })
+		t.Run(c.name, func(t *testing.T) { cutAtEveryStep(t, c.mode, c.linger, c.wbuf, batches, uncut) })
 	}
 }
 
 // cutAtEveryStep runs the store of TestPowerCutAtEveryStep, appending batches batches, and
 // checks cuts at every step after the first uncut batches were acknowledged.
-func cutAtEveryStep(t *testing.T, mode commitlog.FlushMode, linger time.Duration, batches, uncut int) {
+func cutAtEveryStep(t *testing.T, mode commitlog.FlushMode, linger time.Duration, wbuf int64, batches, uncut int) {
 	fs := vfstest.NewCrashFS()
 	dir := t.TempDir() // the running store's path in the CrashFS; its lock and meta.db on disk
 	recoverDir := t.TempDir()
 	o := testOptions(Options{Flush: mode, Linger: linger, SegmentSize: 136 << 10, MaxMessageSize: 1 << 10, QueueSegmentEntries: 32,
 		FlushInterval: time.Hour, FlushBytes: 24 << 10, QueueFlushInterval: time.Hour, QueueFlushBytes: 32 << 10,
-		RetentionInterval: time.Hour})
+		RetentionInterval: time.Hour, WriteBuffer: wbuf})
 	var (
 		mu      sync.Mutex // guards acked, next and done
 		acked   []ack

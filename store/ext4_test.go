@@ -124,6 +124,7 @@ func TestExt4PowerCutChild(t *testing.T) {
 	base, _ := strconv.ParseInt(os.Getenv("EDGEMQ_EXT4_BASE"), 10, 64)
 	o := ext4Options(mode)
 	o.Linger, _ = time.ParseDuration(os.Getenv("EDGEMQ_EXT4_LINGER"))
+	o.WriteBuffer, _ = strconv.ParseInt(os.Getenv("EDGEMQ_EXT4_WBUF"), 10, 64)
 	o.Logger = slog.New(slog.NewTextHandler(side, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	s, err := Open(dir, &o)
 	if err != nil {
@@ -396,7 +397,8 @@ type ext4Totals struct {
 }
 
 // TestExt4PowerCut cuts the power of a real ext4 file system (see the comment at the top of
-// this file) EDGEMQ_EXT4_CUTS times per flush mode while a child process appends.
+// this file) EDGEMQ_EXT4_CUTS times per flush mode while a child process appends; every third
+// child gathers its records in a write buffer (Options.WriteBuffer).
 func TestExt4PowerCut(t *testing.T) {
 	cuts, _ := strconv.Atoi(os.Getenv("EDGEMQ_EXT4_CUTS"))
 	if cuts <= 0 {
@@ -447,8 +449,12 @@ func ext4Cuts(t *testing.T, im *ext4Image, mode commitlog.FlushMode, cuts int, r
 		if mode == commitlog.FlushSync && cut%2 == 1 {
 			linger = "2ms"
 		}
+		wbuf := 0 // every third child gathers records in a write buffer: the same guarantees
+		if cut%3 == 2 {
+			wbuf = 64 << 10
+		}
 		cmd, _ := startChild(t, "TestExt4PowerCutChild", "EDGEMQ_EXT4_DIR="+dir, "EDGEMQ_EXT4_SIDE="+sidePath,
-			"EDGEMQ_EXT4_MODE="+mode.String(), fmt.Sprintf("EDGEMQ_EXT4_BASE=%d", int64(cut)*10_000_000), "EDGEMQ_EXT4_LINGER="+linger)
+			"EDGEMQ_EXT4_MODE="+mode.String(), fmt.Sprintf("EDGEMQ_EXT4_BASE=%d", int64(cut)*10_000_000), "EDGEMQ_EXT4_LINGER="+linger, fmt.Sprintf("EDGEMQ_EXT4_WBUF=%d", wbuf))
 
 		kind := cut % cutKinds
 		if kind == cutAnyTime {

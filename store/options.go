@@ -71,6 +71,13 @@ type Options struct {
 	// PrefaultRate is the write rate, bytes per second, from which the commitlog counts as
 	// busy and is prefaulted. Default 16 MiB/s.
 	PrefaultRate int64
+	// WriteBuffer, if positive, makes the commitlog gather records in a buffer of this many
+	// bytes and write them to its file in one write, instead of writing each through its
+	// mapping: a third of the CPU per 1 KiB record, and no prefaulting. What an fsync covers,
+	// and so what a power cut keeps, is unchanged; but records still in the buffer when the
+	// process dies are lost, though with async flush (or DurabilityAsync) their appends
+	// returned. 0 to commitlog.MaxWriteBuffer; default 0: write through the mapping.
+	WriteBuffer int64
 	// MaxAge deletes commitlog segments older than this. Default 72 h; negative disables.
 	MaxAge time.Duration
 	// MaxBytes is the commitlog byte quota, at least two segments. Default 0: none.
@@ -104,7 +111,10 @@ type Options struct {
 	// segment, whatever MaxAge, MaxBytes, MaxUsedRatio and OnFull say (math.MaxInt64 holds
 	// nothing): see commitlog.Options.RetentionFloor.
 	RetentionFloor func() int64
-	// Now is the clock for store timestamps and retention. Default time.Now.
+	// Now is the clock for store timestamps and retention, read for every append. Default
+	// time.Now, read more cheaply: the wall clock once a second, and the monotonic time since
+	// for each append, so that a step of the wall clock shows in store times up to a second
+	// late.
 	Now func() time.Time
 	// Logger receives recovery, retention and corruption reports. Default: discard.
 	Logger *slog.Logger
@@ -247,6 +257,7 @@ func (o *Options) logOptions() *commitlog.Options {
 		ResidentBytes:     o.ResidentBytes,
 		PrefaultBytes:     o.PrefaultBytes,
 		PrefaultRate:      o.PrefaultRate,
+		WriteBuffer:       o.WriteBuffer,
 		PayloadVersion:    PayloadVersion,
 		RetentionFloor:    o.RetentionFloor,
 		Now:               o.Now,

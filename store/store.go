@@ -47,8 +47,9 @@ type Store struct {
 	meta *meta.Store
 	log  *commitlog.Log
 
-	mu        sync.Mutex // serializes Append: queue offsets are assigned in log order
-	lastStore int64      // store time of the last append, ms
+	clock     *storeClock // store times
+	mu        sync.Mutex  // serializes Append: queue offsets are assigned in log order
+	lastStore int64       // store time of the last append, ms
 	scratch   []byte
 	bounds    []int
 	payloads  [][]byte
@@ -158,6 +159,7 @@ func Open(dir string, opts *Options) (st *Store, err error) {
 		dir:     dir,
 		opts:    o,
 		lg:      o.Logger.With("component", "store"),
+		clock:   newStoreClock(o.Now, opts == nil || opts.Now == nil),
 		topics:  map[string]map[int32]*queue{},
 		dkick:   make(chan struct{}, 1),
 		syncReq: make(chan chan error),
@@ -362,7 +364,7 @@ func (s *Store) write(msgs []*Message, done func(error), lazy bool) (int64, erro
 		return 0, ErrClosed
 	}
 	s.waitForDispatcher()
-	now := s.opts.Now().UnixMilli() // read outside the lock, kept monotonic under it
+	now := s.clock.read() // read outside the lock, kept monotonic under it
 	end, err := s.writeLocked(now, msgs, done, lazy)
 	if err != nil {
 		return 0, err

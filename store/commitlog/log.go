@@ -36,15 +36,18 @@ type Log struct {
 	mu     sync.Mutex // serializes appends, rolls, retention deletes and Close
 	active *segment
 	adata  []byte // the active segment's writable mapping (the writer holds a reference)
+	wbuf   []byte // the write buffer (wbuf.go): records at wpos-len(wbuf) to wpos
+	wspare []byte // a written buffer no reader holds, for reuse
 	wpos   int64  // next write position
 	closed bool
 
-	written atomic.Int64 // end of the published records: readers read below it
-	durable atomic.Int64 // end of the records covered by a completed fsync
-	minPos  atomic.Int64 // first position of the oldest segment
-	floor   atomic.Int64 // Options.RetentionFloor's last answer (MaxInt64 without one)
-	failed  atomic.Bool  // an fsync failed: no more appends
-	isShut  atomic.Bool  // Close was called
+	written atomic.Int64          // end of the published records: readers read below it
+	wtail   atomic.Pointer[wtail] // the write buffer as readers see it; nil when empty
+	durable atomic.Int64          // end of the records covered by a completed fsync
+	minPos  atomic.Int64          // first position of the oldest segment
+	floor   atomic.Int64          // Options.RetentionFloor's last answer (MaxInt64 without one)
+	failed  atomic.Bool           // an fsync failed: no more appends
+	isShut  atomic.Bool           // Close was called
 
 	fmu   sync.Mutex // guards ferr; fcond waits on it
 	fcond *sync.Cond
@@ -599,6 +602,17 @@ func (l *Log) AppendDeferred(storeTime int64, payloads [][]byte, pos []int64) (i
 		d = storeTime - l.active.baseTime
 		need = batchSize(payloads, d)
 	}
+	if l.opts.WriteBuffer > 0 {
+		if err := l.bufferFramesLocked(d, payloads, need, pos); err != nil {
+			l.mu.Unlock()
+			return 0, err
+		}
+		end := l.wpos
+		l.written.Store(end)
+		l.appends.Add(1)
+		l.mu.Unlock()
+		return end, nil
+	}
 	off := l.wpos - l.active.base
 	for i, p := range payloads {
 		n := int64(frameSize(len(p), d))
@@ -656,6 +670,9 @@ func batchSize(payloads [][]byte, d int64) int64 {
 
 // rollLocked seals the active segment and starts the next one.
 func (l *Log) rollLocked() error {
+	if err := l.drainLocked(); err != nil {
+		return err
+	}
 	p := <-l.prepc
 	if p.err != nil {
 		// The preparer failed earlier; space may have returned since.
@@ -837,13 +854,15 @@ func (l *Log) flushOnce(final, wait bool, lastCkpt *time.Time) {
 		}
 	}
 	n0 := l.appends.Load()
-	target := l.written.Load()
+	target, err := l.drainForFlush()
+	if err != nil {
+		return // drainLocked failed the log
+	}
 	from := l.durable.Load()
 	if l.opts.Flush == FlushAsync && target > from {
 		l.dropBeforeFlush(target)
 	}
 	start := time.Now()
-	var err error
 	if target > from {
 		for _, s := range *l.segs.Load() {
 			if s.base+s.size > from && s.base < target {

@@ -44,7 +44,7 @@ func (l *Log) prefaultStep() int64 { return max(l.opts.PrefaultBytes/4, minPrefa
 
 // startPrefault starts prefaultLoop if the options ask for prefaulting. Called by Open.
 func (l *Log) startPrefault() {
-	if l.opts.Flush != FlushAsync || l.opts.PrefaultBytes <= 0 {
+	if l.opts.Flush != FlushAsync || l.opts.PrefaultBytes <= 0 || l.opts.WriteBuffer > 0 {
 		return
 	}
 	l.pkick = make(chan struct{}, 1)

@@ -20,6 +20,8 @@ type Reader struct {
 	// scanFrom is where the pages of r.seg a scan with Next read are not dropped yet
 	// (dropBehindScan in resident.go); -1 when r.seg was not scanned.
 	scanFrom int64
+	// copy holds the payload of the last record read from the write buffer (wbuf.go).
+	copy []byte
 }
 
 // NewReader returns a Reader of l.
@@ -126,7 +128,10 @@ func (r *Reader) read(pos int64) (Record, error) {
 	if w < s.base+s.size {
 		limit = w - s.base
 	}
-	d, payload, n, st := decodeFrame(r.data[off:limit])
+	d, payload, n, st, ok := r.readBuffered(pos, w) // not written to the file yet
+	if !ok {
+		d, payload, n, st = decodeFrame(r.data[off:limit])
+	}
 	switch st {
 	case frameOK:
 		if pos < w-l.window {
