@@ -146,35 +146,9 @@ func DecodeBatchTopic(body []byte, topic string) ([]*mq.Message, error) {
 	all, at := sb.String(), 0
 	for i, off := 0, 0; off < len(body); i++ {
 		it, size, _ := readBatchItem(body[off:], i, off)
-		setPropertiesString(&msgs[i], all[at:at+len(it.props)])
+		SetMessageProperties(&msgs[i], all[at:at+len(it.props)])
 		at += len(it.props)
 		off += size
 	}
 	return ptrs, nil
-}
-
-// setPropertiesString is SetMessageProperties without the intermediate map: TAGS and KEYS
-// to their fields, the rest to a map made only when there is some; entries are read as
-// ParseProperties reads them (a malformed one skipped, a later one of a name winning).
-func setPropertiesString(m *mq.Message, s string) {
-	m.Tags, m.Keys, m.Properties = "", "", nil
-	for s != "" {
-		var entry string
-		entry, s, _ = strings.Cut(s, string(propEntrySep))
-		name, value, ok := strings.Cut(entry, string(propNameSep))
-		if !ok || strings.IndexByte(value, propNameSep) >= 0 {
-			continue
-		}
-		switch name {
-		case PropertyTags:
-			m.Tags = value
-		case PropertyKeys:
-			m.Keys = value
-		default:
-			if m.Properties == nil {
-				m.Properties = make(map[string]string, strings.Count(s, string(propEntrySep))+1)
-			}
-			m.Properties[name] = value
-		}
-	}
 }
