@@ -21,6 +21,7 @@ type member struct {
 	subs        map[string]mq.Subscription // by topic
 	last        time.Time                  // last heartbeat
 	onChange    func(group string)
+	onReset     func(group, topic string, offsets map[mq.MessageQueue]int64)
 }
 
 // consumerGroup is a group the broker has seen. It stays known when its last member leaves.
@@ -132,10 +133,32 @@ func (cg *consumerGroup) notesLocked(group, except string, notes []note) []note 
 	}
 	for id, m := range cg.members {
 		if id != except && m.onChange != nil {
-			notes = append(notes, note{noteKey{id, group}, m.onChange})
+			notes = append(notes, note{noteKey{client: id, group: group}, m.onChange})
 		}
 	}
 	return notes
+}
+
+// noteReset tells group's members that listen (OnReset) that its offsets of topic moved to
+// offs (by queue id of broker).
+func (g *groupRegistry) noteReset(group, topic, broker string, offs map[int32]int64) {
+	byQueue := make(map[mq.MessageQueue]int64, len(offs))
+	for q, off := range offs {
+		byQueue[mq.MessageQueue{Topic: topic, BrokerName: broker, QueueID: q}] = off
+	}
+	var notes []note
+	g.mu.RLock()
+	if cg, ok := g.groups[group]; ok {
+		for id, m := range cg.members {
+			if fn := m.onReset; fn != nil {
+				// Each member gets its own copy: a callback may keep or change it.
+				own := maps.Clone(byQueue)
+				notes = append(notes, note{noteKey{client: id, group: group, reset: topic}, func(group string) { fn(group, topic, own) }})
+			}
+		}
+	}
+	g.mu.RUnlock()
+	g.notes.post(notes)
 }
 
 // subscription returns the subscription to topic that group's members declared; when they
@@ -247,7 +270,7 @@ func (b *Broker) Heartbeat(ctx context.Context, hb mq.Heartbeat) error {
 			m = &member{subs: map[string]mq.Subscription{}}
 			cg.members[hb.ClientID] = m
 		}
-		m.model, m.consumeType, m.fromWhere, m.last, m.onChange = cd.Model, cd.ConsumeType, cd.FromWhere, now, hb.OnChange
+		m.model, m.consumeType, m.fromWhere, m.last, m.onChange, m.onReset = cd.Model, cd.ConsumeType, cd.FromWhere, now, hb.OnChange, hb.OnReset
 		if m.updateSubs(cd.Subscriptions) {
 			changed = true
 		}
@@ -454,8 +477,9 @@ func (b *Broker) Producers(group string) []string {
 	return slices.Sorted(maps.Keys(g.producers[group]))
 }
 
-// noteKey is what notifications coalesce on: one client's view of one group.
-type noteKey struct{ client, group string }
+// noteKey is what notifications coalesce on: one client's view of one group, or (reset set)
+// of one group's offsets of a topic.
+type noteKey struct{ client, group, reset string }
 
 type note struct {
 	key noteKey

@@ -190,10 +190,12 @@ const (
 )
 
 // ResetOffsets moves group's offsets of every read queue of topic to where (at is the time for
-// ResetToTimestamp), and writes them to disk. It returns the new offsets by queue id.
-// Consumers running in the group should be restarted (or they will commit their old
-// positions again). Errors: ErrClosed; mq.ErrInvalidArgument for a bad group name or
-// position; mq.ErrTopicNotExist; an error writing the offsets. Nothing moves on error.
+// ResetToTimestamp), and writes them to disk. It returns the new offsets by queue id. The
+// group's members whose heartbeat set OnReset are told the new offsets (a PushConsumer
+// moves its queues to them); a consumer that does not listen should be restarted, or it
+// commits its old positions again. Errors: ErrClosed; mq.ErrInvalidArgument for a bad group
+// name or position; mq.ErrTopicNotExist; an error writing the offsets. Nothing moves on
+// error.
 func (b *Broker) ResetOffsets(group, topic string, where ResetWhere, at time.Time) (map[int32]int64, error) {
 	if err := b.check(); err != nil {
 		return nil, err
@@ -226,7 +228,11 @@ func (b *Broker) ResetOffsets(group, topic string, where ResetWhere, at time.Tim
 	for q, off := range out {
 		b.offsets.set(offsetKey{group, topic, q}, off)
 	}
-	return out, b.offsets.persist()
+	if err := b.offsets.persist(); err != nil {
+		return out, err
+	}
+	b.groups.noteReset(group, topic, b.opts.BrokerName, out)
+	return out, nil
 }
 
 // MaxOffset returns the next offset to be written in queue q (0 for an empty one). Errors:

@@ -92,3 +92,58 @@ func TestQueryOffsetNewQueueWindow(t *testing.T) {
 		})
 	})
 }
+
+// TestResetOffsetsTellsMembers: ResetOffsets calls the OnReset of each member of the group
+// that set one, with the topic's queues (this broker's) and their new offsets; members of
+// other groups are not told.
+func TestResetOffsetsTellsMembers(t *testing.T) {
+	b := openBroker(t, nil)
+	if err := b.CreateTopic(TopicConfig{Name: "T", WriteQueues: 2, ReadQueues: 2}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		if _, err := b.Send(context.Background(), &mq.Message{Topic: "T", Body: []byte("x")}, mq.QueueIndex(i%2)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	type reset struct {
+		group, topic string
+		offs         map[mq.MessageQueue]int64
+	}
+	got := make(chan reset, 4)
+	hb := func(client, group string) mq.Heartbeat {
+		return mq.Heartbeat{ClientID: client,
+			Consumers: []mq.ConsumerData{{Group: group, Model: mq.Clustering, ConsumeType: mq.ConsumePassively,
+				Subscriptions: []mq.Subscription{{Topic: "T", Expression: "*"}}}},
+			OnReset: func(group, topic string, offs map[mq.MessageQueue]int64) { got <- reset{group, topic, offs} }}
+	}
+	for _, h := range []mq.Heartbeat{hb("c1", "g"), hb("c2", "other")} {
+		if err := b.Heartbeat(context.Background(), h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := b.ResetOffsets("g", "T", ResetToLast, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	broker := b.Options().BrokerName
+	want := map[mq.MessageQueue]int64{{Topic: "T", BrokerName: broker, QueueID: 0}: 3, {Topic: "T", BrokerName: broker, QueueID: 1}: 2}
+	select {
+	case r := <-got:
+		if r.group != "g" || r.topic != "T" || len(r.offs) != len(want) {
+			t.Fatalf("OnReset(%q, %q, %v); want g, T, %v", r.group, r.topic, r.offs, want)
+		}
+		for q, off := range want {
+			if r.offs[q] != off {
+				t.Fatalf("OnReset offsets %v; want %v", r.offs, want)
+			}
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("OnReset not called")
+	}
+	b.groups.notes.wait()
+	select {
+	case r := <-got:
+		t.Fatalf("a second OnReset: %+v (only group g's member was to be told)", r)
+	default:
+	}
+}

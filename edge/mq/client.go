@@ -70,4 +70,9 @@ type Heartbeat struct {
 	// goroutine of the broker or of the connection, never while a lock is held; it must not
 	// block for long.
 	OnChange func(group string)
+	// OnReset, if set, is called when an admin moves the stored offsets of one of the
+	// client's consumer groups on a topic (RocketMQ's RESET_CONSUMER_CLIENT_OFFSET), with the
+	// queues' new offsets, so that a running consumer moves too rather than commit its old
+	// positions again. It is called as OnChange is.
+	OnReset func(group, topic string, offsets map[MessageQueue]int64)
 }

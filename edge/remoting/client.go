@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"strings"
@@ -426,6 +427,37 @@ func (c *Client) notifyChange(group string) {
 	for _, fn := range fns {
 		fn(group)
 	}
+}
+
+// notifyReset reads a RESET_CONSUMER_CLIENT_OFFSET and calls the OnReset of every
+// heartbeat with a consumer of its group with the new offsets (each its own copy).
+func (c *Client) notifyReset(cmd *Command) error {
+	h, err := ParseResetOffsetHeader(cmd.Ext)
+	if err != nil {
+		return err
+	}
+	offs := map[mq.MessageQueue]int64{}
+	if err := decodeOffsetTable(cmd.Body, offs); err != nil {
+		return fmt.Errorf("reset offsets of group %q: %w", h.Group, err)
+	}
+	c.mu.Lock()
+	var fns []func(string, string, map[mq.MessageQueue]int64)
+	for _, hb := range c.hbs {
+		if hb.OnReset == nil {
+			continue
+		}
+		for _, cd := range hb.Consumers {
+			if cd.Group == h.Group {
+				fns = append(fns, hb.OnReset)
+				break
+			}
+		}
+	}
+	c.mu.Unlock()
+	for _, fn := range fns {
+		fn(h.Group, h.Topic, maps.Clone(offs))
+	}
+	return nil
 }
 
 // maintain refreshes routes and repeats heartbeats until Close.

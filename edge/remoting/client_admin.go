@@ -341,7 +341,7 @@ func (c *Client) ConsumerGroups(ctx context.Context, topic string) ([]string, er
 // ResetOffsets moves group's offsets on every queue of topic, on every broker of its
 // route, to the first message stored at or after timestamp (unix ms); timestamp -1 moves
 // them to the end (INVOKE_BROKER_TO_RESET_OFFSET, forced). It returns the new offsets.
-// Running consumers of the group keep their positions unless their broker tells them.
+// The broker tells the group's running consumers (RESET_CONSUMER_CLIENT_OFFSET).
 func (c *Client) ResetOffsets(ctx context.Context, group, topic string, timestamp int64) (map[mq.MessageQueue]int64, error) {
 	bs, err := c.routeMasters(ctx, topic)
 	if err != nil {
@@ -358,19 +358,28 @@ func (c *Client) ResetOffsets(ctx context.Context, group, topic string, timestam
 		if len(bytes.TrimSpace(resp.Body)) == 0 {
 			continue
 		}
-		entries, err := parseQueueTable(resp.Body, "offsetTable")
-		if err != nil {
+		if err := decodeOffsetTable(resp.Body, out); err != nil {
 			return nil, fmt.Errorf("remoting: reset offsets from %s: %w", addr, err)
-		}
-		for _, e := range entries {
-			n, err := jsonInt(e.value, 64, "offset")
-			if err != nil {
-				return nil, err
-			}
-			out[e.queue] = n
 		}
 	}
 	return out, nil
+}
+
+// decodeOffsetTable adds the entries of RocketMQ's ResetOffsetBody
+// ({"offsetTable":{<queue>:<offset>,...}}) to out.
+func decodeOffsetTable(body []byte, out map[mq.MessageQueue]int64) error {
+	entries, err := parseQueueTable(body, "offsetTable")
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		n, err := jsonInt(e.value, 64, "offset")
+		if err != nil {
+			return err
+		}
+		out[e.queue] = n
+	}
+	return nil
 }
 
 // BrokerRuntimeInfo returns the runtime table of every master the name servers know

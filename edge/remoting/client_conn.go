@@ -192,15 +192,27 @@ func (c *clientConn) readLoop() {
 }
 
 // handleServerRequest answers a request the broker sent: NOTIFY_CONSUMER_IDS_CHANGED goes
-// to the heartbeats' OnChange; other requests (admin tools asking a client for its running
-// info, say) get REQUEST_CODE_NOT_SUPPORTED unless they are oneway.
+// to the heartbeats' OnChange, RESET_CONSUMER_CLIENT_OFFSET to their OnReset; other
+// requests (admin tools asking a client for its running info, say) get
+// REQUEST_CODE_NOT_SUPPORTED unless they are oneway.
 func (c *clientConn) handleServerRequest(cmd *Command) {
-	if cmd.Code == NotifyConsumerIDsChanged {
+	switch cmd.Code {
+	case NotifyConsumerIDsChanged:
 		if h, err := ParseConsumerListHeader(cmd.Ext); err == nil {
 			c.cl.notifyChange(h.ConsumerGroup)
 		}
 		if !cmd.IsOneway() {
 			c.write(context.Background(), cmd.Reply(Success, ""))
+		}
+		return
+	case ResetConsumerClientOffset:
+		code, remark := Success, ""
+		if err := c.cl.notifyReset(cmd); err != nil {
+			code, remark = SystemError, err.Error()
+			c.cl.opts.Logger.Warn("remoting: offset reset from the broker", "addr", c.addr, "err", err)
+		}
+		if !cmd.IsOneway() {
+			c.write(context.Background(), cmd.Reply(code, remark))
 		}
 		return
 	}

@@ -351,9 +351,9 @@ func (s *Server) viewMessage(c *conn, req *remoting.Command) *remoting.Command {
 
 // resetOffset answers INVOKE_BROKER_TO_RESET_OFFSET: the group's offsets of the topic move
 // to the first message stored at or after the timestamp, and the new offsets are returned.
-// As RocketMQ's brokers, the server sends the group's connected members
-// RESET_CONSUMER_CLIENT_OFFSET with the new offsets, so that running consumers move too
-// (else they would commit their old positions again).
+// As RocketMQ's brokers, the group's connected members are then sent
+// RESET_CONSUMER_CLIENT_OFFSET with the new offsets (by the broker, through their
+// heartbeats' OnReset: see heartbeat), so that running consumers move too.
 func (s *Server) resetOffset(c *conn, req *remoting.Command) *remoting.Command {
 	h, err := remoting.ParseResetOffsetHeader(req.Ext)
 	if err != nil {
@@ -369,28 +369,27 @@ func (s *Server) resetOffset(c *conn, req *remoting.Command) *remoting.Command {
 		return errReply(req, err)
 	}
 	broker := s.b.Options().BrokerName
+	byQueue := make(map[mq.MessageQueue]int64, len(offs))
+	for q, off := range offs {
+		byQueue[mq.MessageQueue{Topic: topic, BrokerName: broker, QueueID: q}] = off
+	}
+	return bodyReply(req, offsetTableBody(byQueue))
+}
+
+// offsetTableBody is RocketMQ's ResetOffsetBody: {"offsetTable":{<queue>:<offset>,...}},
+// the queues in order.
+func offsetTableBody(offs map[mq.MessageQueue]int64) []byte {
 	var b strings.Builder
 	b.WriteString(`{"offsetTable":{`)
-	for i, q := range slices.Sorted(maps.Keys(offs)) {
+	for i, q := range slices.SortedFunc(maps.Keys(offs), mq.CompareQueues) {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		appendQueueKey(&b, broker, topic, q)
+		appendQueueKey(&b, q.BrokerName, q.Topic, q.QueueID)
 		fmt.Fprintf(&b, `:%d`, offs[q])
 	}
 	b.WriteString(`}}`)
-	body := []byte(b.String())
-	members, _ := s.b.Members(h.Group)
-	for _, m := range members {
-		for _, mc := range s.connsOf(m.ClientID) {
-			rh := remoting.ResetOffsetHeader{Topic: topic, Group: h.Group, Timestamp: h.Timestamp, IsForce: h.IsForce, QueueID: -1, Offset: -1}
-			n := remoting.NewRequest(remoting.ResetConsumerClientOffset, rh.Ext(), body)
-			n.Flag = remoting.FlagOneway
-			n.Opaque = s.opaque.Add(1)
-			mc.notify(n)
-		}
-	}
-	return bodyReply(req, body)
+	return []byte(b.String())
 }
 
 // groupConfigJSON is RocketMQ's SubscriptionGroupConfig, the fields the broker keeps and

@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/edgemq/edgemq/edge/mq"
 	"github.com/edgemq/edgemq/edge/remoting"
@@ -18,6 +19,13 @@ func (s *Server) heartbeat(c *conn, req *remoting.Command) *remoting.Command {
 	}
 	hb.OnChange = func(group string) {
 		n := remoting.NewRequest(remoting.NotifyConsumerIDsChanged, map[string]string{"consumerGroup": group}, nil)
+		n.Flag = remoting.FlagOneway
+		n.Opaque = c.s.opaque.Add(1)
+		c.notify(n)
+	}
+	hb.OnReset = func(group, topic string, offs map[mq.MessageQueue]int64) {
+		rh := remoting.ResetOffsetHeader{Topic: topic, Group: group, Timestamp: time.Now().UnixMilli(), IsForce: true, QueueID: -1, Offset: -1}
+		n := remoting.NewRequest(remoting.ResetConsumerClientOffset, rh.Ext(), offsetTableBody(offs))
 		n.Flag = remoting.FlagOneway
 		n.Opaque = c.s.opaque.Add(1)
 		c.notify(n)
