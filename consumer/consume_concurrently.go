@@ -276,9 +276,14 @@ func (pc *PushConsumer) consumeConcurrently(qs *queueState, msgs []*Message) {
 // was dropped).
 func (pc *PushConsumer) settle(qs *queueState, t *consumeTally, off int64) {
 	pc.stats.tally(qs.queue.Topic, t)
-	if off >= 0 && !qs.pq.Dropped() {
+	if off < 0 {
+		return
+	}
+	qs.settleMu.Lock()
+	if !qs.pq.Dropped() {
 		pc.offsets.Update(qs.queue, off, true)
 	}
+	qs.settleMu.Unlock()
 }
 
 // consumeBatch is the body of ConsumeRequest.run: it calls the listener on msgs with cc

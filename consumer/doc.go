@@ -32,7 +32,8 @@
 //   - orderly consumption under broker locks renewed every 20 s, one goroutine per queue at
 //     a time, SUSPEND_CURRENT_QUEUE_A_MOMENT, and COMMIT / ROLLBACK with auto-commit off;
 //   - offsets at the broker (riding on pulls and sent every 5 s) in clustering, in an
-//     atomically written local file in broadcasting;
+//     atomically written local file in broadcasting; an admin's offset reset at the broker
+//     (RESET_CONSUMER_CLIENT_OFFSET) moves the running consumer's queues to the new offsets;
 //   - hooks around each consume, and per-topic pull and consume statistics with lag.
 //
 // Where RocketMQ's users hit traps, EdgeMQ does better:

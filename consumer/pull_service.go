@@ -152,7 +152,7 @@ func (pc *PushConsumer) pull(qs *queueState) (delay time.Duration, drain, ok boo
 			if err := pc.offsets.Persist(ctx, []mq.MessageQueue{qs.queue}); err != nil && !quiet(pc.ctx, err) {
 				o.Logger.Warn("consumer: persist offset", "queue", qs.queue, "err", err)
 			}
-			pc.removeQueue(qs)
+			pc.removeQueue(qs, -1)
 		})
 		return 0, false, false
 	}

@@ -38,7 +38,10 @@ type PushConsumer struct {
 
 	qmu    sync.Mutex // guards queues
 	queues map[mq.MessageQueue]*queueState
-	rbMu   sync.Mutex // serializes rebalances
+	rbMu   sync.Mutex // serializes rebalances and offset resets
+
+	resetMu sync.Mutex   // guards resets
+	resets  []offsetMove // offset resets the broker sent, not yet applied
 
 	paused atomic.Bool
 
@@ -321,17 +324,21 @@ func (pc *PushConsumer) after(d time.Duration, fn func()) {
 func (pc *PushConsumer) heartbeat(ctx context.Context) error {
 	ctx, cancel := pc.opts.callCtx(ctx)
 	defer cancel()
-	return pc.b.Heartbeat(ctx, heartbeatOf(&pc.opts, pc.subs, mq.ConsumePassively, func(string) { pc.rebalanceNow() }))
+	hb := heartbeatOf(&pc.opts, pc.subs, mq.ConsumePassively, func(string) { pc.rebalanceNow() })
+	hb.OnReset = pc.onReset
+	return pc.b.Heartbeat(ctx, hb)
 }
 
 // rebalanceNow makes the service loop rebalance at once: the broker said the group's
 // members changed.
 func (pc *PushConsumer) rebalanceNow() { pc.service.rebalance.trigger() }
 
-// pushService is the PushConsumer's service loop and its rebalance task.
+// pushService is the PushConsumer's service loop, its rebalance task and its task that
+// applies offset resets.
 type pushService struct {
 	*serviceLoop
 	rebalance *task
+	reset     *task
 }
 
 // newService builds the service loop: heartbeat every HeartbeatInterval, rebalance at once,
@@ -351,6 +358,7 @@ func (pc *PushConsumer) newService() pushService {
 		}
 	})
 	rb := l.every(now, o.RebalanceInterval, pc.rebalance)
+	reset := l.add(time.Time{}, pc.applyResets)
 	l.every(now.Add(o.PersistInterval), o.PersistInterval, func() {
 		ctx, cancel := o.callCtx(pc.ctx)
 		defer cancel()
@@ -364,5 +372,5 @@ func (pc *PushConsumer) newService() pushService {
 	if !pc.isOrderly() {
 		l.every(now.Add(o.ExpiredCheckInterval), o.ExpiredCheckInterval, pc.cleanExpired)
 	}
-	return pushService{serviceLoop: l, rebalance: rb}
+	return pushService{serviceLoop: l, rebalance: rb, reset: reset}
 }

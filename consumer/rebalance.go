@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/edgemq/edgemq/edge/mq"
@@ -27,6 +28,11 @@ type queueState struct {
 
 	next        int64 // next pull offset; owned by the pull loop
 	lockedFirst bool  // orderly: the first pull after locking has re-read the offset
+
+	// settleMu makes a consume run's offset update and the queue's drop one after the
+	// other: once removeQueue has marked the queue dropped, no run moves its offset.
+	settleMu sync.Mutex
+	resetTo  int64 // the offset a reset moves the queue to when it is removed, or -1; settleMu
 
 	// consumeLock holds a token while an orderly consume run of the queue goes on: a
 	// channel, so that a rebalance can wait for it for a bounded time.
@@ -93,14 +99,14 @@ func (pc *PushConsumer) updateQueues(topic, expr string, mine []mq.MessageQueue)
 		}
 		switch {
 		case !want[qs.queue]:
-			pc.removeQueue(qs)
+			pc.removeQueue(qs, -1)
 		case qs.pq.Dropped():
-			pc.removeQueue(qs) // left by an earlier removal that could not finish: retried
+			pc.removeQueue(qs, -1) // left by an earlier removal that could not finish: retried
 		case qs.pq.IsPullExpired(pc.opts.PullExpiry):
 			// Its pull loop has not run for PullExpiry: drop it and start the queue afresh
 			// below, as RocketMQ's updateProcessQueueTableInRebalance does.
 			pc.opts.Logger.Warn("consumer: queue not pulled for too long: restarting it", "queue", qs.queue, "expiry", pc.opts.PullExpiry)
-			pc.removeQueue(qs)
+			pc.removeQueue(qs, -1)
 		}
 	}
 	for _, queue := range mine {
@@ -130,7 +136,7 @@ func (pc *PushConsumer) updateQueues(topic, expr string, mine []mq.MessageQueue)
 func (pc *PushConsumer) addQueue(queue mq.MessageQueue, expr string, off int64) {
 	ctx, cancel := context.WithCancel(pc.ctx)
 	qs := &queueState{queue: queue, expr: expr, pq: newProcessQueue(), ctx: ctx, cancel: cancel, stop: ctx.Done(),
-		next: off, consumeLock: make(chan struct{}, 1)}
+		next: off, consumeLock: make(chan struct{}, 1), resetTo: -1}
 	if pc.isOrderly() {
 		qs.pq.SetLocked(true) // locked at the broker just before
 	}
@@ -141,8 +147,9 @@ func (pc *PushConsumer) addQueue(queue mq.MessageQueue, expr string, off int64) 
 	go pc.pullLoop(qs)
 }
 
-// removeQueue takes qs away: its pull loop stops, its cache is dropped, its offset persisted
-// and forgotten, and it leaves the table. An orderly queue locked at the broker is unlocked
+// removeQueue takes qs away: its pull loop stops, its cache is dropped, its offset (set to
+// to first, unless to is -1: an offset reset) persisted and forgotten, and it leaves the
+// table. An orderly queue locked at the broker is unlocked
 // once its consume run is over: a hung listener must not hold up the service loop, whose
 // heartbeats keep the consumer in its group, so a run that goes on for orderlyUnlockWait
 // keeps the queue in the table, dropped and still locked (lockAll renews it: the run
@@ -153,7 +160,7 @@ func (pc *PushConsumer) addQueue(queue mq.MessageQueue, expr string, off int64) 
 // service loop: a removal Shutdown interrupts would otherwise take the queue out of the
 // table without persisting its offset or unlocking it, and Shutdown, which does both for the
 // queues in the table, would skip it.
-func (pc *PushConsumer) removeQueue(qs *queueState) {
+func (pc *PushConsumer) removeQueue(qs *queueState, to int64) {
 	pc.qmu.Lock()
 	cur := pc.queues[qs.queue]
 	pc.qmu.Unlock()
@@ -161,7 +168,13 @@ func (pc *PushConsumer) removeQueue(qs *queueState) {
 		return
 	}
 	again := qs.pq.Dropped() // an earlier removal waited already (or OFFSET_ILLEGAL dropped it)
+	qs.settleMu.Lock()
 	qs.pq.SetDropped(true)
+	if to >= 0 {
+		qs.resetTo = to // kept for a removal tried again
+	}
+	to = qs.resetTo
+	qs.settleMu.Unlock()
 	qs.cancel()
 	locked := pc.lockQueues()
 	if locked {
@@ -179,6 +192,9 @@ func (pc *PushConsumer) removeQueue(qs *queueState) {
 		delete(pc.queues, qs.queue)
 	}
 	pc.qmu.Unlock()
+	if to >= 0 {
+		pc.offsets.Update(qs.queue, to, false)
+	}
 	ctx, cancel := pc.opts.callCtx(context.Background())
 	defer cancel()
 	if err := pc.offsets.Persist(ctx, []mq.MessageQueue{qs.queue}); err != nil {
