@@ -215,8 +215,9 @@ Examples:
   edgemq offset reset -group billing -topic Orders -to 2026-11-30T08:00:00Z
 
 offset show changes nothing in the data dir (after a crash, opening it recovers the store as
-serve would). A group's consumers should be stopped while its
-offsets are reset, or they will commit their old positions again.`
+serve would). Against a running server (-server), offset reset tells the group's running
+consumers, which move to the new offsets (EdgeMQ's consumer and RocketMQ's clients do); a
+message they were consuming at that moment may be consumed once more.`
 
 func offsetCommand(fs *flag.FlagSet) runFunc {
 	tf := addTargetFlags(fs)

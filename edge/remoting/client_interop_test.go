@@ -238,6 +238,26 @@ func TestInterop(t *testing.T) {
 	}
 	omu.Unlock()
 
+	// An offset reset moves the running consumer: it consumes the topic again. (An EdgeMQ
+	// broker and RocketMQ's with useServerSideResetOffset=false send the group
+	// RESET_CONSUMER_CLIENT_OFFSET; RocketMQ 5's default answers the consumer's next pull
+	// with the new offset instead.)
+	if _, err := cc.ResetOffsets(ctx, group, topic, time.Now().Add(-time.Hour).UnixMilli()); err != nil {
+		t.Fatalf("ResetOffsets: %v", err)
+	}
+	waitFor(t, 120*time.Second, "every message consumed again after the offset reset", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		wmu.Lock()
+		defer wmu.Unlock()
+		for b := range want {
+			if seen[b] < 2 {
+				return false
+			}
+		}
+		return true
+	})
+
 	// The rest of the broker calls, directly.
 	q := r.ReadQueues()[0]
 	if ids, err := cc.ConsumerIDs(ctx, topic, group); err != nil || len(ids) != 1 {
