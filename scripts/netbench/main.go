@@ -16,7 +16,9 @@
 //     flight; msgs/s over -send-time after -send-warmup;
 //   - consume: -consume-n messages pre-filled (batch sends), then a rocketmq-client-go push
 //     consumer (from the first offset, client defaults: pull batch 32, consume batch 1)
-//     timed from Start until it has received them all;
+//     timed from Start until it has received them all; the clients' table gives their
+//     steady rate too, from the first message received to the last (the start left out,
+//     as the best window of RocketMQ's benchmark Consumer leaves it out);
 //   - latency: one producer paced at -lat-rate msgs/s with SendAsync, a push consumer; the body
 //     carries the send time; receive minus send (p50/p99/p99.9/max) of -lat-n messages after
 //     -lat-warmup;

@@ -133,14 +133,19 @@ type consumeClient func(got func(n int)) (stop func(), err error)
 // consumeRun times a consumer from its start until it has received want messages: figures
 // prefix_rate, _cpu_us, _client_cpu_us and _allocs (b nil: in-process, no broker figure).
 func consumeRun(b *broker, want int64, start consumeClient, m metrics, prefix string) error {
-	var got atomic.Int64
+	var got, firstAt, firstN atomic.Int64
 	all := make(chan struct{})
 	stopTrace := startTrace(prefix)
 	defer stopTrace()
 	ph := startPhase(b)
 	stop, err := start(func(n int) {
+		v := got.Add(int64(n))
+		if v == int64(n) { // the first delivery
+			firstAt.Store(int64(time.Since(ph.t0)))
+			firstN.Store(int64(n))
+		}
 		// Exactly one delivery crosses want.
-		if v := got.Add(int64(n)); v >= want && v-int64(n) < want {
+		if v >= want && v-int64(n) < want {
 			close(all)
 		}
 	})
@@ -154,6 +159,14 @@ func consumeRun(b *broker, want int64, start consumeClient, m metrics, prefix st
 		return fmt.Errorf("consume: %d of %d messages in 5 minutes", got.Load(), want)
 	}
 	ph.end(m, prefix, want)
+	// The steady rate leaves out the start (connections, route, rebalance, first pulls), as
+	// RocketMQ's benchmark Consumer's best window does.
+	if first, rest := time.Duration(firstAt.Load()), want-firstN.Load(); rest > 0 {
+		if d := time.Since(ph.t0) - first; d > 0 {
+			m[prefix+"_steady_rate"] = float64(rest) / d.Seconds()
+		}
+		m[prefix+"_start_ms"] = float64(first) / float64(time.Millisecond)
+	}
 	return nil
 }
 
