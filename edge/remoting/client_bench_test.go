@@ -6,6 +6,8 @@ import (
 	"encoding/binary"
 	"flag"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"runtime/trace"
 	"slices"
@@ -333,3 +335,65 @@ var (
 	latRate   = flag.Int("lat.rate", 10000, "BenchmarkE2ELatency: sends per second")
 	latStages = flag.Bool("lat.stages", false, "BenchmarkE2ELatency: log where the time of messages at some percentiles went")
 )
+
+// BenchmarkLoopbackFloor is the platform floor of BenchmarkE2ELatency: a 100-byte message
+// paced at -lat.rate msgs/s from one goroutine, written to a TCP loopback connection, echoed
+// by a goroutine on the other end and read by a third, which times it: the network hops of
+// a send and its pull reply with the goroutine wake-ups they cost, and no broker.
+func BenchmarkLoopbackFloor(b *testing.B) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	go func() { // the echo: ends when the client closes
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		io.Copy(c, c)
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	n := b.N
+	base := time.Now()
+	lats := make([]time.Duration, n)
+	done := make(chan struct{})
+	go func() { // the reader
+		defer close(done)
+		msg := make([]byte, 100)
+		for range n {
+			if _, err := io.ReadFull(c, msg); err != nil {
+				return
+			}
+			k := binary.LittleEndian.Uint64(msg)
+			lats[k] = time.Since(base) - time.Duration(binary.LittleEndian.Uint64(msg[8:]))
+		}
+	}()
+	interval := time.Second / time.Duration(*latRate)
+	b.ResetTimer()
+	start := time.Now()
+	msg := make([]byte, 100)
+	for i := range n {
+		if w := time.Until(start.Add(time.Duration(i) * interval)); w > 0 {
+			time.Sleep(w)
+		}
+		binary.LittleEndian.PutUint64(msg, uint64(i))
+		binary.LittleEndian.PutUint64(msg[8:], uint64(time.Since(base)))
+		if _, err := c.Write(msg); err != nil {
+			b.Fatal(err)
+		}
+	}
+	<-done
+	b.StopTimer()
+	slices.Sort(lats)
+	at := func(q float64) float64 { return float64(lats[min(int(q*float64(n)), n-1)]) / float64(time.Microsecond) }
+	b.ReportMetric(at(0.5), "p50-µs")
+	b.ReportMetric(at(0.99), "p99-µs")
+	b.ReportMetric(at(0.999), "p99.9-µs")
+	b.ReportMetric(0, "ns/op")
+}
