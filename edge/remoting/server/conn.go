@@ -88,8 +88,7 @@ type conn struct {
 type outFrame struct {
 	cmd  *remoting.Command
 	sent *sendAck
-	held bool    // the answer to a request counted in inflight: the writer releases it
-	body *[]byte // a pull reply's body, from pullBodies: the writer puts it back once written
+	held bool // the answer to a request counted in inflight: the writer releases it
 }
 
 func newConn(s *Server, nc net.Conn, vip bool) *conn {
@@ -238,19 +237,17 @@ func (c *conn) readLoop() error {
 // pullNow answers the pull req of size bytes if it need not wait for messages, and says
 // whether it did; else the pull is for handlePull.
 func (c *conn) pullNow(req *remoting.Command, size int64) bool {
-	bp := pullBodies.Get().(*[]byte)
 	resp, wait := c.s.guard(c, req, func() (*remoting.Command, bool) {
 		if resp := c.s.authorize(c, req); resp != nil {
 			return resp, false
 		}
-		return c.s.pullAt(c, req, pullTry, bp)
+		return c.s.pullAt(c, req, pullTry)
 	})
 	if wait {
-		putPullBody(bp)
 		return false
 	}
 	c.s.reqBytes.Add(-size)
-	c.answerPull(req, resp, bp)
+	c.answer(req, resp)
 	c.handlers.Done()
 	runtime.Gosched() // the writer, woken by answer, writes it before this reads on
 	return true
@@ -260,9 +257,8 @@ func (c *conn) pullNow(req *remoting.Command, size int64) bool {
 func (c *conn) handlePull(req *remoting.Command, size int64) {
 	defer c.handlers.Done()
 	defer c.s.reqBytes.Add(-size)
-	bp := pullBodies.Get().(*[]byte)
-	resp, _ := c.s.guard(c, req, func() (*remoting.Command, bool) { return c.s.pullAt(c, req, pullAfterTry, bp) })
-	c.answerPull(req, resp, bp)
+	resp, _ := c.s.guard(c, req, func() (*remoting.Command, bool) { return c.s.pullAt(c, req, pullAfterTry) })
+	c.answer(req, resp)
 }
 
 // handle answers one request of size bytes.
@@ -281,17 +277,6 @@ func (c *conn) answer(req, resp *remoting.Command) {
 		return
 	}
 	c.queueFrame(outFrame{cmd: resp, held: true}, false)
-}
-
-// answerPull is answer for a pull whose reply's body, if it has one, is *bp (from
-// pullBodies): the writer puts bp back once the reply is written; else it goes back now.
-func (c *conn) answerPull(req, resp *remoting.Command, bp *[]byte) {
-	if resp == nil || req.IsOneway() || len(resp.Body) == 0 {
-		c.answer(req, resp)
-		putPullBody(bp)
-		return
-	}
-	c.queueFrame(outFrame{cmd: resp, held: true, body: bp}, false)
 }
 
 // maxQueue is how many frames the write queue holds before the reader waits and
@@ -387,9 +372,6 @@ func (c *conn) writeLoop() {
 		for _, f := range batch {
 			if f.held {
 				held++
-			}
-			if f.body != nil { // written (or never to be): nothing reads it any more
-				putPullBody(f.body)
 			}
 		}
 		c.inflight.Add(-held)

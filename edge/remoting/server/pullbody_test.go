@@ -53,9 +53,9 @@ func TestPullBodyFromStore(t *testing.T) {
 
 // TestPullBodiesOfRepliesInFlight: many pulls in flight on one connection, on queues that
 // hold different messages (records of a few bytes to over 4 KiB, which the writer writes
-// from the body's own memory), each get the records of their own queue and offset. The
-// bodies come from a pool: one put back before its reply is written would carry another
-// pull's records (and a data race).
+// from the body's own memory), of batches from one message to more than the queue holds
+// past the offset, each get the records of their own queue and offset, whatever room
+// their bodies were first given.
 func TestPullBodiesOfRepliesInFlight(t *testing.T) {
 	b := openBroker(t, nil)
 	s := startServer(t, b, Options{})
