@@ -2,7 +2,6 @@ package consumer
 
 import (
 	"math"
-	"runtime"
 	"time"
 
 	"github.com/edgemq/edgemq/edge/mq"
@@ -126,13 +125,13 @@ func (pc *PushConsumer) pull(qs *queueState) (delay time.Duration, drain, ok boo
 			return 0, false, true
 		}
 		msgs := delivered(res.Messages, o.Group)
-		dispatch := pq.PutMessages(msgs)
+		dispatch := pq.PutMessages(msgs) // before the next pull: flow control counts them
 		pc.submit(qs, msgs, dispatch)
-		// The worker just woken waits in this P's run queue behind this goroutine, which
-		// would first issue the next pull (a store read and a park at the broker): let the
-		// worker run first. Measured (BENCHMARKS.md): PushConsumer latency p50 -5..-10 µs,
-		// p99 -10..-20 µs; consume of 1 M messages +15-25 %.
-		runtime.Gosched()
+		// The next pull goes out at once. It does not yield to the worker just woken
+		// first: runtime.Gosched puts this goroutine on the global run queue, behind every
+		// goroutine runnable on this P, and over a network the pull's turnaround (its
+		// reply to the next pull parked at the broker) then took hundreds of µs. The
+		// worker runs as soon as the pull waits for its reply.
 		return o.PullInterval, false, true
 	case mq.PullNoNewMsg, mq.PullNoMatchedMsg:
 		qs.next = res.NextBeginOffset

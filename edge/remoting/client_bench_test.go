@@ -5,7 +5,13 @@ import (
 	"context"
 	"encoding/binary"
 	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"runtime/trace"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -108,12 +114,28 @@ type stampedBroker struct {
 	issued []atomic.Int64 // by message index: when the pull that brought it was issued
 	done   []atomic.Int64 // by message index: when that pull returned
 	stored []atomic.Int64 // by message index: its store time (unix ms, the broker's clock)
+
+	mu    sync.Mutex
+	last  map[mq.MessageQueue]time.Duration // by queue: when its last pull that found messages returned
+	turns []time.Duration                   // from such a return to the issue of the queue's next pull
 }
 
 func (s *stampedBroker) Pull(ctx context.Context, req mq.PullRequest) (mq.PullResult, error) {
 	t0 := time.Since(s.base)
+	q := mq.MessageQueue{Topic: req.Queue.Topic, QueueID: req.Queue.QueueID}
+	s.mu.Lock()
+	if d, ok := s.last[q]; ok {
+		s.turns = append(s.turns, t0-d)
+		delete(s.last, q)
+	}
+	s.mu.Unlock()
 	res, err := s.Client.Pull(ctx, req)
 	t1 := time.Since(s.base)
+	if len(res.Messages) > 0 {
+		s.mu.Lock()
+		s.last[q] = t1
+		s.mu.Unlock()
+	}
 	for i := range res.Messages {
 		if b := res.Messages[i].Body; len(b) >= 16 {
 			if k := binary.LittleEndian.Uint64(b); k < uint64(len(s.done)) {
@@ -134,7 +156,10 @@ func (s *stampedBroker) Pull(ctx context.Context, req mq.PullRequest) (mq.PullRe
 // SendAsync (the request written), to its store time
 // (to the millisecond), to the send's acknowledgement (ack), to the issue of the pull that
 // brought it (positive: no pull was parked when it was stored), and that pull's return to
-// the listener (handoff).
+// the listener (handoff); then the consumer's turnaround (from the return of a pull that
+// found messages to the issue of the queue's next pull) and the stalls: runs of messages
+// over 1 ms, by send time from the start (a runtime trace, -test.trace, marks the start
+// with a log event "e2e" "start").
 func BenchmarkE2ELatency(b *testing.B) {
 	o := brokerOptions()
 	o.Store.Flush = commitlog.FlushAsync
@@ -148,7 +173,9 @@ func BenchmarkE2ELatency(b *testing.B) {
 	defer pr.Close()
 	n := b.N
 	base := time.Now()
-	sb := &stampedBroker{Client: c, base: base, issued: make([]atomic.Int64, n), done: make([]atomic.Int64, n), stored: make([]atomic.Int64, n)}
+	trace.Log(context.Background(), "e2e", "start")
+	sb := &stampedBroker{Client: c, base: base, issued: make([]atomic.Int64, n), done: make([]atomic.Int64, n), stored: make([]atomic.Int64, n),
+		last: map[mq.MessageQueue]time.Duration{}}
 	sent := make([]int64, n)
 	wrote := make([]int64, n) // when SendAsync returned: the request was written
 	acked := make([]atomic.Int64, n)
@@ -224,10 +251,11 @@ func BenchmarkE2ELatency(b *testing.B) {
 		b.Fatalf("received %d of %d", got.Load(), n)
 	}
 	b.StopTimer()
-	type sample struct{ e2e, write, ack, wait, handoff, store time.Duration }
+	type sample struct{ sent, e2e, write, ack, wait, handoff, store time.Duration }
 	ss := make([]sample, n)
 	for i := range ss {
 		ss[i] = sample{
+			sent:    time.Duration(sent[i]),
 			e2e:     time.Duration(recv[i].Load() - sent[i]),
 			write:   time.Duration(wrote[i] - sent[i]),
 			ack:     time.Duration(acked[i].Load() - sent[i]),
@@ -244,10 +272,13 @@ func BenchmarkE2ELatency(b *testing.B) {
 	b.ReportMetric(us(at(0.99).e2e), "p99-µs")
 	b.ReportMetric(us(at(0.999).e2e), "p99.9-µs")
 	b.ReportMetric(0, "ns/op")
-	if *latStages {
+	if *latStages && n > 1 { // not the first run of one message
+		// To stderr: the testing package keeps 10 lines of a benchmark's log.
+		logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "    "+format+"\n", args...) }
+		logf("E2ELatency of %d messages at %d msgs/s:", n, *latRate)
 		for _, q := range []float64{0.5, 0.9, 0.99, 0.999} {
 			s := at(q)
-			b.Logf("p%v e2e %v: written %v, stored %v (±1 ms), ack %v, pull issued %v after the send, handoff %v", q*100, s.e2e, s.write, s.store, s.ack, s.wait, s.handoff)
+			logf("p%v e2e %v: written %v, stored %v (±1 ms), ack %v, pull issued %v after the send, handoff %v", q*100, s.e2e, s.write, s.store, s.ack, s.wait, s.handoff)
 		}
 		// The share of the slowest 1 % whose pull was issued after the send.
 		late := 0
@@ -256,7 +287,47 @@ func BenchmarkE2ELatency(b *testing.B) {
 				late++
 			}
 		}
-		b.Logf("slowest 1 %%: %d of %d waited for a pull to be issued", late, n-n*99/100)
+		logf("slowest 1 %%: %d of %d waited for a pull to be issued", late, n-n*99/100)
+		sb.mu.Lock()
+		turns := slices.Clone(sb.turns)
+		sb.mu.Unlock()
+		if len(turns) > 0 {
+			slices.Sort(turns)
+			tq := func(q float64) time.Duration { return turns[min(int(q*float64(len(turns))), len(turns)-1)] }
+			logf("turnaround of %d pulls: p50 %v, p90 %v, p99 %v, max %v", len(turns), tq(0.5), tq(0.9), tq(0.99), turns[len(turns)-1])
+		}
+		logStalls(logf, ss, func(s sample) (time.Duration, time.Duration) { return s.sent, s.e2e })
+	}
+}
+
+// logStalls logs the runs of samples slower than 1 ms, by send time (at, e2e of each), runs
+// of send times under 5 ms apart, to be lined up with a trace or a period of the broker's.
+func logStalls[S any](logf func(string, ...any), ss []S, of func(S) (at, e2e time.Duration)) {
+	type stall struct {
+		from, to, worst time.Duration
+		n               int
+	}
+	var slow []S
+	for _, s := range ss {
+		if _, e := of(s); e > time.Millisecond {
+			slow = append(slow, s)
+		}
+	}
+	slices.SortFunc(slow, func(x, y S) int { a, _ := of(x); c, _ := of(y); return cmp.Compare(a, c) })
+	var stalls []stall
+	for _, s := range slow {
+		at, e := of(s)
+		if k := len(stalls) - 1; k >= 0 && at-stalls[k].to < 5*time.Millisecond {
+			st := &stalls[k]
+			st.to, st.worst, st.n = at, max(st.worst, e), st.n+1
+			continue
+		}
+		stalls = append(stalls, stall{at, at, e, 1})
+	}
+	slices.SortFunc(stalls, func(x, y stall) int { return cmp.Compare(y.worst, x.worst) })
+	logf("%d stalls (runs of messages over 1 ms), the worst:", len(stalls))
+	for _, st := range stalls[:min(len(stalls), 10)] {
+		logf("  sent from %v for %v: %d messages, worst %v", st.from.Round(time.Microsecond), (st.to - st.from).Round(time.Microsecond), st.n, st.worst.Round(time.Microsecond))
 	}
 }
 
@@ -264,3 +335,65 @@ var (
 	latRate   = flag.Int("lat.rate", 10000, "BenchmarkE2ELatency: sends per second")
 	latStages = flag.Bool("lat.stages", false, "BenchmarkE2ELatency: log where the time of messages at some percentiles went")
 )
+
+// BenchmarkLoopbackFloor is the platform floor of BenchmarkE2ELatency: a 100-byte message
+// paced at -lat.rate msgs/s from one goroutine, written to a TCP loopback connection, echoed
+// by a goroutine on the other end and read by a third, which times it: the network hops of
+// a send and its pull reply with the goroutine wake-ups they cost, and no broker.
+func BenchmarkLoopbackFloor(b *testing.B) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	go func() { // the echo: ends when the client closes
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		io.Copy(c, c)
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	n := b.N
+	base := time.Now()
+	lats := make([]time.Duration, n)
+	done := make(chan struct{})
+	go func() { // the reader
+		defer close(done)
+		msg := make([]byte, 100)
+		for range n {
+			if _, err := io.ReadFull(c, msg); err != nil {
+				return
+			}
+			k := binary.LittleEndian.Uint64(msg)
+			lats[k] = time.Since(base) - time.Duration(binary.LittleEndian.Uint64(msg[8:]))
+		}
+	}()
+	interval := time.Second / time.Duration(*latRate)
+	b.ResetTimer()
+	start := time.Now()
+	msg := make([]byte, 100)
+	for i := range n {
+		if w := time.Until(start.Add(time.Duration(i) * interval)); w > 0 {
+			time.Sleep(w)
+		}
+		binary.LittleEndian.PutUint64(msg, uint64(i))
+		binary.LittleEndian.PutUint64(msg[8:], uint64(time.Since(base)))
+		if _, err := c.Write(msg); err != nil {
+			b.Fatal(err)
+		}
+	}
+	<-done
+	b.StopTimer()
+	slices.Sort(lats)
+	at := func(q float64) float64 { return float64(lats[min(int(q*float64(n)), n-1)]) / float64(time.Microsecond) }
+	b.ReportMetric(at(0.5), "p50-µs")
+	b.ReportMetric(at(0.99), "p99-µs")
+	b.ReportMetric(at(0.999), "p99.9-µs")
+	b.ReportMetric(0, "ns/op")
+}

@@ -202,8 +202,12 @@ func decodeBinaryHeader(h []byte) (*Command, error) {
 		return nil, err
 	}
 	// One string holds every key and value (they are substrings of it): one allocation for
-	// the fields, not two each.
+	// the fields, not two each; the map is made for all of them at once (a pull's or a
+	// send's dozen fields would make it grow, leaving its first table to the collector).
 	ext := string(extb)
+	if n := countExtFields(extb); n > 0 {
+		c.Ext = make(map[string]string, min(n, maxExtHint))
+	}
 	for len(ext) > 0 {
 		if len(ext) < 2 {
 			return nil, fmt.Errorf("%w: extension key length cut short", ErrMalformed)
@@ -225,6 +229,30 @@ func decodeBinaryHeader(h []byte) (*Command, error) {
 		c.Ext[k] = v
 	}
 	return c, nil
+}
+
+// maxExtHint caps the map size made ahead for a header's extension fields: a header of
+// many tiny fields repeating one key makes a map of one entry, not a large empty one.
+const maxExtHint = 64
+
+// countExtFields counts the extension fields of a binary header as far as they are well
+// formed (decodeBinaryHeader reports what is not).
+func countExtFields(p []byte) int {
+	n := 0
+	for len(p) >= 2 {
+		kl := int(int16(binary.BigEndian.Uint16(p)))
+		if kl < 0 || len(p)-2-kl < 4 {
+			break
+		}
+		p = p[2+kl:]
+		vl := int64(int32(binary.BigEndian.Uint32(p)))
+		if vl < 0 || vl > int64(len(p)-4) {
+			break
+		}
+		p = p[4+vl:]
+		n++
+	}
+	return n
 }
 
 // cutLen32String is cutLen32 of a string.

@@ -86,13 +86,19 @@ func (s *Server) pullAt(c *conn, req *remoting.Command, mode pullMode) (_ *remot
 	// The reply's records are encoded straight from the store as the broker finds them.
 	var body []byte
 	var props []remoting.Property
-	host := s.storeHost(c)
 	res, err := s.b.PullViews(ctx, pr, func(v *store.View) {
 		if body == nil {
+			// Room for the records there are, up to the batch, not for a full batch: a
+			// consumer that keeps up finds one or two (a full batch's room made a pull's
+			// reply 39 % of the bytes allocated at 10k msgs/s).
+			k := int64(pr.MaxMsgs)
+			if maxOff, err := s.b.MaxOffset(ctx, pr.Queue); err == nil {
+				k = min(max(maxOff-v.QueueOffset, 1), k)
+			}
 			n := viewSize(v)
-			body = make([]byte, 0, max(min(pr.MaxMsgs*n, maxFirstBody), n))
+			body = make([]byte, 0, max(min(int(k)*n, maxFirstBody), n))
 		}
-		body = s.appendView(body, v, host, &props)
+		body = s.appendView(body, v, c.host, &props)
 	})
 	if err != nil {
 		if s.pulls.Err() != nil && errors.Is(err, context.Canceled) && c.pulls.Err() == nil {

@@ -3,6 +3,9 @@ package server
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/edgemq/edgemq/edge"
@@ -45,5 +48,50 @@ func TestPullBodyFromStore(t *testing.T) {
 					len(reply.Body), len(got), len(want), len(res.Messages))
 			}
 		})
+	}
+}
+
+// TestPullBodiesOfRepliesInFlight: many pulls in flight on one connection, on queues that
+// hold different messages (records of a few bytes to over 4 KiB, which the writer writes
+// from the body's own memory), of batches from one message to more than the queue holds
+// past the offset, each get the records of their own queue and offset, whatever room
+// their bodies were first given.
+func TestPullBodiesOfRepliesInFlight(t *testing.T) {
+	b := openBroker(t, nil)
+	s := startServer(t, b, Options{})
+	c := dial(t, s.Addr())
+	const queues, per = 4, 12
+	want := make([][]string, queues) // bodies by queue and offset
+	for q := range queues {
+		for i := range per {
+			body := fmt.Sprintf("q%d-m%d-", q, i) + strings.Repeat("x", (q*per+i)*97%6000)
+			c.mustCall(remoting.Success, remoting.SendMessageV2, sendExt("PF", q, ""), []byte(body))
+			want[q] = append(want[q], body)
+		}
+	}
+	type pull struct {
+		q, off int
+		ch     chan *remoting.Command
+	}
+	for round := range 5 {
+		var pulls []pull
+		for k := range 64 {
+			q, off := (k+round)%queues, (k*7+round)%per
+			h := pullHeader("g", "PF", q, int64(off), int(remoting.PullSubscription), 0, "*")
+			h["maxMsgNums"] = strconv.Itoa(1 + k%per)
+			pulls = append(pulls, pull{q, off, c.write(remoting.NewRequest(remoting.PullMessage, h, nil))})
+		}
+		for _, p := range pulls {
+			r := c.wait(p.ch)
+			if r.Code != remoting.Success {
+				t.Fatalf("pull of queue %d at %d: reply %d %q", p.q, p.off, r.Code, r.Remark)
+			}
+			for i, rec := range decodeRecords(t, r.Body) {
+				if rec.queueID != int32(p.q) || rec.queueOffset != int64(p.off+i) || rec.body != want[p.q][p.off+i] {
+					t.Fatalf("pull of queue %d at %d: record %d is queue %d offset %d body %.12q, want offset %d body %.12q",
+						p.q, p.off, i, rec.queueID, rec.queueOffset, rec.body, p.off+i, want[p.q][p.off+i])
+				}
+			}
+		}
 	}
 }
