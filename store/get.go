@@ -100,9 +100,16 @@ func (s *Store) getMessages(topic string, queueID int32, offset int64, maxMsgs i
 	r := s.reader()
 	defer s.putReader(r)
 	// Each message is decoded in place into v, checked and filtered there, and only then
-	// handed to visit or copied out: a message the filter drops costs no copy.
-	v := views.Get().(*View)
-	defer putView(v)
+	// handed to visit or copied out: a message the filter drops costs no copy. v is on the
+	// stack, where writing it takes no write barriers, unless visit is handed it.
+	var local View
+	v := &local
+	var pooled *View // visit's; never &local, which would then escape
+	if visit != nil {
+		pooled = views.Get().(*View)
+		defer putView(pooled)
+		v = pooled
+	}
 	scanned := 0
 	limit := maxScanEntries(maxMsgs)
 	next := offset
@@ -164,7 +171,7 @@ func (s *Store) getMessages(topic string, queueID int32, offset int64, maxMsgs i
 			v.Pos, v.Size = rec.Pos, int32(rec.Next-rec.Pos)
 			found++
 			if visit != nil {
-				visit(v)
+				visit(pooled) // v
 				bytes += len(v.Body)
 				continue
 			}
@@ -174,7 +181,11 @@ func (s *Store) getMessages(topic string, queueID int32, offset int64, maxMsgs i
 				res.Messages = make([]Message, 0, k)
 				arena = make([]byte, 0, need)
 			}
-			res.Messages = append(res.Messages, Message{})
+			if k := len(res.Messages); k < cap(res.Messages) {
+				res.Messages = res.Messages[:k+1] // a zero Message: made so, never written
+			} else {
+				res.Messages = append(res.Messages, Message{})
+			}
 			v.copyTo(&res.Messages[len(res.Messages)-1], &arena, topic)
 			bytes += len(v.Body)
 		}
@@ -229,6 +240,7 @@ func decodeInto(p []byte, storeTime int64, m *Message, arena *[]byte, topic stri
 	if err := decodeView(p, storeTime, &v); err != nil {
 		return err
 	}
+	*m = Message{}
 	v.copyTo(m, arena, topic)
 	return nil
 }
