@@ -171,7 +171,7 @@ func (s *Store) getMessages(topic string, queueID int32, offset int64, maxMsgs i
 			v.Pos, v.Size = rec.Pos, int32(rec.Next-rec.Pos)
 			found++
 			if visit != nil {
-				visit(pooled) // v
+				visit(pooled) // that is, v
 				bytes += len(v.Body)
 				continue
 			}
