@@ -35,8 +35,7 @@
 // behind, an appender maps the next pages itself after its append. See prefault.go.
 //
 // Write buffer: with Options.WriteBuffer, appends gather records in memory and write them to
-// the segment file in one pwrite when the buffer is full (in the background, while appends
-// fill a second buffer), at a roll and before every fsync;
+// the segment file in one pwrite when the buffer is full, at a roll and before every fsync;
 // reads of records still in the buffer copy them from it. See wbuf.go.
 //
 // Recovery (Open): from the checkpoint (the last flushed position, rewritten after flushes)

@@ -24,9 +24,7 @@ import (
 //     for lazy appends; on a timer or byte count in async mode), wakes appenders waiting for
 //     durability, and writes the checkpoint;
 //   - the preparer: creates and preallocates the next segment file ahead of need;
-//   - the retention loop: deletes expired or over-quota segments and unmaps idle ones;
-//   - with a write buffer, the write-out of a full buffer: one at a time, each exiting
-//     once its write returned (wbuf.go).
+//   - the retention loop: deletes expired or over-quota segments and unmaps idle ones.
 type Log struct {
 	dir  string
 	opts Options
@@ -39,12 +37,9 @@ type Log struct {
 	active *segment
 	adata  []byte // the active segment's writable mapping (the writer holds a reference)
 	wbuf   []byte // the write buffer (wbuf.go): records at wpos-len(wbuf) to wpos
+	wspare []byte // a written buffer no reader holds, for reuse
 	wpos   int64  // next write position
 	closed bool
-
-	// More of the write buffer (wbuf.go), guarded by mu too.
-	wspare [][]byte // written buffers no reader holds, for reuse: at most two
-	wout   *wout    // the full buffer a goroutine is writing out, nil if none
 
 	written atomic.Int64          // end of the published records: readers read below it
 	wtail   atomic.Pointer[wtail] // the write buffer as readers see it; nil when empty

@@ -138,14 +138,13 @@ type Options struct {
 	// WriteBuffer, if positive, is the size of a buffer in which appends gather records
 	// before one pwrite writes them to the segment file, instead of writing each record
 	// through the mapping, whose new pages cost the kernel far more (a fault and zeroing per
-	// 4 KiB page) than a large write does. The buffer is written out when full (by a
-	// goroutine, while appends fill a second buffer: up to twice WriteBuffer of memory), at a
-	// segment roll and before every fsync, so what an fsync covers is the same and power cuts
-	// lose nothing more; reads of its records are served from it. But records not yet
-	// written when the process dies (a crash, SIGKILL) are lost, up to twice WriteBuffer
-	// bytes, though with async flush their appends have returned (through the mapping, the
-	// page cache keeps them). With it no page is prefaulted. 0 to MaxWriteBuffer; default 0:
-	// write through the mapping.
+	// 4 KiB page) than a large write does. The buffer is written out when full, at a segment
+	// roll and before every fsync, so what an fsync covers is the same and power cuts lose
+	// nothing more; reads of its records are served from it. But records still in it when
+	// the process dies (a crash, SIGKILL) are lost, up to WriteBuffer bytes, though with
+	// async flush their appends have returned (through the mapping, the page cache keeps
+	// them). With it no page is prefaulted. 0 to MaxWriteBuffer; default 0: write through
+	// the mapping.
 	WriteBuffer int64
 	// PrefaultRate is the write rate, in bytes per second, from which the log counts as
 	// busy and is prefaulted. Default 16 MiB/s (about 140,000 records of 100 bytes a

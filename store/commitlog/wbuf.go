@@ -8,12 +8,11 @@ import (
 // The write buffer (Options.WriteBuffer): instead of writing records through the active
 // segment's mapping, whose every new page costs the kernel a fault, zeroing and a
 // page_mkwrite (about 6 µs a 4 KiB page on a VM), appends gather them in memory and write
-// them to the file in large pwrites: when the buffer is full (by a goroutine, while appends
-// fill a second buffer), before a roll, and before every fsync (both wait for a write under
-// way first), so that what an fsync covers was written first and the power-cut guarantees
+// them to the file in large pwrites: when the buffer is full, before a roll, and before
+// every fsync, so that what an fsync covers was written first and the power-cut guarantees
 // stay those of the mapping. The mapping still serves reads (a shared mapping sees what
 // pwrite writes, through the page cache); the records of the buffer, not written to the
-// file yet, are read from the buffer itself (wtail, and its prev while that is written), so that readers see every record
+// file yet, are read from the buffer itself (wtail), so that readers see every record
 // below Written and never the file's bytes past what was written to it. A reader copies a
 // record out of the buffer (records in a buffer are the newest, read by readers that keep
 // up, such as the dispatcher), holding a reference only while it copies, so that the writer
@@ -25,21 +24,9 @@ import (
 // its buf is, once retired with no reader holding it.
 type wtail struct {
 	at      int64
-	buf     []byte                // with the buffer's full capacity; the writer appends within it
-	prev    atomic.Pointer[wtail] // the buffer before, while a goroutine writes it out (wout)
-	refs    atomic.Int32          // readers copying from buf
-	retired atomic.Bool           // buf was written to the file: read it there
-}
-
-// wout is a full write buffer that a goroutine of its own writes to the file (handOffLocked),
-// while appends fill the next buffer: the appender does not wait for the write, which on a
-// 1 MiB buffer costs the kernel about as much CPU as the appends that filled it. At most one
-// is under way: the next hand-off, a roll and a flush wait for it first.
-type wout struct {
-	t    *wtail
-	buf  []byte
-	done chan struct{} // closed once the write returned
-	err  error         // the write's error, set before done is closed
+	buf     []byte       // with the buffer's full capacity; the writer appends within it
+	refs    atomic.Int32 // readers copying from buf
+	retired atomic.Bool  // buf was written to the file: read it there
 }
 
 // bufferFramesLocked writes the frames of payloads at wpos into the write buffer, first
@@ -47,23 +34,17 @@ type wout struct {
 // rolled if the batch does not fit the segment.
 func (l *Log) bufferFramesLocked(d int64, payloads [][]byte, need int64, pos []int64) error {
 	if len(l.wbuf)+int(need) > cap(l.wbuf) {
-		if err := l.handOffLocked(); err != nil {
+		if err := l.drainLocked(); err != nil {
 			return err
 		}
 	}
 	if l.wbuf == nil {
-		if k := len(l.wspare) - 1; k >= 0 && int64(cap(l.wspare[k])) >= need {
-			l.wbuf = l.wspare[k][:0]
-			l.wspare[k] = nil
-			l.wspare = l.wspare[:k]
+		if int64(cap(l.wspare)) >= need {
+			l.wbuf, l.wspare = l.wspare[:0], nil
 		} else {
 			l.wbuf = make([]byte, 0, max(l.opts.WriteBuffer, need))
 		}
-		t := &wtail{at: l.wpos, buf: l.wbuf[:cap(l.wbuf)]}
-		if l.wout != nil {
-			t.prev.Store(l.wout.t) // readers find its records there until it is written
-		}
-		l.wtail.Store(t)
+		l.wtail.Store(&wtail{at: l.wpos, buf: l.wbuf[:cap(l.wbuf)]})
 	}
 	p0 := l.wpos
 	k := int64(len(l.wbuf))
@@ -86,9 +67,6 @@ func (l *Log) bufferFramesLocked(d int64, payloads [][]byte, need int64, pos []i
 // write keeps the buffer, which readers go on reading, and fails the log as a failed fsync
 // does: the records are acknowledged (with async flush) but would not survive a crash.
 func (l *Log) drainLocked() error {
-	if err := l.waitOutLocked(); err != nil {
-		return err
-	}
 	if len(l.wbuf) == 0 {
 		return nil
 	}
@@ -106,73 +84,10 @@ func (l *Log) drainLocked() error {
 	t.retired.Store(true)
 	l.wtail.Store(nil)
 	if t.refs.Load() == 0 && cap(l.wbuf) <= int(max(l.opts.WriteBuffer, 0)) {
-		l.keepSpare(l.wbuf)
+		l.wspare = l.wbuf
 	}
 	l.wbuf = nil
 	return nil
-}
-
-// handOffLocked hands the full write buffer to a goroutine that writes it to the active
-// segment's file, once the write before it is done; readers go on reading it (through the
-// next buffer's prev) until it is written. A failed write fails the log as drainLocked's
-// does, and its buffer stays readable. Caller holds mu.
-func (l *Log) handOffLocked() error {
-	if len(l.wbuf) == 0 {
-		return nil
-	}
-	if err := l.waitOutLocked(); err != nil {
-		return err
-	}
-	if err := l.flushErr(); err != nil {
-		return err
-	}
-	t := l.wtail.Load()
-	w := &wout{t: t, buf: l.wbuf, done: make(chan struct{})}
-	f, off, path := l.active.file, t.at-l.active.base, l.active.path
-	l.wout, l.wbuf = w, nil
-	// Close waits for it (l.wg); a roll, a flush and the next hand-off wait for done.
-	l.wg.Go(func() {
-		defer close(w.done)
-		if _, err := f.WriteAt(w.buf, off); err != nil {
-			w.err = fmt.Errorf("%w: write %s: %w", ErrFlush, path, err)
-			l.fail(w.err)
-			return
-		}
-		t.retired.Store(true)
-	})
-	return nil
-}
-
-// waitOutLocked waits for the write of the buffer handed off, if any, and keeps its buffer
-// for reuse when no reader holds it. After a failed write it keeps returning the error, and
-// the buffer stays readable. Caller holds mu.
-func (l *Log) waitOutLocked() error {
-	w := l.wout
-	if w == nil {
-		return nil
-	}
-	<-w.done
-	if w.err != nil {
-		return w.err
-	}
-	l.wout = nil
-	if t := l.wtail.Load(); t != nil {
-		t.prev.CompareAndSwap(w.t, nil)
-	}
-	// Retired before done was closed; a reader that takes it after this sees it retired.
-	if w.t.refs.Load() == 0 && cap(w.buf) <= int(max(l.opts.WriteBuffer, 0)) {
-		l.keepSpare(w.buf)
-	}
-	return nil
-}
-
-// keepSpare keeps a written buffer for reuse, unless two are kept already: one fills while
-// the other is written out, and a flush or a roll writes the one filling, so that both come
-// back. Caller holds mu.
-func (l *Log) keepSpare(b []byte) {
-	if len(l.wspare) < 2 {
-		l.wspare = append(l.wspare, b)
-	}
 }
 
 // fail makes err the log's sticky error: no more appends, waiters for durability get it.
@@ -204,10 +119,7 @@ func (l *Log) drainForFlush() (int64, error) {
 // file.
 func (r *Reader) readBuffered(pos, w int64) (d int64, payload []byte, n int, st frameStatus, ok bool) {
 	t := r.l.wtail.Load() // loaded after w: a buffer written out before w was loaded is gone
-	for t != nil && pos < t.at {
-		t = t.prev.Load() // the buffer being written out, if pos is in it
-	}
-	if t == nil {
+	if t == nil || pos < t.at {
 		return 0, nil, 0, 0, false // in the file
 	}
 	t.refs.Add(1)
@@ -215,7 +127,7 @@ func (r *Reader) readBuffered(pos, w int64) (d int64, payload []byte, n int, st 
 	if t.retired.Load() {
 		return 0, nil, 0, 0, false // written to the file meanwhile
 	}
-	d, payload, n, st = decodeFrame(t.buf[pos-t.at : min(w-t.at, int64(len(t.buf)))])
+	d, payload, n, st = decodeFrame(t.buf[pos-t.at : w-t.at])
 	r.copy = append(r.copy[:0], payload...)
 	return d, r.copy, n, st, true
 }

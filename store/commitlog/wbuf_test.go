@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -12,7 +11,6 @@ import (
 	"time"
 
 	"github.com/edgemq/edgemq/store/internal/vfstest"
-	"github.com/edgemq/edgemq/store/vfs"
 )
 
 // wbufPayload is record i of the write buffer tests: mostly small, every 37th larger than
@@ -134,96 +132,5 @@ func TestWriteBufferPowerCut(t *testing.T) {
 		if !bytes.Equal(p, payload(i)) {
 			t.Fatalf("record %d differs after the cut", i)
 		}
-	}
-}
-
-// heldWrites is a vfs.FS whose files' WriteAt, while hold is set, sends on entered and then
-// waits to receive on release: a test can act while a write is under way.
-type heldWrites struct {
-	vfs.FS
-	hold             *atomic.Bool
-	entered, release chan struct{}
-}
-
-func (h heldWrites) OpenFile(name string, flag int, perm os.FileMode) (vfs.File, error) {
-	f, err := h.FS.OpenFile(name, flag, perm)
-	if err != nil {
-		return f, err
-	}
-	return heldFile{f, h}, nil
-}
-
-type heldFile struct {
-	vfs.File
-	h heldWrites
-}
-
-func (f heldFile) WriteAt(p []byte, off int64) (int, error) {
-	if f.h.hold.Load() {
-		f.h.entered <- struct{}{}
-		<-f.h.release
-	}
-	return f.File.WriteAt(p, off)
-}
-
-// TestWriteBufferWriteOutInBackground: a full write buffer is written to the file while
-// appends go on into the next one, and while that write is under way, readers read every
-// record below Written, those of the buffer being written (not in the file yet) included.
-// A flush waits for the write.
-func TestWriteBufferWriteOutInBackground(t *testing.T) {
-	fs := heldWrites{FS: vfs.OS, hold: new(atomic.Bool), entered: make(chan struct{}), release: make(chan struct{})}
-	fs.hold.Store(true)
-	l := openTest(t, t.TempDir(), Options{FS: fs, Flush: FlushAsync, WriteBuffer: 4096, FlushInterval: time.Hour, FlushBytes: 1 << 30})
-	defer func() {
-		fs.hold.Store(false)
-		close(fs.release) // a write still held goes on
-		l.Close()
-	}()
-	appended := make(chan int, 1)
-	go func() { // the appender: it must not wait for the write it starts
-		i := 0
-		for ; l.wtail.Load() == nil || l.wout == nil || l.Written()-l.wtail.Load().at < 1000; i++ {
-			if _, err := l.Append(1, [][]byte{payload(i)}, nil); err != nil {
-				t.Error(err)
-				break
-			}
-		}
-		appended <- i
-	}()
-	<-fs.entered // the write-out of the first full buffer
-	var n int
-	select {
-	case n = <-appended:
-	case <-time.After(10 * time.Second):
-		t.Fatal("appends wait for the write of the full buffer")
-	}
-	r := l.NewReader()
-	p := l.MinPos()
-	for i := range n {
-		rec, err := r.Read(p)
-		if err != nil || !bytes.Equal(rec.Payload, payload(i)) {
-			t.Fatalf("record %d at %d, with the buffer holding it being written: %.20q, %v", i, p, rec.Payload, err)
-		}
-		p = rec.Next
-	}
-	r.Close()
-	if p != l.Written() {
-		t.Fatalf("records end at %d, Written %d", p, l.Written())
-	}
-	flushed := make(chan error, 1)
-	go func() { flushed <- l.Flush() }()
-	select {
-	case err := <-flushed:
-		t.Fatalf("Flush returned %v while the write it must wait for was held", err)
-	case <-time.After(50 * time.Millisecond):
-	}
-	fs.hold.Store(false)
-	fs.release <- struct{}{}
-	if err := <-flushed; err != nil {
-		t.Fatal(err)
-	}
-	got, _ := readAll(t, l)
-	if len(got) != n {
-		t.Fatalf("%d records after the flush, want %d", len(got), n)
 	}
 }
