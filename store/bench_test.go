@@ -487,6 +487,7 @@ func BenchmarkGetMessages32(b *testing.B) {
 	s := prefilledQueue(b, getPrefill)
 	b.SetBytes(32 * 100)
 	b.ReportAllocs()
+	cpu := startCPU()
 	off := int64(0)
 	for b.Loop() {
 		res, err := s.GetMessages(benchTopic, 0, off, 32, nil)
@@ -498,6 +499,7 @@ func BenchmarkGetMessages32(b *testing.B) {
 			off = 0
 		}
 	}
+	cpu.report(b, 32*b.N, "cpu-ns/msg") // the process's: GC and other goroutines included
 	reportRate(b, 32*b.N, "msg/s")
 }
 
@@ -514,6 +516,7 @@ func BenchmarkGetMessagesCeiling(b *testing.B) {
 	var buf []byte
 	b.SetBytes(32 * 100)
 	b.ReportAllocs()
+	cpu := startCPU()
 	off := int64(0)
 	for b.Loop() {
 		n, err := q.cq.Read(off, ents[:])
@@ -533,6 +536,7 @@ func BenchmarkGetMessagesCeiling(b *testing.B) {
 			off = 0
 		}
 	}
+	cpu.report(b, 32*b.N, "cpu-ns/msg")
 	reportRate(b, 32*b.N, "msg/s")
 }
 

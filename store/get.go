@@ -99,41 +99,47 @@ func (s *Store) getMessages(topic string, queueID int32, offset int64, maxMsgs i
 	var buf [64]cqueue.Entry
 	r := s.reader()
 	defer s.putReader(r)
+	// Each message is decoded in place into v, checked and filtered there, and only then
+	// handed to visit or copied out: a message the filter drops costs no copy. v is on the
+	// stack, where writing it takes no write barriers, unless visit is handed it.
+	var local View
+	v := &local
+	var pooled *View // visit's; never &local, which would then escape
+	if visit != nil {
+		pooled = views.Get().(*View)
+		defer putView(pooled)
+		v = pooled
+	}
 	scanned := 0
 	limit := maxScanEntries(maxMsgs)
 	next := offset
 	found, sawGone, sawUnmatched := 0, false, false
 	bytes := 0
 	var arena []byte
-	var view *View // visit's, reused: handing visit a fresh one would allocate each
-	if visit != nil {
-		view = new(View)
-	}
 	for scanned < limit && found < maxMsgs && next < maxOff && (found == 0 || bytes < s.opts.MaxPullBytes) {
-		n, err := q.cq.Read(next, buf[:min(len(buf), limit-scanned)])
-		if errors.Is(err, cqueue.ErrOffsetTooSmall) { // retention raced us
-			res.Status, res.NextBeginOffset = OffsetTooSmall, q.cq.Min()
-			return res, nil
+		want := min(len(buf), limit-scanned)
+		if filter == nil {
+			want = min(want, maxMsgs-found) // every entry is a message to return: read no more
 		}
-		var ce *cqueue.CorruptError
-		if errors.As(err, &ce) && n > 0 {
-			err = nil // serve the good entries first; the next read reports the bad one
-		}
-		if errors.As(err, &ce) {
-			s.lg.Error("corrupt consume queue entry: skipped", "topic", topic, "queue", queueID, "offset", ce.Offset, "err", err)
-			next, scanned, sawGone = ce.Offset+1, scanned+1, true
-			continue
-		}
+		n, err := q.cq.Read(next, buf[:want])
 		if err != nil {
-			return GetResult{}, err
+			if errors.Is(err, cqueue.ErrOffsetTooSmall) { // retention raced us
+				res.Status, res.NextBeginOffset = OffsetTooSmall, q.cq.Min()
+				return res, nil
+			}
+			ce, corrupt := errors.AsType[*cqueue.CorruptError](err)
+			switch {
+			case !corrupt:
+				return GetResult{}, err
+			case n == 0:
+				s.lg.Error("corrupt consume queue entry: skipped", "topic", topic, "queue", queueID, "offset", ce.Offset, "err", err)
+				next, scanned, sawGone = ce.Offset+1, scanned+1, true
+				continue
+			}
+			// Serve the good entries first; the next read reports the bad one.
 		}
 		if n == 0 {
 			break
-		}
-		if arena == nil && visit == nil {
-			// The entry's size comes from disk: in int64, a damaged one cannot overflow the hint.
-			arena = make([]byte, 0, min(int64(s.opts.MaxPullBytes), int64(buf[0].Size)*int64(min(maxMsgs, n))+256))
-			res.Messages = make([]Message, 0, min(maxMsgs, n))
 		}
 		for i := 0; i < n && found < maxMsgs && (found == 0 || bytes < s.opts.MaxPullBytes); i++ {
 			e := buf[i]
@@ -152,38 +158,36 @@ func (s *Store) getMessages(topic string, queueID int32, offset int64, maxMsgs i
 				sawGone = true
 				continue
 			}
-			if visit != nil {
-				v := view
-				if err := decodeView(rec.Payload, rec.StoreTime, v); err != nil || v.QueueOffset != off || v.QueueID != queueID || string(v.Topic) != topic {
-					s.lg.Error("record does not match its consume queue entry: skipped", "topic", topic, "queue", queueID, "offset", off, "pos", e.Pos, "err", err)
-					sawGone = true
-					continue
-				}
-				// The tags are read for the call only: the filter keeps nothing.
-				if filter != nil && !filter.MatchTag(unsafe.String(unsafe.SliceData(v.Tags), len(v.Tags))) {
-					sawUnmatched = true
-					continue
-				}
-				v.Pos, v.Size = rec.Pos, int32(rec.Next-rec.Pos)
-				visit(v)
-				found++
-				bytes += len(v.Body)
-				continue
-			}
-			var m Message
-			if err := decodeInto(rec.Payload, rec.StoreTime, &m, &arena, topic); err != nil || m.QueueOffset != off || m.QueueID != queueID || m.Topic != topic {
+			if err := decodeView(rec.Payload, rec.StoreTime, v); err != nil || v.QueueOffset != off || v.QueueID != queueID || string(v.Topic) != topic {
 				s.lg.Error("record does not match its consume queue entry: skipped", "topic", topic, "queue", queueID, "offset", off, "pos", e.Pos, "err", err)
 				sawGone = true
 				continue
 			}
-			if filter != nil && !filter.MatchTag(m.Tags) {
+			// The tags are read for the call only: the filter keeps nothing.
+			if filter != nil && !filter.MatchTag(unsafe.String(unsafe.SliceData(v.Tags), len(v.Tags))) {
 				sawUnmatched = true
 				continue
 			}
-			m.Pos, m.Size = rec.Pos, int32(rec.Next-rec.Pos)
-			res.Messages = append(res.Messages, m)
+			v.Pos, v.Size = rec.Pos, int32(rec.Next-rec.Pos)
 			found++
-			bytes += len(m.Body)
+			if visit != nil {
+				visit(pooled) // that is, v
+				bytes += len(v.Body)
+				continue
+			}
+			if res.Messages == nil {
+				// Room for the messages the entries read promise, and for their bytes.
+				k, need := s.sizeResult(buf[i:n], maxMsgs-found+1, filter, len(topic))
+				res.Messages = make([]Message, 0, k)
+				arena = make([]byte, 0, need)
+			}
+			if k := len(res.Messages); k < cap(res.Messages) {
+				res.Messages = res.Messages[:k+1] // a zero Message: made so, never written
+			} else {
+				res.Messages = append(res.Messages, Message{})
+			}
+			v.copyTo(&res.Messages[len(res.Messages)-1], &arena, topic)
+			bytes += len(v.Body)
 		}
 	}
 	res.NextBeginOffset = next
@@ -200,33 +204,45 @@ func (s *Store) getMessages(topic string, queueID int32, offset int64, maxMsgs i
 	return res, nil
 }
 
-// decodeInto decodes a payload into m, copying strings and the body into *arena (one
-// allocation per GetMessages instead of several per message). topic is reused when equal.
-func decodeInto(p []byte, storeTime int64, m *Message, arena *[]byte, topic string) error {
-	err := decodeFields(p, storeTime, m, func(b []byte) string {
-		if string(b) == topic {
-			return topic
+// sizeResult returns the room to make for the messages of a read whose first message is
+// that of ents[0]: how many of ents may be messages, at most most, and how many bytes their
+// copies take at most. A record's frame and payload header (with the
+// topic, not copied) take at least minRecordOverhead+topicLen bytes of its entry's Size.
+func (s *Store) sizeResult(ents []cqueue.Entry, most int, filter Filter, topicLen int) (n, bytes int) {
+	var need, first int64
+	for _, e := range ents {
+		if n == most {
+			break
 		}
-		return arenaString(arena, b)
-	})
-	if err != nil {
-		return err
+		if n > 0 && filter != nil && !filter.MatchHash(e.TagHash) {
+			continue
+		}
+		b := max(int64(e.Size)-int64(minRecordOverhead+topicLen), 0) // in int64: Size comes from disk
+		if n == 0 {
+			first = b
+		}
+		n++
+		need += b
 	}
-	start := len(*arena)
-	*arena = append(*arena, m.Body...)
-	m.Body = (*arena)[start:len(*arena):len(*arena)]
-	return nil
+	// The read stops at the message that takes it to MaxPullBytes.
+	return n, int(min(need, int64(s.opts.MaxPullBytes)+first))
 }
 
-// arenaString copies b into the arena and returns it as a string. The arena's bytes are never
-// written again, so the string stays immutable.
-func arenaString(arena *[]byte, b []byte) string {
-	if len(b) == 0 {
-		return ""
+// minRecordOverhead is the least a record takes besides the bytes GetMessages copies and its
+// topic: a frame's length, checksum and time delta (1+4+1 bytes), and the payload's presence
+// bits, queue id, queue offset and topic length (1 byte each).
+const minRecordOverhead = 10
+
+// decodeInto decodes a payload into m, copying strings and the body into *arena (see
+// View.copyTo). topic is reused when equal.
+func decodeInto(p []byte, storeTime int64, m *Message, arena *[]byte, topic string) error {
+	var v View
+	if err := decodeView(p, storeTime, &v); err != nil {
+		return err
 	}
-	start := len(*arena)
-	*arena = append(*arena, b...)
-	return unsafe.String(&(*arena)[start], len(b))
+	*m = Message{}
+	v.copyTo(m, arena, topic)
+	return nil
 }
 
 // MinOffset returns the first available queue offset of (topic, queueID), 0 if none.

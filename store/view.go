@@ -3,6 +3,8 @@ package store
 import (
 	"fmt"
 	"net/netip"
+	"sync"
+	"unsafe"
 )
 
 // View is a stored message read in place: its byte slices alias the store's memory and are
@@ -99,4 +101,50 @@ func decodeView(p []byte, storeTime int64, v *View) error {
 	}
 	v.Body = d.b
 	return nil
+}
+
+// copyTo sets the fields of m, a zero Message, to the message v reads, copying its strings
+// and body into *arena, so that m aliases neither v nor the store (one allocation for many
+// messages, not several per message); Pos and Size are v's. topic is used for the topic
+// when equal to v.Topic. It sets field by field: assigning a whole Message in the heap
+// takes a bulk write barrier while the GC runs (in profiles, nearly as much as decoding).
+func (v *View) copyTo(m *Message, arena *[]byte, topic string) {
+	if string(v.Topic) != topic {
+		topic = arenaString(arena, v.Topic)
+	}
+	m.Topic, m.QueueID, m.QueueOffset, m.Flag, m.SysFlag = topic, v.QueueID, v.QueueOffset, v.Flag, v.SysFlag
+	m.BornTime, m.StoreTime, m.ReconsumeTimes = v.BornTime, v.StoreTime, v.ReconsumeTimes
+	if v.BornHost.IsValid() {
+		m.BornHost = v.BornHost
+	}
+	m.Tags, m.Keys, m.Pos, m.Size = arenaString(arena, v.Tags), arenaString(arena, v.Keys), v.Pos, v.Size
+	if v.props != nil {
+		m.Properties = make(map[string]string, v.nprops)
+		for k, val := range v.Properties {
+			m.Properties[arenaString(arena, k)] = arenaString(arena, val)
+		}
+	}
+	start := len(*arena)
+	*arena = append(*arena, v.Body...)
+	m.Body = (*arena)[start:len(*arena):len(*arena)]
+}
+
+// arenaString copies b into the arena and returns it as a string. The arena's bytes are never
+// written again (a full arena is replaced, not reused), so the string stays immutable.
+func arenaString(arena *[]byte, b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	start := len(*arena)
+	*arena = append(*arena, b...)
+	return unsafe.String(&(*arena)[start], len(b))
+}
+
+// views holds the Views that reads decode into, so that a read allocates none.
+var views = sync.Pool{New: func() any { return new(View) }}
+
+// putView clears v, which may alias a reader's copy buffer, and returns it to views.
+func putView(v *View) {
+	*v = View{}
+	views.Put(v)
 }
