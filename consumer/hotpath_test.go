@@ -125,7 +125,7 @@ func TestWorkerPoolRunsEveryTask(t *testing.T) {
 		})
 	}
 	sub.Wait()
-	waitFor(t, 5*time.Second, "every task", func() bool { return ran.Load() == 20000 })
+	waitFor(t, 30*time.Second, "every task", func() bool { return ran.Load() == 20000 })
 
 	// Block every worker, fill the queue, then see extra workers take tasks and the pool refuse.
 	release := make(chan struct{})
@@ -136,7 +136,7 @@ func TestWorkerPoolRunsEveryTask(t *testing.T) {
 			t.Fatal("submit to idle workers refused")
 		}
 	}
-	waitFor(t, 5*time.Second, "the standing workers busy", func() bool { return started.Load() == 2 })
+	waitFor(t, 30*time.Second, "the standing workers busy", func() bool { return started.Load() == 2 })
 	for range poolQueueSize {
 		if !p.submit(funcTask(func() {})) {
 			t.Fatal("submit to a queue with room refused")
@@ -147,7 +147,7 @@ func TestWorkerPoolRunsEveryTask(t *testing.T) {
 			t.Fatal("submit with room for an extra worker refused")
 		}
 	}
-	waitFor(t, 5*time.Second, "extra workers busy", func() bool { return started.Load() == 4 })
+	waitFor(t, 30*time.Second, "extra workers busy", func() bool { return started.Load() == 4 })
 	if p.submit(funcTask(func() {})) {
 		t.Fatal("submit to a full pool at its maximum accepted")
 	}

@@ -34,9 +34,9 @@ func testRebalanceJoinLeave(t *testing.T) {
 	sendN(t, b, "T", "a", 40, nil)
 	all := newCounter()
 	c1 := startConsumer(t, b, fastOptions(t, "g"), "T", all.listener())
-	waitFor(t, 5*time.Second, "c1 owns 4 queues", func() bool { return len(queuesOf(c1, "T")) == 4 })
+	waitFor(t, 30*time.Second, "c1 owns 4 queues", func() bool { return len(queuesOf(c1, "T")) == 4 })
 	c2 := startConsumer(t, b, fastOptions(t, "g"), "T", all.listener())
-	waitFor(t, 5*time.Second, "queues split 2/2", func() bool {
+	waitFor(t, 30*time.Second, "queues split 2/2", func() bool {
 		q1, q2 := queuesOf(c1, "T"), queuesOf(c2, "T")
 		for q := range q1 {
 			if q2[q] {
@@ -46,11 +46,11 @@ func testRebalanceJoinLeave(t *testing.T) {
 		return len(q1) == 2 && len(q2) == 2
 	})
 	sendN(t, b, "T", "b", 40, nil)
-	waitFor(t, 10*time.Second, "all messages", func() bool { return all.distinct() == 80 })
+	waitFor(t, 30*time.Second, "all messages", func() bool { return all.distinct() == 80 })
 	shutdown(t, c2)
-	waitFor(t, 5*time.Second, "c1 owns 4 queues again", func() bool { return len(queuesOf(c1, "T")) == 4 })
+	waitFor(t, 30*time.Second, "c1 owns 4 queues again", func() bool { return len(queuesOf(c1, "T")) == 4 })
 	sendN(t, b, "T", "c", 40, nil)
-	waitFor(t, 10*time.Second, "all messages after leave", func() bool { return all.distinct() == 120 })
+	waitFor(t, 30*time.Second, "all messages after leave", func() bool { return all.distinct() == 120 })
 }
 
 // TestBroadcasting: every member gets every message, offsets are kept in a local file, and
