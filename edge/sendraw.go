@@ -193,9 +193,7 @@ func (ib *itemBatch) prepare(b *Broker, topic string, items []BatchItem, sel mq.
 	for i := range ib.stored {
 		s := &ib.stored[i]
 		s.QueueID, s.Durability = q, tp.cfg.Durability
-		if err := b.prepare(s); err != nil { // neither retried nor delayed: compression only
-			return false, err
-		}
+		b.compress(s) // neither retried nor delayed: what prepare does is only this
 	}
 	ib.tp = tp
 	return true, nil
