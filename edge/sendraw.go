@@ -35,8 +35,9 @@ type BatchItem struct {
 // message and a properties map of each item; their properties go into the records as they
 // are. The properties are read as RocketMQ's clients read them: TAGS and KEYS are the tags
 // and keys, an entry without exactly one \x01 is skipped, and of a name given twice the
-// last value counts. sel is applied to the first item's message. The items' bytes must not
-// change until done is called. An empty batch stores nothing and calls done with no results.
+// last value counts. sel is applied to the first item's message. The broker keeps no
+// reference to items once it returns, but the bytes they point to must not change until
+// done is called. An empty batch stores nothing and calls done with no results.
 func (b *Broker) SendBatchItemsAsyncFrom(ctx context.Context, topic string, items []BatchItem, sel mq.QueueSelector, o Origin, done func([]mq.SendResult, error)) error {
 	if done == nil {
 		return fmt.Errorf("%w: SendBatchItemsAsyncFrom needs a done function", mq.ErrInvalidArgument)
