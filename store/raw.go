@@ -35,7 +35,8 @@ func AppendProperties(dst []byte, props []Property) []byte {
 // add to the record's tags, keys and properties for the store's size limit: for a map, its
 // keys and values with 4 bytes each; for encoded properties, their length. Encoded properties
 // must be as AppendProperties writes them (a count of at least one, pairs that fill them
-// exactly, keys in strictly increasing order), and m must then have no map entries.
+// exactly, keys in strictly increasing order, every length in as few bytes as it takes),
+// and m must then have no map entries.
 func (m *Message) propertiesSize() (int, error) {
 	if len(m.EncodedProperties) == 0 {
 		n := 0
@@ -47,22 +48,49 @@ func (m *Message) propertiesSize() (int, error) {
 	if len(m.Properties) > 0 {
 		return 0, fmt.Errorf("%w: encoded properties and a properties map", ErrInvalidMessage)
 	}
-	d := decoder{b: m.EncodedProperties}
-	n := d.uvarint("property count")
-	if d.err == nil && (n == 0 || n > uint64(len(d.b))) { // a pair takes 2 bytes at least
-		return 0, fmt.Errorf("%w: encoded properties: count %d in %d bytes", ErrInvalidMessage, n, len(m.EncodedProperties))
+	b := m.EncodedProperties
+	bad := func(what string) error {
+		return fmt.Errorf("%w: encoded properties (%d bytes): %s", ErrInvalidMessage, len(m.EncodedProperties), what)
+	}
+	// uvarint reads a length or count as AppendProperties writes it: in as few bytes as
+	// it takes, so that the record is the one the map gives.
+	uvarint := func() (uint64, bool) {
+		v, n := binary.Uvarint(b)
+		if n <= 0 || n != uvarintLen(v) {
+			return 0, false
+		}
+		b = b[n:]
+		return v, true
+	}
+	str := func() ([]byte, bool) {
+		n, ok := uvarint()
+		if !ok || n > uint64(len(b)) {
+			return nil, false
+		}
+		s := b[:n]
+		b = b[n:]
+		return s, true
+	}
+	n, ok := uvarint()
+	if !ok || n == 0 || n > uint64(len(b)) { // a pair takes 2 bytes at least
+		return 0, bad("no property count")
 	}
 	var prev []byte
-	for i := uint64(0); i < n && d.err == nil; i++ {
-		k := d.bytes()
-		d.bytes()
-		if d.err == nil && i > 0 && string(k) <= string(prev) {
-			return 0, fmt.Errorf("%w: encoded properties: key %q after %q", ErrInvalidMessage, k, prev)
+	for i := uint64(0); i < n; i++ {
+		k, ok := str()
+		if !ok {
+			return 0, bad(fmt.Sprintf("key %d cut or not minimally encoded", i))
+		}
+		if _, ok := str(); !ok {
+			return 0, bad(fmt.Sprintf("value %d cut or not minimally encoded", i))
+		}
+		if i > 0 && string(k) <= string(prev) {
+			return 0, bad(fmt.Sprintf("key %q after %q", k, prev))
 		}
 		prev = k
 	}
-	if d.err != nil || len(d.b) != 0 {
-		return 0, fmt.Errorf("%w: encoded properties: %d bytes do not hold %d pairs exactly", ErrInvalidMessage, len(m.EncodedProperties), n)
+	if len(b) != 0 {
+		return 0, bad(fmt.Sprintf("%d bytes after %d properties", len(b), n))
 	}
 	return len(m.EncodedProperties), nil
 }

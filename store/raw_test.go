@@ -96,6 +96,7 @@ func TestAppendRefusesBadEncodedProperties(t *testing.T) {
 		{"cut in a value", good[:len(good)-1], nil},
 		{"a length past the end", []byte{1, 1, 'a', 9, 'x'}, nil},
 		{"bad count varint", []byte{0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01}, nil},
+		{"a length in more bytes than it takes", []byte{1, 0x81, 0x00, 'a', 0}, nil},
 		{"keys out of order", AppendProperties(nil, []Property{{"b", "1"}, {"a", "2"}}), nil},
 		{"a key twice", AppendProperties(nil, []Property{{"a", "1"}, {"a", "2"}}), nil},
 		{"encoded and a map", good, map[string]string{"c": "3"}},
