@@ -20,7 +20,9 @@
 //     Options.NoAutoCreateTopics;
 //   - sends of one message or a batch (one queue, in order), returning once stored (on
 //     disk, with the store's default sync flush) or with a callback (SendAsync), to a queue
-//     chosen by round robin or an mq.QueueSelector; large bodies compressed (zstd);
+//     chosen by round robin or an mq.QueueSelector, a network server's batches stored
+//     from their items' properties as sent (SendBatchItemsAsyncFrom); large bodies
+//     compressed (zstd);
 //     delivery delayed by delay level;
 //   - pulls filtered by TAG expression, with long polling: a pull that finds nothing waits
 //     until a matching message arrives, the periodic sweep finds its queue grown, its wait

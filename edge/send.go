@@ -435,11 +435,17 @@ func (b *Broker) prepare(s *store.Message) error {
 			return err
 		}
 	}
+	b.compress(s)
+	return nil
+}
+
+// compress compresses the body of s, a message about to be stored, if it is over
+// Options.CompressOver and not compressed already.
+func (b *Broker) compress(s *store.Message) {
 	if b.opts.CompressOver > 0 && len(s.Body) > b.opts.CompressOver && s.SysFlag&mq.SysFlagCompressed == 0 {
 		s.Body = b.zenc.EncodeAll(s.Body, make([]byte, 0, len(s.Body)/2))
 		s.SysFlag |= mq.SysFlagCompressed | sysFlagZstd
 	}
-	return nil
 }
 
 // prepareRetry handles a message a client sends to a retry topic itself (its send-back

@@ -10,8 +10,9 @@ var (
 	ErrMessageTooLarge = errors.New("store: message too large")
 	// ErrInvalidMessage is returned by Append for a nil message, a message without a topic,
 	// with a topic longer than 255 bytes or that is no directory name (".", "..", or
-	// holding '/', '\' or NUL), or with a negative queue id; and by AppendAsync for a nil
-	// done. Nothing of the batch is written.
+	// holding '/', '\' or NUL), with a negative queue id, or with encoded properties that
+	// are not as AppendProperties writes them; and by AppendAsync for a nil done. Nothing
+	// of the batch is written.
 	ErrInvalidMessage = errors.New("store: invalid message")
 	// ErrBadRecord is returned when a record's payload does not decode as a message.
 	ErrBadRecord = errors.New("store: record does not decode as a message")

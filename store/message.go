@@ -25,7 +25,12 @@ type Message struct {
 	Tags           string
 	Keys           string
 	Properties     map[string]string
-	Body           []byte
+	// EncodedProperties, when not empty, are the message's properties encoded already
+	// (AppendProperties), which the record holds as they are, in place of Properties: the
+	// record is the one Properties holding the same pairs gives. Properties must then be
+	// empty. The store never sets it: a message read back has its properties in Properties.
+	EncodedProperties []byte
+	Body              []byte
 
 	Pos  int64 // commitlog position: a stable global id, set by the store
 	Size int32 // bytes of the record in the commitlog, set by the store
@@ -103,7 +108,7 @@ func (m *Message) appendPayload(dst []byte) []byte {
 	}{
 		{m.Flag != 0, hasFlag}, {m.SysFlag != 0, hasSysFlag}, {m.ReconsumeTimes != 0, hasReconsume},
 		{m.BornHost.IsValid(), hasBornHost}, {m.Tags != "", hasTags}, {m.Keys != "", hasKeys},
-		{len(m.Properties) > 0, hasProperties}, {bornDelta != 0, hasBornDelta},
+		{len(m.Properties) > 0 || len(m.EncodedProperties) > 0, hasProperties}, {bornDelta != 0, hasBornDelta},
 	} {
 		if c.on {
 			bits |= c.bit
@@ -141,8 +146,12 @@ func (m *Message) appendPayload(dst []byte) []byte {
 	if bits&hasKeys != 0 {
 		dst = appendStr(dst, m.Keys)
 	}
-	if bits&hasProperties != 0 {
-		keys := make([]string, 0, len(m.Properties))
+	switch {
+	case len(m.EncodedProperties) > 0: // checked by Append (propertiesSize)
+		dst = append(dst, m.EncodedProperties...)
+	case bits&hasProperties != 0:
+		var arr [16]string
+		keys := arr[:0]
 		for k := range m.Properties {
 			keys = append(keys, k)
 		}

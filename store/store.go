@@ -495,11 +495,11 @@ func (s *Store) check(m *Message) error {
 	case len(m.Body) > s.opts.MaxMessageSize:
 		return fmt.Errorf("%w: body of %d bytes, max %d", ErrMessageTooLarge, len(m.Body), s.opts.MaxMessageSize)
 	}
-	extra := len(m.Tags) + len(m.Keys)
-	for k, v := range m.Properties {
-		extra += len(k) + len(v) + 4
+	props, err := m.propertiesSize()
+	if err != nil {
+		return err
 	}
-	if extra > propertySlack-1024 {
+	if extra := len(m.Tags) + len(m.Keys) + props; extra > propertySlack-1024 {
 		return fmt.Errorf("%w: %d bytes of tags, keys and properties", ErrMessageTooLarge, extra)
 	}
 	return nil

@@ -152,3 +152,30 @@ func DecodeBatchTopic(body []byte, topic string) ([]*mq.Message, error) {
 	}
 	return ptrs, nil
 }
+
+// BatchItem is one item of a batch send's body, its fields aliasing the body: the
+// producer's flag, the body, and the properties as they travel (name\x01value\x02 repeated,
+// TAGS and KEYS among them; SetMessageProperties reads them).
+type BatchItem struct {
+	Flag       int32
+	Body       []byte
+	Properties []byte
+}
+
+// DecodeBatchItems appends the items of a batch send's body to dst, with DecodeBatch's
+// checks and errors; the properties are not read. A batch is checked whole: on error dst is
+// returned with nothing appended. A broker that stores the items without making messages of
+// them reads a batch so, in no allocation beyond growing dst.
+func DecodeBatchItems(dst []BatchItem, body []byte) ([]BatchItem, error) {
+	n := len(dst)
+	for off := 0; off < len(body); {
+		it, size, err := readBatchItem(body[off:], len(dst)-n, off)
+		if err != nil {
+			clear(dst[n:]) // they alias body
+			return dst[:n], err
+		}
+		dst = append(dst, BatchItem{Flag: it.flag, Body: it.body, Properties: it.props})
+		off += size
+	}
+	return dst, nil
+}

@@ -188,3 +188,56 @@ func FuzzDecodeBatchTopic(f *testing.F) {
 		}
 	})
 }
+
+// checkDecodeBatchItems fails t unless DecodeBatchItems reads body as DecodeBatch does: the
+// same error, or items holding DecodeBatch's messages.
+func checkDecodeBatchItems(t *testing.T, body []byte) {
+	t.Helper()
+	want, werr := DecodeBatch(body)
+	prior := []BatchItem{{Flag: 7}}
+	got, err := DecodeBatchItems(prior, body)
+	if fmt.Sprint(err) != fmt.Sprint(werr) {
+		t.Fatalf("error %v, DecodeBatch's %v", err, werr)
+	}
+	if len(got) != 1+len(want) || got[0].Flag != 7 {
+		t.Fatalf("%d items after the one given, DecodeBatch %d messages", len(got)-1, len(want))
+	}
+	for i, w := range want {
+		it := got[1+i]
+		m := &mq.Message{Flag: it.Flag}
+		if len(it.Body) > 0 {
+			m.Body = it.Body
+		}
+		SetMessageProperties(m, string(it.Properties))
+		if !reflect.DeepEqual(m, w) {
+			t.Fatalf("item %d:\ngot  %+v\nwant %+v", i, m, w)
+		}
+	}
+}
+
+func TestDecodeBatchItems(t *testing.T) {
+	for name, body := range batchBodies(t) {
+		t.Run(name, func(t *testing.T) { checkDecodeBatchItems(t, body) })
+	}
+}
+
+// TestDecodeBatchItemsAllocs: read into room it has, a batch costs no allocation.
+func TestDecodeBatchItemsAllocs(t *testing.T) {
+	body := batchBodies(t)["many"]
+	dst := make([]BatchItem, 0, 256)
+	if n := testing.AllocsPerRun(20, func() { DecodeBatchItems(dst, body) }); n != 0 {
+		t.Fatalf("%v allocations, want 0", n)
+	}
+}
+
+func FuzzDecodeBatchItems(f *testing.F) {
+	for _, body := range batchBodies(f) {
+		f.Add(body)
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		checkDecodeBatchItems(t, body)
+		if _, err := DecodeBatchItems(nil, body); err != nil && !errors.Is(err, ErrMalformed) {
+			t.Fatalf("error %v does not wrap ErrMalformed", err)
+		}
+	})
+}

@@ -101,7 +101,8 @@
 //     fields (ParseSendHeader, PullHeader, ...).
 //   - Message formats: the properties string (name\x01value\x02), the stored-message
 //     record a pull body is made of (AppendMessageExt, DecodeMessages), the items of a
-//     batch send (AppendBatch, DecodeBatch), and zlib inflation with a size cap (Inflate);
+//     batch send (AppendBatch, DecodeBatch; a broker reads them as items with
+//     DecodeBatchItems, their properties as sent), and zlib inflation with a size cap (Inflate);
 //     a zstd batch's body is package zbatch's (Append, Decode; Client.SendBatchWith sends it).
 //   - RocketMQ's plain-ACL signature (Credentials.Sign, Signature, VerifySignature), as
 //     the Java and Go clients compute it; a Client signs every request with

@@ -4,7 +4,8 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"strings"
+	"sync"
+	"unsafe"
 
 	"github.com/edgemq/edgemq/edge"
 	"github.com/edgemq/edgemq/edge/mq"
@@ -104,14 +105,23 @@ func (s *Server) send(c *conn, req *remoting.Command, size int64) (reply *remoti
 	origin := edge.Origin{BornTime: max(h.BornTimestamp, 0), BornHost: c.born, ReconsumeTimes: max(h.ReconsumeTimes, 0)}
 	a := &sendAck{c: c, req: req, size: size, topic: h.Topic, queueID: h.QueueID}
 	if req.Code == remoting.SendBatchMessage || req.Code == remoting.SendBatchZstd || h.Batch {
-		msgs, derr := remoting.DecodeBatchTopic(body, h.Topic)
-		if derr != nil {
+		// The items go to the broker as they are: it stores their properties without
+		// making messages and maps of them.
+		sc := batchScratches.Get().(*batchScratch)
+		var derr error
+		if sc.wire, derr = remoting.DecodeBatchItems(sc.wire[:0], body); derr != nil {
+			sc.release()
 			return req.Reply(remoting.MessageIllegal, derr.Error()), false
 		}
-		if len(msgs) == 0 {
+		if len(sc.wire) == 0 {
+			sc.release()
 			return req.Reply(remoting.MessageIllegal, "server: empty batch"), false
 		}
-		err = s.b.SendBatchAsyncFrom(c.ctx, msgs, sel, origin, a.doneBatch)
+		for _, it := range sc.wire {
+			sc.items = append(sc.items, edge.BatchItem(it))
+		}
+		err = s.b.SendBatchItemsAsyncFrom(c.ctx, h.Topic, sc.items, sel, origin, a.doneBatch)
+		sc.release()
 	} else {
 		m := &mq.Message{Topic: h.Topic, Flag: h.Flag, Body: body}
 		remoting.SetMessageProperties(m, h.Properties)
@@ -121,6 +131,29 @@ func (s *Server) send(c *conn, req *remoting.Command, size int64) (reply *remoti
 		return errReply(req, err), false
 	}
 	return nil, true
+}
+
+// batchScratch is what the batch path of send reuses: the items of a batch as read off
+// the wire, and as handed to the broker (which keeps neither slice).
+type batchScratch struct {
+	wire  []remoting.BatchItem
+	items []edge.BatchItem
+}
+
+var batchScratches = sync.Pool{New: func() any { return new(batchScratch) }}
+
+// maxKeptItems bounds the items a pooled batchScratch keeps room for.
+const maxKeptItems = 4096
+
+// release clears sc, so that the pool holds no request's bytes, and puts it back.
+func (sc *batchScratch) release() {
+	clear(sc.wire)
+	clear(sc.items)
+	sc.wire, sc.items = sc.wire[:0], sc.items[:0]
+	if cap(sc.wire) > maxKeptItems || cap(sc.items) > maxKeptItems {
+		return
+	}
+	batchScratches.Put(sc)
 }
 
 // sendReply is the answer to an acknowledged send.
@@ -137,11 +170,7 @@ func (s *Server) sendReply(c *conn, a *sendAck) *remoting.Command {
 	if len(results) == 1 || req.Code == remoting.SendBatchZstd { // its reply carries the first id only
 		msgID = mq.OffsetMsgID(c.host, results[0].CommitLogOffset)
 	} else {
-		ids := make([]string, len(results))
-		for i, r := range results {
-			ids[i] = mq.OffsetMsgID(c.host, r.CommitLogOffset)
-		}
-		msgID = strings.Join(ids, ",")
+		msgID = offsetMsgIDs(c.host, results)
 	}
 	rh := &a.reply
 	*rh = remoting.SendResponseHeader{MsgID: msgID, QueueID: results[0].Queue.QueueID,
@@ -157,6 +186,25 @@ func (s *Server) sendReply(c *conn, a *sendAck) *remoting.Command {
 	a.resp = *req.Reply(remoting.Success, "")
 	a.resp.Header = rh
 	return &a.resp
+}
+
+// offsetMsgIDs returns the offset message ids of results, comma-separated (what
+// mq.OffsetMsgID gives for each), in one allocation.
+func offsetMsgIDs(host netip.AddrPort, results []mq.SendResult) string {
+	const hexdig = "0123456789ABCDEF"
+	prefix := mq.OffsetMsgID(host, 0) // the host's part, then 16 digits of offset
+	prefix = prefix[:len(prefix)-16]
+	b := make([]byte, 0, len(results)*(len(prefix)+17))
+	for i, r := range results {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, prefix...)
+		for shift := 60; shift >= 0; shift -= 4 {
+			b = append(b, hexdig[uint64(r.CommitLogOffset)>>shift&15])
+		}
+	}
+	return unsafe.String(unsafe.SliceData(b), len(b))
 }
 
 // remoteAddrPort returns the peer's address, or the zero AddrPort for a connection that
