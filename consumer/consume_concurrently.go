@@ -276,14 +276,9 @@ func (pc *PushConsumer) consumeConcurrently(qs *queueState, msgs []*Message) {
 // was dropped).
 func (pc *PushConsumer) settle(qs *queueState, t *consumeTally, off int64) {
 	pc.stats.tally(qs.queue.Topic, t)
-	if off < 0 {
-		return
+	if off >= 0 {
+		pc.updateOffset(qs, off, true)
 	}
-	qs.settleMu.Lock()
-	if !qs.pq.Dropped() {
-		pc.offsets.Update(qs.queue, off, true)
-	}
-	qs.settleMu.Unlock()
 }
 
 // consumeBatch is the body of ConsumeRequest.run: it calls the listener on msgs with cc

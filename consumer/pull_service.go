@@ -136,7 +136,7 @@ func (pc *PushConsumer) pull(qs *queueState) (delay time.Duration, drain, ok boo
 	case mq.PullNoNewMsg, mq.PullNoMatchedMsg:
 		qs.next = res.NextBeginOffset
 		if pq.Count() == 0 { // correctTagsOffset
-			pc.offsets.Update(qs.queue, res.NextBeginOffset, true)
+			pc.updateOffset(qs, res.NextBeginOffset, true)
 		}
 		return 0, false, true
 	case mq.PullOffsetIllegal:

@@ -29,8 +29,9 @@ type queueState struct {
 	next        int64 // next pull offset; owned by the pull loop
 	lockedFirst bool  // orderly: the first pull after locking has re-read the offset
 
-	// settleMu makes a consume run's offset update and the queue's drop one after the
-	// other: once removeQueue has marked the queue dropped, no run moves its offset.
+	// settleMu makes an offset update of the queue's pull loop or consume runs
+	// (updateOffset) and the queue's drop one after the other: once removeQueue has marked
+	// the queue dropped, they no longer move its offset.
 	settleMu sync.Mutex
 	resetTo  int64 // the offset a reset moves the queue to when it is removed, or -1; settleMu
 
@@ -216,6 +217,18 @@ func (pc *PushConsumer) removeQueue(qs *queueState, to int64) {
 // Options.FromWhere (RocketMQ's computePullFromWhere).
 func (pc *PushConsumer) computePullFromWhere(queue mq.MessageQueue) (int64, error) {
 	return startOffset(pc.ctx, pc.b, pc.offsets, &pc.opts, queue)
+}
+
+// updateOffset moves qs's offset to off (see offsetStore.Update) unless the queue was
+// dropped: a pull or a consume run that ends after removeQueue dropped the queue must not
+// move the offset that the removal persists (an offset reset's, say), nor the one of the
+// queue's next assignment.
+func (pc *PushConsumer) updateOffset(qs *queueState, off int64, increaseOnly bool) {
+	qs.settleMu.Lock()
+	defer qs.settleMu.Unlock()
+	if !qs.pq.Dropped() {
+		pc.offsets.Update(qs.queue, off, increaseOnly)
+	}
 }
 
 // lockOne locks queue at the broker; with qs, it records the outcome on qs.

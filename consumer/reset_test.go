@@ -3,6 +3,7 @@ package consumer
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -42,14 +43,16 @@ func testOffsetReset(t *testing.T, orderly bool) {
 	c := newCounter()
 	var hold atomic.Bool
 	release := make(chan struct{})
-	pc := startConsumer(t, b, fastOptions(t, "rg"), "R", listenerOf(orderly, func(msgs []*Message) bool {
+	var releaseOnce sync.Once
+	unhold := func() { hold.Store(false); releaseOnce.Do(func() { close(release) }) }
+	startConsumer(t, b, fastOptions(t, "rg"), "R", listenerOf(orderly, func(msgs []*Message) bool {
 		c.add(msgs)
 		if hold.Load() {
 			<-release
 		}
 		return true
 	}))
-	defer shutdown(t, pc)
+	t.Cleanup(unhold) // before the consumer's shutdown (cleanups run last first): a failed test must not leave the listener held
 	committedAt := func(want func(q int32) int64) func() bool {
 		return func() bool {
 			for _, q := range queues {
@@ -78,8 +81,7 @@ func testOffsetReset(t *testing.T, orderly bool) {
 			t.Fatalf("committed offsets %v after a reset to the first messages, with the listener holding them", offs)
 		}
 	}
-	hold.Store(false)
-	close(release)
+	unhold()
 	waitFor(t, 10*time.Second, "every message consumed again", func() bool {
 		for i := range n {
 			if c.get(fmt.Sprintf("m%d", i)) < 2 {
