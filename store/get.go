@@ -217,7 +217,10 @@ func (s *Store) sizeResult(ents []cqueue.Entry, most int, filter Filter, topicLe
 		if n > 0 && filter != nil && !filter.MatchHash(e.TagHash) {
 			continue
 		}
-		b := max(int64(e.Size)-int64(minRecordOverhead+topicLen), 0) // in int64: Size comes from disk
+		// Size comes from disk: a hint only (the arena grows if it is short), bounded by the
+		// largest record the store writes, so that a corrupt entry cannot make a huge
+		// allocation (or overflow an int on 32 bits).
+		b := min(max(int64(e.Size)-int64(minRecordOverhead+topicLen), 0), int64(s.opts.MaxMessageSize)+maxRecordExtra)
 		if n == 0 {
 			first = b
 		}
@@ -227,6 +230,10 @@ func (s *Store) sizeResult(ents []cqueue.Entry, most int, filter Filter, topicLe
 	// The read stops at the message that takes it to MaxPullBytes.
 	return n, int(min(need, int64(s.opts.MaxPullBytes)+first))
 }
+
+// maxRecordExtra bounds what a record holds besides its body, for sizeResult's hint: the
+// headroom the segment size leaves each message (Options.SegmentSize).
+const maxRecordExtra = 64 << 10
 
 // minRecordOverhead is the least a record takes besides the bytes GetMessages copies and its
 // topic: a frame's length, checksum and time delta (1+4+1 bytes), and the payload's presence

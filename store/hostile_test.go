@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -208,10 +209,18 @@ func TestCorruptEntrySize(t *testing.T) {
 	s = openStore(t, dir, Options{})
 	defer s.Close()
 	var res GetResult
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
 	if err := guard.Call(t, "GetMessages", func() (err error) { res, err = s.GetMessages("T", 0, 0, 32, nil); return err }); err != nil {
 		t.Fatal(err)
 	}
+	runtime.ReadMemStats(&after)
 	if len(res.Messages) != 3 {
 		t.Errorf("got %d messages, want 3", len(res.Messages))
+	}
+	// The size on disk is a hint for the result's buffer: a corrupt one must not make a
+	// buffer of its size (2 GiB).
+	if n := after.TotalAlloc - before.TotalAlloc; n > 64<<20 {
+		t.Errorf("GetMessages allocated %d bytes for a corrupt entry size", n)
 	}
 }
