@@ -16,6 +16,7 @@ import (
 // not left idle for the rest of the delay.
 func (pc *PushConsumer) pullLoop(qs *queueState) {
 	defer pc.wg.Done()
+	defer close(qs.pulled)
 	var (
 		delay time.Duration
 		drain bool

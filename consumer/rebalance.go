@@ -25,6 +25,7 @@ type queueState struct {
 	ctx    context.Context // ends the pull loop's long poll
 	cancel context.CancelFunc
 	stop   <-chan struct{}
+	pulled chan struct{} // closed when the pull loop has ended
 
 	next        int64 // next pull offset; owned by the pull loop
 	lockedFirst bool  // orderly: the first pull after locking has re-read the offset
@@ -137,7 +138,7 @@ func (pc *PushConsumer) updateQueues(topic, expr string, mine []mq.MessageQueue)
 func (pc *PushConsumer) addQueue(queue mq.MessageQueue, expr string, off int64) {
 	ctx, cancel := context.WithCancel(pc.ctx)
 	qs := &queueState{queue: queue, expr: expr, pq: newProcessQueue(), ctx: ctx, cancel: cancel, stop: ctx.Done(),
-		next: off, consumeLock: make(chan struct{}, 1), resetTo: -1}
+		pulled: make(chan struct{}), next: off, consumeLock: make(chan struct{}, 1), resetTo: -1}
 	if pc.isOrderly() {
 		qs.pq.SetLocked(true) // locked at the broker just before
 	}
@@ -177,6 +178,10 @@ func (pc *PushConsumer) removeQueue(qs *queueState, to int64) {
 	to = qs.resetTo
 	qs.settleMu.Unlock()
 	qs.cancel()
+	// A pull in flight carries the queue's offset as it was, as its commit: the removal
+	// waits for the pull loop to end (at once, its context ended) so that the broker gets
+	// that commit before the offset the removal persists, not after it.
+	pc.waitPulled(qs)
 	locked := pc.lockQueues()
 	if locked {
 		wait := orderlyUnlockWait
@@ -210,6 +215,17 @@ func (pc *PushConsumer) removeQueue(qs *queueState, to int64) {
 		if err != nil {
 			pc.opts.Logger.Warn("consumer: unlock", "queue", qs.queue, "err", err)
 		}
+	}
+}
+
+// waitPulled waits for qs's pull loop to end, CallTimeout at most.
+func (pc *PushConsumer) waitPulled(qs *queueState) {
+	t := time.NewTimer(pc.opts.CallTimeout)
+	defer t.Stop()
+	select {
+	case <-qs.pulled:
+	case <-t.C:
+		pc.opts.Logger.Warn("consumer: removed queue's pull loop has not ended", "queue", qs.queue)
 	}
 }
 
