@@ -10,6 +10,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -408,24 +409,26 @@ func (c *Client) invokeNamesrv(ctx context.Context, req *Command) (*Command, str
 	return nil, "", errors.Join(errs...)
 }
 
-// notifyChange calls the OnChange of every heartbeat with a consumer of group.
-func (c *Client) notifyChange(group string) {
+// groupHeartbeats returns the heartbeats with a consumer of group, copied under c.mu, so
+// that their callbacks run without it.
+func (c *Client) groupHeartbeats(group string) []mq.Heartbeat {
 	c.mu.Lock()
-	var fns []func(string)
+	defer c.mu.Unlock()
+	var hbs []mq.Heartbeat
 	for _, hb := range c.hbs {
-		if hb.OnChange == nil {
-			continue
-		}
-		for _, cd := range hb.Consumers {
-			if cd.Group == group {
-				fns = append(fns, hb.OnChange)
-				break
-			}
+		if slices.ContainsFunc(hb.Consumers, func(cd mq.ConsumerData) bool { return cd.Group == group }) {
+			hbs = append(hbs, hb)
 		}
 	}
-	c.mu.Unlock()
-	for _, fn := range fns {
-		fn(group)
+	return hbs
+}
+
+// notifyChange calls the OnChange of every heartbeat with a consumer of group.
+func (c *Client) notifyChange(group string) {
+	for _, hb := range c.groupHeartbeats(group) {
+		if hb.OnChange != nil {
+			hb.OnChange(group)
+		}
 	}
 }
 
@@ -440,22 +443,10 @@ func (c *Client) notifyReset(cmd *Command) error {
 	if err := decodeOffsetTable(cmd.Body, offs); err != nil {
 		return fmt.Errorf("reset offsets of group %q: %w", h.Group, err)
 	}
-	c.mu.Lock()
-	var fns []func(string, string, map[mq.MessageQueue]int64)
-	for _, hb := range c.hbs {
-		if hb.OnReset == nil {
-			continue
+	for _, hb := range c.groupHeartbeats(h.Group) {
+		if hb.OnReset != nil {
+			hb.OnReset(h.Group, h.Topic, maps.Clone(offs))
 		}
-		for _, cd := range hb.Consumers {
-			if cd.Group == h.Group {
-				fns = append(fns, hb.OnReset)
-				break
-			}
-		}
-	}
-	c.mu.Unlock()
-	for _, fn := range fns {
-		fn(h.Group, h.Topic, maps.Clone(offs))
 	}
 	return nil
 }
