@@ -19,6 +19,11 @@ import (
 // clients do (defaultTopicQueueNums).
 const autoCreateQueues = 4
 
+// sendBodies pools batch request bodies; one over maxPooledBody is left to the GC.
+var sendBodies = sync.Pool{New: func() any { return new([]byte) }}
+
+const maxPooledBody = 1 << 20
+
 // sendPlan is where a send goes: the queue, its broker's address, and whether the topic
 // has no route yet and is created by the send from the template topic (TBW102).
 type sendPlan struct {
@@ -275,7 +280,9 @@ func (c *Client) SendBatch(ctx context.Context, msgs []*mq.Message, sel mq.Queue
 // or an EdgeMQ with it turned off, refuses it with REQUEST_CODE_NOT_SUPPORTED, an error
 // wrapping errors.ErrUnsupported, and stores nothing; send the batch with SendBatch then.
 // The broker answers only the first message's offset message id: the results after the
-// first have their queue offsets and store host, but no commit-log offset.
+// first have their queue offsets and store host, but no commit-log offset. encode appends
+// the body to dst and returns it; the client reuses the returned slice's memory for later
+// batches once the call returns, so encode must not keep it.
 func (c *Client) SendBatchWith(ctx context.Context, msgs []*mq.Message, sel mq.QueueSelector, code int16,
 	encode func(dst []byte, msgs []*mq.Message) ([]byte, error)) ([]mq.SendResult, error) {
 	if encode == nil {
@@ -302,7 +309,16 @@ func (c *Client) sendBatch(ctx context.Context, msgs []*mq.Message, sel mq.Queue
 	if err != nil {
 		return nil, err
 	}
-	body, err := encode(nil, msgs)
+	// The body is written to the connection's buffer before invoke returns: its memory
+	// serves the next batch.
+	bp := sendBodies.Get().(*[]byte)
+	body, err := encode((*bp)[:0], msgs)
+	defer func() {
+		if cap(body) <= maxPooledBody {
+			*bp = body[:0]
+		}
+		sendBodies.Put(bp)
+	}()
 	if err != nil {
 		return nil, err
 	}

@@ -18,6 +18,9 @@ const (
 	// readChunk is how much a Reader allocates for a frame before its bytes arrive; it
 	// grows the buffer as they do, so a length word alone never costs a large allocation.
 	readChunk = 64 << 10
+	// readGrowth bounds a Reader's buffer for a frame to this many times its bytes
+	// received.
+	readGrowth = 4
 )
 
 // AppendFrame appends c as a whole frame, its header in c.Serialize, and returns the
@@ -131,7 +134,10 @@ func (r *Reader) Read() (*Command, error) {
 	return decodeFrame(frame)
 }
 
-// readFrame reads n bytes, growing its buffer as they arrive.
+// readFrame reads n bytes, growing its buffer as they arrive: it holds at most
+// readGrowth times the bytes received (and readChunk before any), so that a length word
+// alone never costs a large allocation, while a large frame is copied at most once or
+// twice on its way (a 180 KB batch: once, 64 KB).
 func (r *Reader) readFrame(n int) ([]byte, error) {
 	b := make([]byte, min(n, readChunk))
 	have := 0
@@ -144,7 +150,7 @@ func (r *Reader) readFrame(n int) ([]byte, error) {
 		if have == n {
 			return b, nil
 		}
-		nb := make([]byte, min(2*len(b), n))
+		nb := make([]byte, min(readGrowth*have, n))
 		copy(nb, b)
 		b = nb
 	}
