@@ -136,8 +136,8 @@ func (r *Reader) Read() (*Command, error) {
 
 // readFrame reads n bytes, growing its buffer as they arrive: it holds at most
 // readGrowth times the bytes received (and readChunk before any), so that a length word
-// alone never costs a large allocation, while a large frame is copied at most once or
-// twice on its way (a 180 KB batch: once, 64 KB).
+// alone never costs a large allocation, while a large frame is copied less on its way
+// than with doubling (a 180 KB batch: one copy of 64 KB).
 func (r *Reader) readFrame(n int) ([]byte, error) {
 	b := make([]byte, min(n, readChunk))
 	have := 0
