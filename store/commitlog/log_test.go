@@ -35,6 +35,9 @@ func openTest(t testing.TB, dir string, o Options) *Log {
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
+	// A log the test left open stops before its dir is removed (its goroutines would write
+	// there); one closed already says ErrClosed.
+	t.Cleanup(func() { l.Close() })
 	return l
 }
 
