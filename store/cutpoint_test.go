@@ -52,7 +52,8 @@ func TestPowerCutAtEveryStep(t *testing.T) {
 		linger time.Duration
 		wbuf   int64
 	}{
-		{"sync", commitlog.FlushSync, 0, 0},
+		{"sync", commitlog.FlushSync, 0, 0}, // the default write buffer
+		{"sync-mapped", commitlog.FlushSync, 0, -1},
 		{"sync-linger", commitlog.FlushSync, 2 * time.Millisecond, 0},
 		{"async", commitlog.FlushAsync, 0, 0},
 		{"sync-writebuffer", commitlog.FlushSync, 0, 8 << 10},

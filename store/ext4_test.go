@@ -397,8 +397,8 @@ type ext4Totals struct {
 }
 
 // TestExt4PowerCut cuts the power of a real ext4 file system (see the comment at the top of
-// this file) EDGEMQ_EXT4_CUTS times per flush mode while a child process appends; every third
-// child gathers its records in a write buffer (Options.WriteBuffer).
+// this file) EDGEMQ_EXT4_CUTS times per flush mode while a child process appends; the children
+// take turns at the default write buffer (Options.WriteBuffer), none and a small one.
 func TestExt4PowerCut(t *testing.T) {
 	cuts, _ := strconv.Atoi(os.Getenv("EDGEMQ_EXT4_CUTS"))
 	if cuts <= 0 {
@@ -449,10 +449,9 @@ func ext4Cuts(t *testing.T, im *ext4Image, mode commitlog.FlushMode, cuts int, r
 		if mode == commitlog.FlushSync && cut%2 == 1 {
 			linger = "2ms"
 		}
-		wbuf := 0 // every third child gathers records in a write buffer: the same guarantees
-		if cut%3 == 2 {
-			wbuf = 64 << 10
-		}
+		// The write buffer: the default (sync: 1 MiB, async: none), none, or 64 KiB; the
+		// same guarantees either way.
+		wbuf := [3]int{0, -1, 64 << 10}[cut%3]
 		cmd, _ := startChild(t, "TestExt4PowerCutChild", "EDGEMQ_EXT4_DIR="+dir, "EDGEMQ_EXT4_SIDE="+sidePath,
 			"EDGEMQ_EXT4_MODE="+mode.String(), fmt.Sprintf("EDGEMQ_EXT4_BASE=%d", int64(cut)*10_000_000), "EDGEMQ_EXT4_LINGER="+linger, fmt.Sprintf("EDGEMQ_EXT4_WBUF=%d", wbuf))
 

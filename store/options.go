@@ -71,12 +71,15 @@ type Options struct {
 	// PrefaultRate is the write rate, bytes per second, from which the commitlog counts as
 	// busy and is prefaulted. Default 16 MiB/s.
 	PrefaultRate int64
-	// WriteBuffer, if positive, makes the commitlog gather records in a buffer of this many
-	// bytes and write them to its file in one write, instead of writing each through its
-	// mapping: a third of the CPU per 1 KiB record, and no prefaulting. What an fsync covers,
-	// and so what a power cut keeps, is unchanged; but records still in the buffer when the
-	// process dies are lost, though with async flush (or DurabilityAsync) their appends
-	// returned. 0 to commitlog.MaxWriteBuffer; default 0: write through the mapping.
+	// WriteBuffer is the size of a buffer in which the commitlog gathers records and writes
+	// them to its file in one write, instead of writing each through its mapping: a third
+	// of the CPU per 1 KiB record, and no prefaulting. What an fsync covers, and so what a
+	// power cut keeps, is unchanged. With FlushSync a process crash loses nothing more
+	// either (acknowledgements wait for an fsync, written first; DurabilityAsync appends
+	// write the buffer out before they return); with FlushAsync the records still in the
+	// buffer when the process dies are lost, though their appends returned. At most
+	// commitlog.MaxWriteBuffer; 0: the default, commitlog.DefaultWriteBuffer (1 MiB) with
+	// FlushSync and none with FlushAsync; negative: none, write through the mapping.
 	WriteBuffer int64
 	// MaxAge deletes commitlog segments older than this. Default 72 h; negative disables.
 	MaxAge time.Duration

@@ -157,6 +157,12 @@ func positiveOrOff[T number]() rule[T] {
 	return rule[T]{"more than 0, or negative to turn it off", func(v T) bool { return v != 0 }}
 }
 
+// atMostOrOff accepts values up to hi: 0 means the default, negative ones turn the feature
+// off.
+func atMostOrOff[T number](k kind[T], hi T) rule[T] {
+	return rule[T]{"at most " + k.text(hi) + "; 0: the default, negative: off", func(v T) bool { return v <= hi }}
+}
+
 // between accepts lo..hi, written in the kind's words.
 func between[T number](k kind[T], lo, hi T) rule[T] {
 	return rule[T]{k.text(lo) + ".." + k.text(hi), func(v T) bool { return v >= lo && v <= hi }}

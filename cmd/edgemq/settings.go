@@ -239,14 +239,17 @@ var settings = []setting{
 		section: "store", key: "write_buffer",
 		kind:  size[int64](),
 		def:   commitlog.DefaultOptions.WriteBuffer,
-		check: between(size[int64](), 0, commitlog.MaxWriteBuffer),
+		check: atMostOrOff(size[int64](), commitlog.MaxWriteBuffer),
 		set:   func(c *config, v int64) { c.store.WriteBuffer = v },
-		doc: "If set, the commitlog gathers records in a buffer of this size and writes them to " +
+		doc: "The size of a buffer in which the commitlog gathers records and writes them to " +
 			"its file in one write, instead of through its mapping: about a third of the CPU " +
 			"per 1 KiB record, and no prefaulting. What a power cut keeps is unchanged (the " +
-			"buffer is written before every fsync), but records still in the buffer when the " +
-			"process dies are lost, though with flush = \"async\" (or an async topic) their " +
-			"sends were acknowledged. 0: write through the mapping.",
+			"buffer is written before every fsync). With flush = \"sync\" a crash of the " +
+			"process loses nothing more either (sends wait for an fsync, written first; an " +
+			"async topic's send writes the buffer out before it is acknowledged); with " +
+			"\"async\" records still in the buffer when the process dies are lost, though " +
+			"their sends were acknowledged. 0: 1MiB with flush = \"sync\", none with " +
+			"\"async\"; negative: none, write through the mapping.",
 	},
 	item[int64]{
 		section: "store", key: "prefault_rate",

@@ -34,9 +34,10 @@
 // that appends do not take a page fault per new page under the append lock; when it falls
 // behind, an appender maps the next pages itself after its append. See prefault.go.
 //
-// Write buffer: with Options.WriteBuffer, appends gather records in memory and write them to
-// the segment file in one pwrite when the buffer is full, at a roll and before every fsync;
-// reads of records still in the buffer copy them from it. See wbuf.go.
+// Write buffer: with Options.WriteBuffer (by default with FlushSync), appends gather records
+// in memory and write them to the segment file in one pwrite when the buffer is full, at a
+// roll, before every fsync and, with FlushSync, before a lazy append returns; reads of
+// records still in the buffer copy them from it. See wbuf.go.
 //
 // Recovery (Open): from the checkpoint (the last flushed position, rewritten after flushes)
 // the log walks frames to the first one that is not whole: a zero byte ends a segment and the

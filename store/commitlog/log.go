@@ -647,9 +647,14 @@ func (l *Log) AfterAppend(end int64) {
 // AfterAppendLazy is AfterAppend for records whose appender does not wait for them to be
 // durable: with FlushSync it does not wake the flusher, which covers them with the next fsync
 // another appender asks for, or else within FlushInterval (or once FlushBytes are unflushed),
-// as with FlushAsync.
+// as with FlushAsync. With FlushSync and a write buffer it writes the buffer out first, if
+// the records are still in it, so that they outlive a crash of the process as through the
+// mapping.
 func (l *Log) AfterAppendLazy(end int64) {
 	end = min(end, l.written.Load())
+	if l.opts.Flush == FlushSync && l.opts.WriteBuffer > 0 {
+		l.drainThrough(end)
+	}
 	l.maybeDropBehind(end)
 	l.kickPrefault(end)
 	if end-l.durable.Load() >= l.opts.FlushBytes {

@@ -135,16 +135,19 @@ type Options struct {
 	// flushes write little, is not prefaulted, and sync flush never. Default 256 KiB;
 	// negative turns prefaulting off.
 	PrefaultBytes int64
-	// WriteBuffer, if positive, is the size of a buffer in which appends gather records
-	// before one pwrite writes them to the segment file, instead of writing each record
-	// through the mapping, whose new pages cost the kernel far more (a fault and zeroing per
-	// 4 KiB page) than a large write does. The buffer is written out when full, at a segment
-	// roll and before every fsync, so what an fsync covers is the same and power cuts lose
-	// nothing more; reads of its records are served from it. But records still in it when
-	// the process dies (a crash, SIGKILL) are lost, up to WriteBuffer bytes, though with
-	// async flush their appends have returned (through the mapping, the page cache keeps
-	// them). With it no page is prefaulted. 0 to MaxWriteBuffer; default 0: write through
-	// the mapping.
+	// WriteBuffer is the size of a buffer in which appends gather records before one
+	// pwrite writes them to the segment file, instead of writing each record through the
+	// mapping, whose new pages cost the kernel far more (a fault and zeroing per 4 KiB page)
+	// than a large write does. The buffer is written out when full, at a segment roll and
+	// before every fsync, so what an fsync covers is the same and power cuts lose nothing
+	// more; reads of its records are served from it. With FlushSync a process crash (SIGKILL)
+	// loses nothing more either: an append waits for the fsync, which comes after the
+	// write, and the appends that do not wait (AfterAppendLazy) write the buffer out before
+	// they return. With FlushAsync the records still in the buffer when the process dies
+	// are lost, up to WriteBuffer bytes, though their appends have returned (through the
+	// mapping, the page cache keeps them). With it no page is prefaulted. At most
+	// MaxWriteBuffer; 0: the default, DefaultWriteBuffer with FlushSync and none with
+	// FlushAsync; negative: none, every record is written through the mapping.
 	WriteBuffer int64
 	// PrefaultRate is the write rate, in bytes per second, from which the log counts as
 	// busy and is prefaulted. Default 16 MiB/s (about 140,000 records of 100 bytes a
@@ -196,6 +199,11 @@ const MaxLinger = time.Second
 
 // MaxWriteBuffer is the largest Options.WriteBuffer.
 const MaxWriteBuffer = 64 << 20
+
+// DefaultWriteBuffer is Options.WriteBuffer's default with FlushSync. A sync-mode buffer is
+// written out before each fsync, so it holds what arrives between two of them: a 1,024-message
+// batch of 180 bytes each is 184 KiB.
+const DefaultWriteBuffer = 1 << 20
 
 // LingerPage is the unflushed bytes that end a Linger early: a page of the page cache, what
 // each fsync writes at least.
@@ -255,6 +263,9 @@ func (o *Options) withDefaults() (Options, error) {
 	if r.PrefaultRate == 0 {
 		r.PrefaultRate = d.PrefaultRate
 	}
+	if r.WriteBuffer == 0 && r.Flush == FlushSync {
+		r.WriteBuffer = DefaultWriteBuffer
+	}
 	if r.Now == nil {
 		r.Now = d.Now
 	}
@@ -279,8 +290,8 @@ func (o *Options) withDefaults() (Options, error) {
 		return r, fmt.Errorf("commitlog: RetentionInterval %v is negative (want > 0, or 0 for the default %v)", r.RetentionInterval, d.RetentionInterval)
 	case r.MaxMapped < 0:
 		return r, fmt.Errorf("commitlog: MaxMapped %d is negative (want > 0, or 0 for the default %d)", r.MaxMapped, d.MaxMapped)
-	case r.WriteBuffer < 0 || r.WriteBuffer > MaxWriteBuffer:
-		return r, fmt.Errorf("commitlog: WriteBuffer %d out of range [0, %d]", r.WriteBuffer, MaxWriteBuffer)
+	case r.WriteBuffer > MaxWriteBuffer:
+		return r, fmt.Errorf("commitlog: WriteBuffer %d is more than %d (want 0 for the default, or negative for none)", r.WriteBuffer, MaxWriteBuffer)
 	case r.PrefaultRate < 0:
 		return r, fmt.Errorf("commitlog: PrefaultRate %d is negative (want > 0, or 0 for the default %d)", r.PrefaultRate, d.PrefaultRate)
 	case r.MaxBytes < 0:

@@ -337,12 +337,13 @@ func TestScanLeavingSegmentDrops(t *testing.T) {
 
 // TestAsyncFlushDropsFirst: an async flush drops the whole pages it is about to write back
 // from the resident set first, even within ResidentBytes, since writeback would otherwise
-// write-protect each mapped page with its own TLB shootdown. A sync flush does not.
+// write-protect each mapped page with its own TLB shootdown. A sync flush does not (both
+// writing through the mapping: no write buffer).
 func TestAsyncFlushDropsFirst(t *testing.T) {
 	for _, mode := range []FlushMode{FlushAsync, FlushSync} {
 		dir := t.TempDir()
 		// Not prefaulted: the pages mapped ahead of the writer stay resident (TestPrefault).
-		l := openTest(t, dir, Options{SegmentSize: 8 << 20, Flush: mode, FlushInterval: time.Hour, FlushBytes: 1 << 40, ResidentBytes: 4 << 20, PrefaultBytes: -1})
+		l := openTest(t, dir, Options{SegmentSize: 8 << 20, Flush: mode, FlushInterval: time.Hour, FlushBytes: 1 << 40, ResidentBytes: 4 << 20, PrefaultBytes: -1, WriteBuffer: -1})
 		rec := bytes.Repeat([]byte("f"), 1000)
 		for l.Written() < 2<<20 {
 			if _, err := l.Append(1, [][]byte{rec}, nil); err != nil {

@@ -102,6 +102,19 @@ func (l *Log) fail(err error) {
 	l.fmu.Unlock()
 }
 
+// drainThrough writes the write buffer out if it holds records below end. A failed write
+// fails the log (drainLocked).
+func (l *Log) drainThrough(end int64) {
+	if t := l.wtail.Load(); t == nil || t.at >= end {
+		return // already in the file
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if t := l.wtail.Load(); t != nil && t.at < end && !l.closed { // Close drained it
+		l.drainLocked()
+	}
+}
+
 // drainForFlush writes the write buffer out for an fsync and returns the end of what the
 // fsync is to cover.
 func (l *Log) drainForFlush() (int64, error) {

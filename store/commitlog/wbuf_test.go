@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -132,5 +134,57 @@ func TestWriteBufferPowerCut(t *testing.T) {
 		if !bytes.Equal(p, payload(i)) {
 			t.Fatalf("record %d differs after the cut", i)
 		}
+	}
+}
+
+// TestWriteBufferDefaultAndLazyAppends: a sync-mode log gathers records in a write buffer by
+// default (DefaultWriteBuffer), an async one and one with a negative WriteBuffer write
+// through the mapping; and with FlushSync, AfterAppendLazy writes the buffer out, so that
+// a lazy append's records, acknowledged before any fsync, are in the file (and survive the
+// process) when it returns.
+func TestWriteBufferDefaultAndLazyAppends(t *testing.T) {
+	inFile := func(t *testing.T, dir string, p []byte) bool {
+		t.Helper()
+		b, err := os.ReadFile(filepath.Join(dir, segmentName(0)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return bytes.Contains(b, p)
+	}
+	for _, c := range []struct {
+		name     string
+		mode     FlushMode
+		wbuf     int64
+		want     int64 // WriteBuffer in effect
+		buffered bool  // an append's record is not in the file before AfterAppend
+	}{
+		{"sync", FlushSync, 0, DefaultWriteBuffer, true},
+		{"sync-mapped", FlushSync, -1, -1, false},
+		{"async", FlushAsync, 0, 0, false},
+		{"async-buffered", FlushAsync, 64 << 10, 64 << 10, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			l := openTest(t, dir, Options{Flush: c.mode, WriteBuffer: c.wbuf, FlushInterval: time.Hour, FlushBytes: 1 << 30})
+			if l.opts.WriteBuffer != c.want {
+				t.Fatalf("WriteBuffer %d in effect, want %d", l.opts.WriteBuffer, c.want)
+			}
+			for i := range 3 {
+				p := []byte(fmt.Sprintf("lazy-record-%d-%s", i, c.name))
+				end, err := l.AppendDeferred(1, [][]byte{p}, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := inFile(t, dir, p); got == c.buffered {
+					t.Fatalf("record %d in the file before AfterAppendLazy: %v, want %v", i, got, !c.buffered)
+				}
+				l.AfterAppendLazy(end)
+				// With FlushAsync a buffered record stays in the buffer: its loss on a
+				// crash of the process is what the option documents.
+				if got, want := inFile(t, dir, p), c.mode == FlushSync || !c.buffered; got != want {
+					t.Fatalf("record %d in the file after AfterAppendLazy: %v, want %v", i, got, want)
+				}
+			}
+		})
 	}
 }
