@@ -53,6 +53,7 @@ type config struct {
 	rmqNSPort  int
 	rmqBrPort  int
 	maxConns   int
+	edgemqArgs []string // more flags for edgemq serve
 	keep       bool
 }
 
@@ -126,6 +127,7 @@ func startBroker(ctx context.Context, k kind, c config) (*broker, time.Duration,
 			// offset) reads a queue from its start as RocketMQ does while the queue's first
 			// message is in memory, however long the pre-fill took.
 			"-broker.new_queue_window", "1h")
+		b.cmd.Args = append(b.cmd.Args, c.edgemqArgs...)
 		b.cmd.Stdout, b.cmd.Stderr = logf, logf
 		ackDone = firstAck(ctx, b.ns, 30*time.Second)
 		listening := dialLoop(b.ns, 30*time.Second)

@@ -75,6 +75,7 @@ func main() {
 		dir        = flag.String("dir", os.TempDir(), "parent of the fresh data dirs")
 		src        = flag.String("src", "../..", "the EdgeMQ source tree, to build edgemq from")
 		edgemqBin  = flag.String("edgemq", "", "an edgemq binary to run (default: go build ./cmd/edgemq from -src)")
+		edgemqArgs = flag.String("edgemq-args", "", "more flags for edgemq serve, space separated (after the benchmark's own, so they win: \"-store.write_buffer 1048576\")")
 		rmqScript  = flag.String("rocketmq-sh", "../interop/rocketmq.sh", "scripts/interop/rocketmq.sh")
 		rmqHeap    = flag.String("rmq-heap", "256m", "RocketMQ broker heap and direct-memory cap (RMQ_HEAP)")
 		edgemqPort = flag.Int("edgemq-port", 18876, "edgemq serve port (and port-2 for its VIP channel)")
@@ -130,7 +131,7 @@ func main() {
 		}
 	}
 	c := config{dir: *dir, edgemqBin: *edgemqBin, rmqHeap: *rmqHeap, edgemqPort: *edgemqPort,
-		rmqNSPort: *rmqNS, rmqBrPort: *rmqBroker, maxConns: 4096, keep: *keep}
+		rmqNSPort: *rmqNS, rmqBrPort: *rmqBroker, maxConns: 4096, edgemqArgs: strings.Fields(*edgemqArgs), keep: *keep}
 	if c.rmqScript, err = filepath.Abs(*rmqScript); err != nil {
 		fatalf("%v", err)
 	}
