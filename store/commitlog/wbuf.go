@@ -79,6 +79,27 @@ func (l *Log) drainLocked() error {
 		l.fail(err)
 		return err
 	}
+	l.retireLocked(t)
+	return nil
+}
+
+// copyOutLocked is drainLocked through the active segment's mapping: it copies the buffer's
+// records into the page cache with a memcpy instead of a pwrite. A pwrite of a few records
+// costs more than their copy (on ext4 each one updates the file's times, a journal handle,
+// where a write through the mapping does so once per page and writeback), which a lazy
+// append waits for. Caller holds mu.
+func (l *Log) copyOutLocked() {
+	if len(l.wbuf) == 0 {
+		return
+	}
+	t := l.wtail.Load()
+	copy(l.adata[t.at-l.active.base:], l.wbuf)
+	l.retireLocked(t)
+}
+
+// retireLocked lets readers read the file's copy of the write buffer t, now written out,
+// and keeps its memory for the next buffer unless a reader holds it. Caller holds mu.
+func (l *Log) retireLocked(t *wtail) {
 	// Retire the buffer, then see whether a reader holds it: a reader that takes it after
 	// this sees it retired (retired before refs here, refs before retired in readBuffered).
 	t.retired.Store(true)
@@ -87,7 +108,6 @@ func (l *Log) drainLocked() error {
 		l.wspare = l.wbuf
 	}
 	l.wbuf = nil
-	return nil
 }
 
 // fail makes err the log's sticky error: no more appends, waiters for durability get it.
@@ -102,8 +122,8 @@ func (l *Log) fail(err error) {
 	l.fmu.Unlock()
 }
 
-// drainThrough writes the write buffer out if it holds records below end. A failed write
-// fails the log (drainLocked).
+// drainThrough copies the write buffer into the file's pages (copyOutLocked) if it holds
+// records below end.
 func (l *Log) drainThrough(end int64) {
 	if t := l.wtail.Load(); t == nil || t.at >= end {
 		return // already in the file
@@ -111,7 +131,7 @@ func (l *Log) drainThrough(end int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if t := l.wtail.Load(); t != nil && t.at < end && !l.closed { // Close drained it
-		l.drainLocked()
+		l.copyOutLocked()
 	}
 }
 
