@@ -10,7 +10,9 @@ import (
 // page_mkwrite (about 6 µs a 4 KiB page on a VM), appends gather them in memory and write
 // them to the file in large pwrites: when the buffer is full, before a roll, and before
 // every fsync, so that what an fsync covers was written first and the power-cut guarantees
-// stay those of the mapping. The mapping still serves reads (a shared mapping sees what
+// stay those of the mapping; with FlushSync a lazy append (AfterAppendLazy), acknowledged
+// before an fsync, copies the buffer into the mapping (copyOutLocked), so that a crash of
+// the process keeps it as the mapping would. The mapping still serves reads (a shared mapping sees what
 // pwrite writes, through the page cache); the records of the buffer, not written to the
 // file yet, are read from the buffer itself (wtail), so that readers see every record
 // below Written and never the file's bytes past what was written to it. A reader copies a
