@@ -38,6 +38,7 @@ type Log struct {
 	adata  []byte // the active segment's writable mapping (the writer holds a reference)
 	wbuf   []byte // the write buffer (wbuf.go): records at wpos-len(wbuf) to wpos
 	wspare []byte // a written buffer no reader holds, for reuse
+	wfree  *wtail // a retired wtail no reader held, for reuse
 	wpos   int64  // next write position
 	closed bool
 

@@ -22,10 +22,16 @@ import (
 // than the pwrite saves.
 
 // wtail is the write buffer as readers see it: records from position at, in buf[:Written-at].
-// Its bytes below Written do not change while it is not retired. A wtail is never reused;
-// its buf is, once retired with no reader holding it.
+// Its bytes below Written do not change while it is not retired. A wtail retired with no
+// reader holding it, and its buf, are reused for the next buffer (a sync-mode log retires one
+// at every fsync: a new one each time would be an allocation per flush). A reader may hold a
+// pointer to a wtail that was retired and reused since; it reads at and buf only after it
+// took a reference and saw the wtail not retired, and the writer sets them before it clears
+// retired, so it reads the new buffer whole (whose records below Written are all there, at
+// or past its at). The writer reuses a wtail only if no reader held it when it was retired:
+// a reader that takes a reference later sees it retired, until it is reused.
 type wtail struct {
-	at      int64
+	at      atomic.Int64
 	buf     []byte       // with the buffer's full capacity; the writer appends within it
 	refs    atomic.Int32 // readers copying from buf
 	retired atomic.Bool  // buf was written to the file: read it there
@@ -46,7 +52,14 @@ func (l *Log) bufferFramesLocked(d int64, payloads [][]byte, need int64, pos []i
 		} else {
 			l.wbuf = make([]byte, 0, max(l.opts.WriteBuffer, need))
 		}
-		l.wtail.Store(&wtail{at: l.wpos, buf: l.wbuf[:cap(l.wbuf)]})
+		t := l.wfree
+		if l.wfree = nil; t == nil {
+			t = new(wtail)
+		}
+		t.at.Store(l.wpos)
+		t.buf = l.wbuf[:cap(l.wbuf)]
+		t.retired.Store(false) // after at and buf: see wtail
+		l.wtail.Store(t)
 	}
 	p0 := l.wpos
 	k := int64(len(l.wbuf))
@@ -76,7 +89,7 @@ func (l *Log) drainLocked() error {
 		return err
 	}
 	t := l.wtail.Load()
-	if _, err := l.active.file.WriteAt(l.wbuf, t.at-l.active.base); err != nil {
+	if _, err := l.active.file.WriteAt(l.wbuf, t.at.Load()-l.active.base); err != nil {
 		err = fmt.Errorf("%w: write %s: %w", ErrFlush, l.active.path, err)
 		l.fail(err)
 		return err
@@ -95,7 +108,7 @@ func (l *Log) copyOutLocked() {
 		return
 	}
 	t := l.wtail.Load()
-	copy(l.adata[t.at-l.active.base:], l.wbuf)
+	copy(l.adata[t.at.Load()-l.active.base:], l.wbuf)
 	l.retireLocked(t)
 }
 
@@ -106,8 +119,11 @@ func (l *Log) retireLocked(t *wtail) {
 	// this sees it retired (retired before refs here, refs before retired in readBuffered).
 	t.retired.Store(true)
 	l.wtail.Store(nil)
-	if t.refs.Load() == 0 && cap(l.wbuf) <= int(max(l.opts.WriteBuffer, 0)) {
-		l.wspare = l.wbuf
+	if t.refs.Load() == 0 {
+		l.wfree = t
+		if cap(l.wbuf) <= int(max(l.opts.WriteBuffer, 0)) {
+			l.wspare = l.wbuf
+		}
 	}
 	l.wbuf = nil
 }
@@ -127,12 +143,12 @@ func (l *Log) fail(err error) {
 // drainThrough copies the write buffer into the file's pages (copyOutLocked) if it holds
 // records below end.
 func (l *Log) drainThrough(end int64) {
-	if t := l.wtail.Load(); t == nil || t.at >= end {
+	if t := l.wtail.Load(); t == nil || t.at.Load() >= end {
 		return // already in the file
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if t := l.wtail.Load(); t != nil && t.at < end && !l.closed { // Close drained it
+	if t := l.wtail.Load(); t != nil && t.at.Load() < end && !l.closed { // Close drained it
 		l.copyOutLocked()
 	}
 }
@@ -154,7 +170,7 @@ func (l *Log) drainForFlush() (int64, error) {
 // file.
 func (r *Reader) readBuffered(pos, w int64) (d int64, payload []byte, n int, st frameStatus, ok bool) {
 	t := r.l.wtail.Load() // loaded after w: a buffer written out before w was loaded is gone
-	if t == nil || pos < t.at {
+	if t == nil {
 		return 0, nil, 0, 0, false // in the file
 	}
 	t.refs.Add(1)
@@ -162,7 +178,12 @@ func (r *Reader) readBuffered(pos, w int64) (d int64, payload []byte, n int, st 
 	if t.retired.Load() {
 		return 0, nil, 0, 0, false // written to the file meanwhile
 	}
-	d, payload, n, st = decodeFrame(t.buf[pos-t.at : w-t.at])
+	// A buffer made since w was loaded starts at or past w, so past pos.
+	at := t.at.Load()
+	if pos < at {
+		return 0, nil, 0, 0, false // in the file
+	}
+	d, payload, n, st = decodeFrame(t.buf[pos-at : w-at])
 	r.copy = append(r.copy[:0], payload...)
 	return d, r.copy, n, st, true
 }
