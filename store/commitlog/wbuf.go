@@ -12,8 +12,8 @@ import (
 // every fsync, so that what an fsync covers was written first and the power-cut guarantees
 // stay those of the mapping; with FlushSync a lazy append (AfterAppendLazy), acknowledged
 // before an fsync, copies the buffer into the mapping (copyOutLocked), so that a crash of
-// the process keeps it as the mapping would. The mapping still serves reads (a shared mapping sees what
-// pwrite writes, through the page cache); the records of the buffer, not written to the
+// the process keeps it as the mapping would. The mapping still serves reads (a shared
+// mapping sees what pwrite writes, through the page cache); the records of the buffer, not written to the
 // file yet, are read from the buffer itself (wtail), so that readers see every record
 // below Written and never the file's bytes past what was written to it. A reader copies a
 // record out of the buffer (records in a buffer are the newest, read by readers that keep
@@ -170,7 +170,9 @@ func (l *Log) drainForFlush() (int64, error) {
 // file.
 func (r *Reader) readBuffered(pos, w int64) (d int64, payload []byte, n int, st frameStatus, ok bool) {
 	t := r.l.wtail.Load() // loaded after w: a buffer written out before w was loaded is gone
-	if t == nil {
+	// Buffers start ever further on, so pos below this one's start, whichever buffer it
+	// stands for now, is in the file: most reads, which need no reference.
+	if t == nil || pos < t.at.Load() {
 		return 0, nil, 0, 0, false // in the file
 	}
 	t.refs.Add(1)
