@@ -19,7 +19,8 @@ import (
 // connection's reader goroutine, is handed to whoever waits for that Opaque. Requests are
 // queued for the connection's writer goroutine, which writes everything queued in one
 // write: many requests in flight cost a few writes, not one each, and a caller never waits
-// for the socket.
+// for the socket. A pull that finds nothing queued and nobody writing is the exception: its
+// caller writes it (see write).
 //
 // Its goroutines, both started by Client.conn: the reader (readLoop), which returns when the
 // socket fails or is closed and then fails every request still waiting; and the writer
@@ -31,6 +32,7 @@ type clientConn struct {
 	addr string
 	nc   net.Conn
 
+	sock    sync.Mutex    // held by whoever writes to nc: the writer, or a caller writing its own frame
 	wmu     sync.Mutex    // guards the write fields below
 	wbuf    []byte        // frames queued for the writer
 	spare   []byte        // the buffer of the last write, for reuse
@@ -252,6 +254,15 @@ func (c *clientConn) write(_ context.Context, cmd *Command) error {
 		c.wmu.Unlock()
 		return err
 	}
+	// A pull finding nothing queued and nobody writing is written by its caller: its reply
+	// wakes only it (a pull's next pull is issued by the caller its reply woke), so the
+	// writer would have nothing to gather with it and its hand-off would cost a wake-up on
+	// each pull. Other requests go through the writer, which gathers the requests of the
+	// callers a burst of replies woke into one write.
+	if n == 0 && cmd.Code == PullMessage && c.sock.TryLock() {
+		c.writeInline()
+		return nil
+	}
 	c.wmu.Unlock()
 	if n == 0 { // else the writer has been kicked and not yet taken the queue
 		select {
@@ -262,12 +273,47 @@ func (c *clientConn) write(_ context.Context, cmd *Command) error {
 	return nil
 }
 
+// writeInline writes what is queued from the caller's goroutine, holding sock and wmu; it
+// unlocks both.
+func (c *clientConn) writeInline() {
+	buf := c.wbuf
+	c.wbuf = c.spare[:0]
+	c.spare = nil
+	if !c.closing {
+		c.nc.SetWriteDeadline(time.Now().Add(c.cl.opts.WriteTimeout))
+	}
+	c.wmu.Unlock()
+	_, err := c.nc.Write(buf)
+	c.wmu.Lock()
+	if err != nil {
+		c.werr = fmt.Errorf("%w: write to %s: %v", mq.ErrUnavailable, c.addr, err)
+		c.wbuf = nil
+		c.wmu.Unlock()
+		c.sock.Unlock()
+		c.nc.Close()
+		return
+	}
+	if cap(buf) <= keepWriteBuffer {
+		c.spare = buf
+	}
+	more := len(c.wbuf) > 0
+	c.wmu.Unlock()
+	c.sock.Unlock()
+	if more {
+		select {
+		case c.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
 // writeLoop writes the queued frames, all that are queued in one write, until a write
 // fails or stopWriter is called; then it closes the socket. See clientConn.
 func (c *clientConn) writeLoop() {
 	defer c.cl.wg.Done()
 	defer c.nc.Close()
 	for {
+		c.sock.Lock()
 		c.wmu.Lock()
 		buf := c.wbuf
 		c.wbuf = c.spare[:0]
@@ -277,6 +323,7 @@ func (c *clientConn) writeLoop() {
 		}
 		c.wmu.Unlock()
 		if len(buf) == 0 {
+			c.sock.Unlock()
 			select {
 			case <-c.kick:
 				// The callers that woke with this one's reply, or with the replies read
@@ -286,6 +333,7 @@ func (c *clientConn) writeLoop() {
 				continue
 			case <-c.quit:
 			}
+			c.sock.Lock()
 			c.wmu.Lock()
 			buf = c.wbuf
 			c.wbuf = nil
@@ -308,6 +356,7 @@ func (c *clientConn) writeLoop() {
 			c.spare = buf
 		}
 		c.wmu.Unlock()
+		c.sock.Unlock()
 	}
 }
 

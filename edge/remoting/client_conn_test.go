@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"slices"
 	"testing"
 	"time"
 )
@@ -14,19 +15,31 @@ import (
 // one Write only, so the reads count the connection's writes.
 func pipeConn(t *testing.T) (*clientConn, net.Conn) {
 	t.Helper()
+	c, far := pipeConnStopped(t)
+	c.startWriter()
+	return c, far
+}
+
+// pipeConnStopped is pipeConn with the writer not started: startWriter starts it.
+func pipeConnStopped(t *testing.T) (*clientConn, net.Conn) {
+	t.Helper()
 	cl := &Client{opts: (&Options{}).withDefaults()}
 	cl.lg = cl.opts.Logger
 	near, far := net.Pipe()
 	c := &clientConn{cl: cl, addr: "pipe", nc: near, pending: map[int32]*pendingCall{},
 		kick: make(chan struct{}, 1), quit: make(chan struct{})}
-	cl.wg.Add(1)
-	go c.writeLoop()
 	t.Cleanup(func() {
 		c.close()
 		far.Close()
 		cl.wg.Wait()
 	})
 	return c, far
+}
+
+// startWriter starts a test connection's writer.
+func (c *clientConn) startWriter() {
+	c.cl.wg.Add(1)
+	go c.writeLoop()
 }
 
 // readWrites reads from far until it has n frames, and returns how many reads (so writes
@@ -127,6 +140,60 @@ func TestClientConnWriteFailureSticks(t *testing.T) {
 	c.cl.wg.Wait() // the writer returns after the failed write
 	err := c.write(context.Background(), NewRequest(HeartBeat, nil, nil))
 	if err == nil {
+		t.Fatal("write after a failed write succeeded")
+	}
+}
+
+// A pull that finds nothing queued and nobody writing is written by its caller (here no
+// writer runs); other requests, and a pull behind queued frames, wait for the writer, in
+// order.
+func TestClientConnPullWritesInline(t *testing.T) {
+	c, far := pipeConnStopped(t)
+	ctx := context.Background()
+	done := make(chan error, 1)
+	go func() { done <- c.write(ctx, NewRequest(PullMessage, nil, nil)) }()
+	readWrites(t, far, 1)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+
+	if err := c.write(ctx, NewRequest(HeartBeat, nil, nil)); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.write(ctx, NewRequest(PullMessage, nil, nil)); err != nil { // behind the heartbeat
+		t.Fatal(err)
+	}
+	c.wmu.Lock()
+	queued := len(c.wbuf)
+	c.wmu.Unlock()
+	r := NewReader(&byteReader{b: slices.Clone(c.wbuf[:queued])}, 0)
+	var codes []int16
+	for {
+		cmd, err := r.Read()
+		if err != nil {
+			break
+		}
+		codes = append(codes, cmd.Code)
+	}
+	if want := []int16{HeartBeat, PullMessage}; !slices.Equal(codes, want) {
+		t.Fatalf("queued for the writer: %v, want %v", codes, want)
+	}
+	c.startWriter()
+	far.SetReadDeadline(time.Now().Add(10 * time.Second))
+	got := make([]byte, queued)
+	if _, err := io.ReadFull(far, got); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A pull's own write that fails makes later writes fail, as the writer's does.
+func TestClientConnInlineWriteFailureSticks(t *testing.T) {
+	c, far := pipeConnStopped(t)
+	far.Close()
+	if err := c.write(context.Background(), NewRequest(PullMessage, nil, nil)); err != nil {
+		t.Fatalf("the failed write itself: %v (its failure shows on later writes and the reader)", err)
+	}
+	if err := c.write(context.Background(), NewRequest(HeartBeat, nil, nil)); err == nil {
 		t.Fatal("write after a failed write succeeded")
 	}
 }

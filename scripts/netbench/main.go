@@ -102,6 +102,7 @@ func main() {
 		keep       = flag.Bool("keep", false, "keep the data dirs and logs")
 		jsonOut    = flag.String("json", "", "also write every run's figures to this file")
 		traceOut   = flag.String("trace", "", "write a runtime/trace of this process (the Go clients) over each measured send and consume phase into this directory (they cost the client CPU: not for the figures)")
+		profOut    = flag.String("cpuprofile", "", "write a CPU profile of this process (the Go clients) over each measured send and consume phase into this directory (it costs the client CPU: not for the figures)")
 		load       = flag.Bool("load", false, "run the load test against edgemq serve instead (see -load-*)")
 		loadDur    = flag.Duration("load-duration", 10*time.Minute, "load: how long the producers send")
 		loadConns  = flag.Int("load-conns", 1000, "load: client connections in all (producers + consumers + idle ones)")
@@ -115,6 +116,7 @@ func main() {
 	flag.Parse()
 	rlog.SetLogLevel("fatal")
 	traceDir = *traceOut
+	profDir = *profOut
 	ctx := context.Background()
 
 	tmp, err := os.MkdirTemp(*dir, "netbench-bin-")

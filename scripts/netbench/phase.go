@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"runtime/trace"
 	"slices"
 	"sync"
@@ -20,19 +21,23 @@ import (
 )
 
 // traceDir, when set (-trace), is where each measured phase writes a runtime/trace of this
-// process, the client's: <prefix>-<n>.trace.
+// process, the client's: <prefix>-<n>.trace; profDir (-cpuprofile) where it writes a CPU
+// profile of it: <prefix>-<n>.pprof.
 var (
 	traceDir string
+	profDir  string
 	traceN   atomic.Int64
 )
 
-// startTrace starts a runtime/trace of the phase named prefix into traceDir; the function
-// it returns stops it. Without -trace it does nothing.
+// startTrace starts a runtime/trace and a CPU profile of the phase named prefix, each when
+// its directory is set; the function it returns stops them.
 func startTrace(prefix string) func() {
+	n := traceN.Add(1)
+	stopProf := startProfile(prefix, n)
 	if traceDir == "" {
-		return func() {}
+		return stopProf
 	}
-	f, err := os.Create(filepath.Join(traceDir, fmt.Sprintf("%s-%d.trace", prefix, traceN.Add(1))))
+	f, err := os.Create(filepath.Join(traceDir, fmt.Sprintf("%s-%d.trace", prefix, n)))
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "netbench: trace: %v\n", err)
 		return func() {}
@@ -40,10 +45,33 @@ func startTrace(prefix string) func() {
 	if err := trace.Start(f); err != nil {
 		fmt.Fprintf(os.Stderr, "netbench: trace: %v\n", err)
 		f.Close()
-		return func() {}
+		return stopProf
 	}
 	return func() {
 		trace.Stop()
+		f.Close()
+		stopProf()
+	}
+}
+
+// startProfile starts a CPU profile of this process into profDir, when it is set; the
+// function it returns stops it.
+func startProfile(prefix string, n int64) func() {
+	if profDir == "" {
+		return func() {}
+	}
+	f, err := os.Create(filepath.Join(profDir, fmt.Sprintf("%s-%d.pprof", prefix, n)))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "netbench: cpuprofile: %v\n", err)
+		return func() {}
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		fmt.Fprintf(os.Stderr, "netbench: cpuprofile: %v\n", err)
+		f.Close()
+		return func() {}
+	}
+	return func() {
+		pprof.StopCPUProfile()
 		f.Close()
 	}
 }
