@@ -32,8 +32,8 @@ type clientConn struct {
 	addr string
 	nc   net.Conn
 
-	sock    sync.Mutex    // held by whoever writes to nc: the writer, or a caller writing its own frame
 	wmu     sync.Mutex    // guards the write fields below
+	writing bool          // a write to nc is under way: the writer's, or a caller's (see write)
 	wbuf    []byte        // frames queued for the writer
 	spare   []byte        // the buffer of the last write, for reuse
 	werr    error         // sticky: the write that failed, or the connection closed
@@ -259,22 +259,20 @@ func (c *clientConn) write(_ context.Context, cmd *Command) error {
 	// writer would have nothing to gather with it and its hand-off would cost a wake-up on
 	// each pull. Other requests go through the writer, which gathers the requests of the
 	// callers a burst of replies woke into one write.
-	if n == 0 && cmd.Code == PullMessage && c.sock.TryLock() {
+	if n == 0 && cmd.Code == PullMessage && !c.writing {
+		c.writing = true
 		c.writeInline()
 		return nil
 	}
 	c.wmu.Unlock()
 	if n == 0 { // else the writer has been kicked and not yet taken the queue
-		select {
-		case c.kick <- struct{}{}:
-		default:
-		}
+		c.kickWriter()
 	}
 	return nil
 }
 
-// writeInline writes what is queued from the caller's goroutine, holding sock and wmu; it
-// unlocks both.
+// writeInline writes what is queued from the caller's goroutine; it is called holding wmu,
+// with writing just set, and unlocks wmu.
 func (c *clientConn) writeInline() {
 	buf := c.wbuf
 	c.wbuf = c.spare[:0]
@@ -285,25 +283,32 @@ func (c *clientConn) writeInline() {
 	c.wmu.Unlock()
 	_, err := c.nc.Write(buf)
 	c.wmu.Lock()
+	c.writing = false
 	if err != nil {
 		c.werr = fmt.Errorf("%w: write to %s: %v", mq.ErrUnavailable, c.addr, err)
 		c.wbuf = nil
 		c.wmu.Unlock()
-		c.sock.Unlock()
-		c.nc.Close()
+		c.nc.Close() // a frame may be half written; the reader fails what waits
+		c.kickWriter()
 		return
 	}
 	if cap(buf) <= keepWriteBuffer {
 		c.spare = buf
 	}
-	more := len(c.wbuf) > 0
+	// Frames queued meanwhile kicked the writer, which found this write under way; and a
+	// writer told to stop waits for it to end.
+	more := len(c.wbuf) > 0 || c.werr != nil
 	c.wmu.Unlock()
-	c.sock.Unlock()
 	if more {
-		select {
-		case c.kick <- struct{}{}:
-		default:
-		}
+		c.kickWriter()
+	}
+}
+
+// kickWriter tells the writer to look at the queue.
+func (c *clientConn) kickWriter() {
+	select {
+	case c.kick <- struct{}{}:
+	default:
 	}
 }
 
@@ -313,17 +318,19 @@ func (c *clientConn) writeLoop() {
 	defer c.cl.wg.Done()
 	defer c.nc.Close()
 	for {
-		c.sock.Lock()
 		c.wmu.Lock()
-		buf := c.wbuf
-		c.wbuf = c.spare[:0]
-		c.spare = nil
-		if len(buf) > 0 && !c.closing {
-			c.nc.SetWriteDeadline(time.Now().Add(c.cl.opts.WriteTimeout))
+		var buf []byte
+		if !c.writing {
+			buf = c.wbuf
+			c.wbuf = c.spare[:0]
+			c.spare = nil
+			c.writing = len(buf) > 0
+			if len(buf) > 0 && !c.closing {
+				c.nc.SetWriteDeadline(time.Now().Add(c.cl.opts.WriteTimeout))
+			}
 		}
 		c.wmu.Unlock()
 		if len(buf) == 0 {
-			c.sock.Unlock()
 			select {
 			case <-c.kick:
 				// The callers that woke with this one's reply, or with the replies read
@@ -333,11 +340,15 @@ func (c *clientConn) writeLoop() {
 				continue
 			case <-c.quit:
 			}
-			c.sock.Lock()
 			c.wmu.Lock()
+			c.werr = fmt.Errorf("%w: connection to %s closed", errClientConnClosed, c.addr)
+			for c.writing { // a caller's own write: it kicks when done, seeing werr
+				c.wmu.Unlock()
+				<-c.kick
+				c.wmu.Lock()
+			}
 			buf = c.wbuf
 			c.wbuf = nil
-			c.werr = fmt.Errorf("%w: connection to %s closed", errClientConnClosed, c.addr)
 			c.wmu.Unlock()
 			if len(buf) > 0 {
 				c.nc.Write(buf) // best effort: oneway requests queued before close
@@ -346,6 +357,7 @@ func (c *clientConn) writeLoop() {
 		}
 		_, err := c.nc.Write(buf)
 		c.wmu.Lock()
+		c.writing = false
 		if err != nil {
 			c.werr = fmt.Errorf("%w: write to %s: %v", mq.ErrUnavailable, c.addr, err)
 			c.wbuf = nil
@@ -356,7 +368,6 @@ func (c *clientConn) writeLoop() {
 			c.spare = buf
 		}
 		c.wmu.Unlock()
-		c.sock.Unlock()
 	}
 }
 

@@ -197,3 +197,63 @@ func TestClientConnInlineWriteFailureSticks(t *testing.T) {
 		t.Fatal("write after a failed write succeeded")
 	}
 }
+
+// Frames queued while a pull's caller writes it wait for that write, also when the
+// connection is closed meanwhile: they follow it whole, in order.
+func TestClientConnQueuedBehindInlineWrite(t *testing.T) {
+	c, far := pipeConnStopped(t)
+	c.nc = halvesConn{c.nc} // as a socket may: a frame's bytes need not go in one write
+	c.startWriter()
+	ctx := context.Background()
+	done := make(chan error, 1)
+	go func() { done <- c.write(ctx, NewRequest(PullMessage, nil, make([]byte, 1000))) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for { // the caller's write is under way: nothing reads the pipe
+		c.wmu.Lock()
+		w := c.writing && len(c.wbuf) == 0
+		c.wmu.Unlock()
+		if w {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the pull's caller did not start writing")
+		}
+		time.Sleep(time.Millisecond) // polling the caller's progress, not synchronising on time
+	}
+	if err := c.oneway(ctx, NewRequest(SendMessageV2, nil, []byte("behind"))); err != nil {
+		t.Fatal(err)
+	}
+	c.close()
+	far.SetReadDeadline(time.Now().Add(10 * time.Second))
+	all, err := io.ReadAll(far)
+	if err != nil && !errors.Is(err, io.EOF) {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	r := NewReader(&byteReader{b: all}, 0)
+	var codes []int16
+	for {
+		cmd, err := r.Read()
+		if err != nil {
+			break
+		}
+		codes = append(codes, cmd.Code)
+	}
+	if want := []int16{PullMessage, SendMessageV2}; !slices.Equal(codes, want) {
+		t.Fatalf("frames written: %v, want %v", codes, want)
+	}
+}
+
+// halvesConn writes each buffer in two writes, its halves.
+type halvesConn struct{ net.Conn }
+
+func (c halvesConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p[:len(p)/2])
+	if err != nil {
+		return n, err
+	}
+	m, err := c.Conn.Write(p[len(p)/2:])
+	return n + m, err
+}

@@ -60,10 +60,12 @@ type conn struct {
 	pulls     context.Context
 	stopPulls context.CancelFunc
 
-	wmu   sync.Mutex // guards queue, spare and dead
+	wmu   sync.Mutex // guards queue, spare, dead and writing
 	queue []outFrame // frames for the writer, bounded by maxQueue (see queueFrame)
 	spare []outFrame // the writer's last batch, emptied, for the next queue
 	dead  bool       // the writer failed: nothing more is written
+	// writing: a write to the socket is under way, the writer's or the reader's (answerNow)
+	writing bool
 
 	kick  chan struct{} // capacity 1: the queue has frames
 	room  chan struct{} // capacity 1: the writer took frames (the reader waits on it)
@@ -247,9 +249,48 @@ func (c *conn) pullNow(req *remoting.Command, size int64) bool {
 		return false
 	}
 	c.s.reqBytes.Add(-size)
-	c.answer(req, resp)
+	if !c.answerNow(req, resp) {
+		c.answer(req, resp)
+		c.handlers.Done()
+		runtime.Gosched() // the writer, woken by answer, writes it before this reads on
+		return true
+	}
 	c.handlers.Done()
-	runtime.Gosched() // the writer, woken by answer, writes it before this reads on
+	return true
+}
+
+// answerNow writes resp, the answer to req, itself when nothing is queued for the writer
+// and nobody writes, and reports whether it did (else the caller queues it): a pull's
+// answer then costs no hand-off to the writer. A failed write fails the connection, as the
+// writer's does.
+func (c *conn) answerNow(req, resp *remoting.Command) bool {
+	if resp == nil || req.IsOneway() {
+		return false
+	}
+	c.wmu.Lock()
+	if c.dead || len(c.queue) > 0 || c.writing {
+		c.wmu.Unlock()
+		return false
+	}
+	c.writing = true
+	c.wmu.Unlock()
+	c.s.stats.replies.add(resp.Code)
+	frames := [1]outFrame{{cmd: resp, held: true}}
+	err := c.writeFrames(frames[:])
+	c.inflight.Add(-1)
+	if err != nil {
+		c.writeFailed(err)
+	}
+	c.wmu.Lock()
+	c.writing = false
+	more := len(c.queue) > 0 // queued meanwhile: the writer, kicked, found this write under way
+	c.wmu.Unlock()
+	if more {
+		select {
+		case c.kick <- struct{}{}:
+		default:
+		}
+	}
 	return true
 }
 
@@ -346,8 +387,12 @@ func (c *conn) writeLoop() {
 	defer close(c.wdone)
 	for {
 		c.wmu.Lock()
-		batch := c.queue
-		c.queue = nil
+		var batch []outFrame
+		if !c.writing { // else the reader's answer is being written: it kicks when done
+			batch = c.queue
+			c.queue = nil
+			c.writing = len(batch) > 0
+		}
 		c.wmu.Unlock()
 		if len(batch) == 0 {
 			select {
@@ -380,11 +425,12 @@ func (c *conn) writeLoop() {
 			c.writeFailed(err)
 			return
 		}
+		c.wmu.Lock()
+		c.writing = false
 		if cap(batch) <= keepQueue {
-			c.wmu.Lock()
 			c.spare = batch[:0]
-			c.wmu.Unlock()
 		}
+		c.wmu.Unlock()
 	}
 }
 

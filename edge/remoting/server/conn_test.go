@@ -605,3 +605,63 @@ func containsStr(ss []string, s string) bool {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// TestPullAnsweredByReader: a pull that finds messages, with nothing queued for the writer,
+// is answered by the connection's reader itself, which reads the next request only once
+// the answer is written; a client that does not read that answer is cut after
+// WriteTimeout, as with the writer.
+func TestPullAnsweredByReader(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		lc := newLogCounter(t)
+		b := openBroker(t, nil)
+		if err := b.CreateTopic(edge.TopicConfig{Name: "T", ReadQueues: 1, WriteQueues: 1}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Send(context.Background(), &mq.Message{Topic: "T", Body: []byte("m")}, nil); err != nil {
+			t.Fatal(err)
+		}
+		s := pipeServer(t, b, Options{WriteTimeout: 5 * time.Second, Logger: lc.logger()})
+		a, bpipe := net.Pipe()
+		s.admit(bpipe, false)
+		pull, _ := remoting.NewRequest(remoting.PullMessage, pullHeader("g", "T", 0, 0, pullSubscription, 0, "*"), nil).AppendFrame(nil)
+		next, _ := remoting.NewRequest(remoting.GetMaxOffset, map[string]string{"topic": "T", "queueId": "0"}, nil).AppendFrame(nil)
+		if _, err := a.Write(pull); err != nil {
+			t.Fatal(err)
+		}
+		wrote := make(chan error, 1)
+		go func() {
+			_, err := a.Write(next)
+			wrote <- err
+		}()
+		synctest.Wait()
+		select {
+		case err := <-wrote:
+			t.Fatalf("the reader read the next request (%v) before the pull's answer was written", err)
+		default:
+		}
+		r := remoting.NewReader(a, 0)
+		if resp, err := r.Read(); err != nil || resp.Code != remoting.Success || len(resp.Body) == 0 {
+			t.Fatalf("pull answer: %+v, %v", resp, err)
+		}
+		if err := <-wrote; err != nil {
+			t.Fatal(err)
+		}
+		if resp, err := r.Read(); err != nil || resp.Code != remoting.Success {
+			t.Fatalf("next answer: %+v, %v", resp, err)
+		}
+
+		// The same pull again, its answer never read.
+		if _, err := a.Write(pull); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		if got := lc.count("connection closed: slow reader"); got != 1 {
+			t.Fatalf("%d slow-reader log lines, want 1", got)
+		}
+		if _, err := a.Read(make([]byte, 1)); err == nil {
+			t.Error("slow reader's connection still open")
+		}
+		a.Close()
+	})
+}
