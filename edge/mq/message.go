@@ -2,7 +2,6 @@ package mq
 
 import (
 	"encoding/binary"
-	"encoding/hex"
 	"fmt"
 	"net/netip"
 	"strconv"
@@ -144,12 +143,34 @@ func OffsetMsgID(host netip.AddrPort, pos int64) string {
 	return unsafe.String(&out[0], len(out))
 }
 
+// fromHex is the value of the hex digit c (either case).
+func fromHex(c byte) (byte, bool) {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0', true
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10, true
+	case 'A' <= c && c <= 'F':
+		return c - 'A' + 10, true
+	}
+	return 0, false
+}
+
 // ParseOffsetMsgID returns the store host and commit-log offset of an offset message id.
 // Errors wrap ErrInvalidArgument.
 func ParseOffsetMsgID(id string) (netip.AddrPort, int64, error) {
-	b, err := hex.DecodeString(id)
-	if err != nil || (len(b) != 16 && len(b) != 28) {
+	var raw [28]byte
+	if len(id) != 32 && len(id) != 56 {
 		return netip.AddrPort{}, 0, fmt.Errorf("%w: message id %q", ErrInvalidArgument, id)
+	}
+	b := raw[:len(id)/2]
+	for i := range b {
+		hi, ok1 := fromHex(id[2*i])
+		lo, ok2 := fromHex(id[2*i+1])
+		if !ok1 || !ok2 {
+			return netip.AddrPort{}, 0, fmt.Errorf("%w: message id %q", ErrInvalidArgument, id)
+		}
+		b[i] = hi<<4 | lo
 	}
 	n := len(b) - 12
 	a, _ := netip.AddrFromSlice(b[:n])

@@ -29,8 +29,11 @@ func TestOffsetMsgID(t *testing.T) {
 			t.Errorf("ParseOffsetMsgID(%s) = %v %d %v", got, h, pos, err)
 		}
 	}
+	if h, pos, err := ParseOffsetMsgID("7f00000100002a9f0000000000000040"); err != nil || pos != 64 || h.String() != "127.0.0.1:10911" {
+		t.Errorf("lower-case id: %v %d %v", h, pos, err)
+	}
 	for _, bad := range []string{"", "XYZ", "7F00000100002A9F00000000000000", "7F00000100002A9FFFFFFFFFFFFFFFFF",
-		"7F00000100FFFFFF0000000000000040"} {
+		"7F00000100FFFFFF0000000000000040", "7F00000100002A9F000000000000004G", "7F00000100002A9F00000000000000-1"} {
 		if _, _, err := ParseOffsetMsgID(bad); !errors.Is(err, ErrInvalidArgument) {
 			t.Errorf("ParseOffsetMsgID(%q): %v, want %v", bad, err, ErrInvalidArgument)
 		}
@@ -55,6 +58,18 @@ func FuzzParseOffsetMsgID(f *testing.F) {
 			t.Fatalf("%q parsed to %v %d, which formats as %q", id, host, pos, back)
 		}
 	})
+}
+
+// QueueIndex(i) selects index i whatever n, and the common indexes cost no allocation.
+func TestQueueIndex(t *testing.T) {
+	for _, i := range []int{0, 1, 63, 64, 1000} {
+		if got := QueueIndex(i)(4, &Message{}); got != i {
+			t.Errorf("QueueIndex(%d) chose %d", i, got)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = QueueIndex(7) }); n != 0 {
+		t.Errorf("QueueIndex(7): %v allocations, want 0", n)
+	}
 }
 
 func BenchmarkOffsetMsgID(b *testing.B) {

@@ -33,7 +33,20 @@ func CompareQueues(a, b MessageQueue) int {
 type QueueSelector func(n int, m *Message) int
 
 // QueueIndex selects the write queue at index i (queue id i on a single broker).
-func QueueIndex(i int) QueueSelector { return func(int, *Message) int { return i } }
+func QueueIndex(i int) QueueSelector {
+	if i >= 0 && i < len(queueIndexes) {
+		return queueIndexes[i] // a producer choosing queues round robin allocates nothing
+	}
+	return func(int, *Message) int { return i }
+}
+
+// queueIndexes are the selectors of the first indexes, made once.
+var queueIndexes = func() (s [64]QueueSelector) {
+	for i := range s {
+		s[i] = func(int, *Message) int { return i }
+	}
+	return s
+}()
 
 // ShardingKey selects a queue by a hash of key, so that messages with one key always land
 // on one queue, in order, as ordered consumers need.

@@ -79,5 +79,11 @@ func (u *uniqIDs) next() string {
 	var b [6]byte
 	binary.BigEndian.PutUint32(b[:], uint32(now.Sub(start).Milliseconds()))
 	binary.BigEndian.PutUint16(b[4:], uint16(u.counter.Add(1)))
-	return u.prefix + strings.ToUpper(hex.EncodeToString(b[:]))
+	const hexdig = "0123456789ABCDEF"
+	var out [64]byte // the prefix is 20 hex digits
+	id := append(out[:0], u.prefix...)
+	for _, c := range b {
+		id = append(id, hexdig[c>>4], hexdig[c&15])
+	}
+	return string(id)
 }
