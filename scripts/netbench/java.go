@@ -158,6 +158,14 @@ func javaConsume(ctx context.Context, b *broker, javaCP string, p params, n int,
 		delete(m, "java_consume_client_cpu_us") // its best window began with the JVM: unknown
 	}
 	first := slices.IndexFunc(lines[1:], func(l tpsLine) bool { return l.tps > 0 })
+	if first < 0 {
+		// Nothing consumed in its whole run (RocketMQ's broker once started the new group
+		// at the queue's end): no figure, rather than a rate of 0.
+		delete(m, "java_consume_rate")
+		delete(m, "java_consume_cpu_us")
+		delete(m, "java_consume_client_cpu_us")
+		return fmt.Sprintf("java Consumer: %d rate lines, none above 0: it consumed nothing of the %d pre-filled messages (no figure)", len(lines)-1, n), nil
+	}
 	note = fmt.Sprintf("java Consumer: %d rate lines (1 s apart, 10 s windows), the first non-zero %d s after the first line, best %.0f, last %.0f",
 		len(lines)-1, first, m["java_consume_rate"], lines[len(lines)-1].tps)
 	if r := m["java_consume_rate"]; r > 0 && float64(n)/r < 11 {
