@@ -283,24 +283,30 @@ func (c *clientConn) writeInline() {
 	c.wmu.Unlock()
 	_, err := c.nc.Write(buf)
 	c.wmu.Lock()
-	c.writing = false
-	if err != nil {
-		c.werr = fmt.Errorf("%w: write to %s: %v", mq.ErrUnavailable, c.addr, err)
-		c.wbuf = nil
-		c.wmu.Unlock()
-		c.nc.Close() // a frame may be half written; the reader fails what waits
-		c.kickWriter()
-		return
-	}
-	if cap(buf) <= keepWriteBuffer {
-		c.spare = buf
-	}
+	c.wroteLocked(buf, err)
 	// Frames queued meanwhile kicked the writer, which found this write under way; and a
 	// writer told to stop waits for it to end.
 	more := len(c.wbuf) > 0 || c.werr != nil
 	c.wmu.Unlock()
+	if err != nil {
+		c.nc.Close() // a frame may be half written; the reader fails what waits
+	}
 	if more {
 		c.kickWriter()
+	}
+}
+
+// wroteLocked records the end of a write of buf that returned err; wmu is held. After a
+// failure every later write fails.
+func (c *clientConn) wroteLocked(buf []byte, err error) {
+	c.writing = false
+	if err != nil {
+		c.werr = fmt.Errorf("%w: write to %s: %v", mq.ErrUnavailable, c.addr, err)
+		c.wbuf = nil
+		return
+	}
+	if cap(buf) <= keepWriteBuffer {
+		c.spare = buf
 	}
 }
 
@@ -357,17 +363,11 @@ func (c *clientConn) writeLoop() {
 		}
 		_, err := c.nc.Write(buf)
 		c.wmu.Lock()
-		c.writing = false
+		c.wroteLocked(buf, err)
+		c.wmu.Unlock()
 		if err != nil {
-			c.werr = fmt.Errorf("%w: write to %s: %v", mq.ErrUnavailable, c.addr, err)
-			c.wbuf = nil
-			c.wmu.Unlock()
 			return // closing the socket: a frame may be half written
 		}
-		if cap(buf) <= keepWriteBuffer {
-			c.spare = buf
-		}
-		c.wmu.Unlock()
 	}
 }
 

@@ -166,16 +166,7 @@ func TestClientConnPullWritesInline(t *testing.T) {
 	c.wmu.Lock()
 	queued := len(c.wbuf)
 	c.wmu.Unlock()
-	r := NewReader(&byteReader{b: slices.Clone(c.wbuf[:queued])}, 0)
-	var codes []int16
-	for {
-		cmd, err := r.Read()
-		if err != nil {
-			break
-		}
-		codes = append(codes, cmd.Code)
-	}
-	if want := []int16{HeartBeat, PullMessage}; !slices.Equal(codes, want) {
+	if codes, want := frameCodes(slices.Clone(c.wbuf[:queued])), []int16{HeartBeat, PullMessage}; !slices.Equal(codes, want) {
 		t.Fatalf("queued for the writer: %v, want %v", codes, want)
 	}
 	c.startWriter()
@@ -232,16 +223,7 @@ func TestClientConnQueuedBehindInlineWrite(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	r := NewReader(&byteReader{b: all}, 0)
-	var codes []int16
-	for {
-		cmd, err := r.Read()
-		if err != nil {
-			break
-		}
-		codes = append(codes, cmd.Code)
-	}
-	if want := []int16{PullMessage, SendMessageV2}; !slices.Equal(codes, want) {
+	if codes, want := frameCodes(all), []int16{PullMessage, SendMessageV2}; !slices.Equal(codes, want) {
 		t.Fatalf("frames written: %v, want %v", codes, want)
 	}
 }
@@ -256,4 +238,17 @@ func (c halvesConn) Write(p []byte) (int, error) {
 	}
 	m, err := c.Conn.Write(p[len(p)/2:])
 	return n + m, err
+}
+
+// frameCodes returns the codes of the whole frames in b, in order.
+func frameCodes(b []byte) []int16 {
+	r := NewReader(&byteReader{b: b}, 0)
+	var codes []int16
+	for {
+		cmd, err := r.Read()
+		if err != nil {
+			return codes
+		}
+		codes = append(codes, cmd.Code)
+	}
 }
