@@ -257,8 +257,10 @@ func (c *clientConn) write(_ context.Context, cmd *Command) error {
 	// A pull finding nothing queued and nobody writing is written by its caller: its reply
 	// wakes only it (a pull's next pull is issued by the caller its reply woke), so the
 	// writer would have nothing to gather with it and its hand-off would cost a wake-up on
-	// each pull. Other requests go through the writer, which gathers the requests of the
-	// callers a burst of replies woke into one write.
+	// each pull. (Its caller then waits for the socket, up to WriteTimeout, when the broker
+	// does not read: a few hundred bytes, which only a broker that stopped reading with its
+	// connection open leaves unsent.) Other requests go through the writer, which gathers the
+	// requests of the callers a burst of replies woke into one write.
 	if n == 0 && cmd.Code == PullMessage && !c.writing {
 		c.writing = true
 		c.writeInline()
