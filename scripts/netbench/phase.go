@@ -10,6 +10,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
@@ -33,45 +34,33 @@ var (
 // its directory is set; the function it returns stops them.
 func startTrace(prefix string) func() {
 	n := traceN.Add(1)
-	stopProf := startProfile(prefix, n)
-	if traceDir == "" {
-		return stopProf
-	}
-	f, err := os.Create(filepath.Join(traceDir, fmt.Sprintf("%s-%d.trace", prefix, n)))
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "netbench: trace: %v\n", err)
-		return func() {}
-	}
-	if err := trace.Start(f); err != nil {
-		fmt.Fprintf(os.Stderr, "netbench: trace: %v\n", err)
-		f.Close()
-		return stopProf
-	}
+	stopTrace := startFile(traceDir, fmt.Sprintf("%s-%d.trace", prefix, n), "trace", trace.Start, trace.Stop)
+	stopProf := startFile(profDir, fmt.Sprintf("%s-%d.pprof", prefix, n), "cpuprofile", pprof.StartCPUProfile, pprof.StopCPUProfile)
 	return func() {
-		trace.Stop()
-		f.Close()
+		stopTrace()
 		stopProf()
 	}
 }
 
-// startProfile starts a CPU profile of this process into profDir, when it is set; the
-// function it returns stops it.
-func startProfile(prefix string, n int64) func() {
-	if profDir == "" {
+// startFile creates dir/name and starts writing what start writes into it; the function it
+// returns stops that (stop) and closes the file. With dir empty, or after an error (printed
+// as what's), it does nothing.
+func startFile(dir, name, what string, start func(io.Writer) error, stop func()) func() {
+	if dir == "" {
 		return func() {}
 	}
-	f, err := os.Create(filepath.Join(profDir, fmt.Sprintf("%s-%d.pprof", prefix, n)))
+	f, err := os.Create(filepath.Join(dir, name))
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "netbench: cpuprofile: %v\n", err)
+		fmt.Fprintf(os.Stderr, "netbench: %s: %v\n", what, err)
 		return func() {}
 	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		fmt.Fprintf(os.Stderr, "netbench: cpuprofile: %v\n", err)
+	if err := start(f); err != nil {
+		fmt.Fprintf(os.Stderr, "netbench: %s: %v\n", what, err)
 		f.Close()
 		return func() {}
 	}
 	return func() {
-		pprof.StopCPUProfile()
+		stop()
 		f.Close()
 	}
 }
