@@ -286,12 +286,17 @@ func (c *conn) answerNow(req, resp *remoting.Command) bool {
 	more := len(c.queue) > 0 // queued meanwhile: the writer, kicked, found this write under way
 	c.wmu.Unlock()
 	if more {
-		select {
-		case c.kick <- struct{}{}:
-		default:
-		}
+		c.kickWriter()
 	}
 	return true
+}
+
+// kickWriter tells the writer to look at the queue.
+func (c *conn) kickWriter() {
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
 }
 
 // handlePull answers a pull of size bytes that pullNow found waiting.
@@ -346,10 +351,7 @@ func (c *conn) queueFrame(f outFrame, wait bool) bool {
 			if f.cmd != nil && f.cmd.IsResponse() { // a send's reply is counted when made
 				c.s.stats.replies.add(f.cmd.Code)
 			}
-			select {
-			case c.kick <- struct{}{}:
-			default:
-			}
+			c.kickWriter()
 			return true
 		}
 		c.wmu.Unlock()
