@@ -101,8 +101,9 @@ func main() {
 		inproc     = flag.Bool("inproc", true, "also run our consumer and producer over an in-process broker (the figure ours_consume and ours_lat are held against)")
 		keep       = flag.Bool("keep", false, "keep the data dirs and logs")
 		jsonOut    = flag.String("json", "", "also write every run's figures to this file")
-		traceOut   = flag.String("trace", "", "write a runtime/trace of this process (the Go clients) over each measured send and consume phase into this directory (they cost the client CPU: not for the figures)")
-		profOut    = flag.String("cpuprofile", "", "write a CPU profile of this process (the Go clients) over each measured send and consume phase into this directory (it costs the client CPU: not for the figures)")
+		traceOut   = flag.String("trace", "", "write a runtime/trace of this process (the Go clients) over each measured send, consume and latency phase into this directory (they cost the client CPU: not for the figures)")
+		profOut    = flag.String("cpuprofile", "", "write a CPU profile of this process (the Go clients) over each measured send, consume and latency phase into this directory (it costs the client CPU: not for the figures)")
+		memOut     = flag.String("memprofile", "", "write this process's allocation profile (the Go clients; every allocation sampled) at the end of each measured send, consume and latency phase into this directory: cumulative since the process started, so run one workload to read one; sampling every allocation slows the clients: not for the figures")
 		load       = flag.Bool("load", false, "run the load test against edgemq serve instead (see -load-*)")
 		loadDur    = flag.Duration("load-duration", 10*time.Minute, "load: how long the producers send")
 		loadConns  = flag.Int("load-conns", 1000, "load: client connections in all (producers + consumers + idle ones)")
@@ -117,6 +118,10 @@ func main() {
 	rlog.SetLogLevel("fatal")
 	traceDir = *traceOut
 	profDir = *profOut
+	memDir = *memOut
+	if memDir != "" {
+		runtime.MemProfileRate = 1
+	}
 	ctx := context.Background()
 
 	tmp, err := os.MkdirTemp(*dir, "netbench-bin-")

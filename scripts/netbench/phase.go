@@ -23,10 +23,12 @@ import (
 
 // traceDir, when set (-trace), is where each measured phase writes a runtime/trace of this
 // process, the client's: <prefix>-<n>.trace; profDir (-cpuprofile) where it writes a CPU
-// profile of it: <prefix>-<n>.pprof.
+// profile of it: <prefix>-<n>.pprof; memDir (-memprofile) where it writes this process's
+// allocation profile at the phase's end: <prefix>-<n>.allocs.
 var (
 	traceDir string
 	profDir  string
+	memDir   string
 	traceN   atomic.Int64
 )
 
@@ -39,6 +41,9 @@ func startTrace(prefix string) func() {
 	return func() {
 		stopTrace()
 		stopProf()
+		startFile(memDir, fmt.Sprintf("%s-%d.allocs", prefix, n), "memprofile", func(w io.Writer) error {
+			return pprof.Lookup("allocs").WriteTo(w, 0)
+		}, func() {})()
 	}
 }
 
@@ -247,10 +252,13 @@ func latencyRun(ctx context.Context, b *broker, lc latClient, topic string, p pa
 	window := make(chan struct{}, p.latWindow)
 	interval := time.Second / time.Duration(p.latRate)
 	var ph phase
+	stopTrace := func() {}
+	defer func() { stopTrace() }()
 	start := time.Now()
 	late := 0
 	for i := range total {
 		if i == p.latWarm {
+			stopTrace = sync.OnceFunc(startTrace(prefix))
 			ph = startPhase(b)
 		}
 		next := start.Add(time.Duration(i) * interval)
@@ -290,6 +298,7 @@ func latencyRun(ctx context.Context, b *broker, lc latClient, topic string, p pa
 	if ph.broker != nil {
 		brokerCPU, _ = ph.broker.used()
 	}
+	stopTrace()
 	stopConsumer() // no callback writes lats from here on
 	if f := fails.n.Load(); f > 0 {
 		p.note(fmt.Sprintf("%s: %d of %d sends failed (not in the figures), first: %v", prefix, f, total, fails.err()))
