@@ -328,12 +328,14 @@ func (c *clientConn) writeLoop() {
 	for {
 		c.wmu.Lock()
 		var buf []byte
-		if !c.writing {
+		if !c.writing && len(c.wbuf) > 0 {
+			// Taken only when it holds frames: an empty buffer taken on a stale kick
+			// would be dropped, and the next frames would grow a new one.
 			buf = c.wbuf
 			c.wbuf = c.spare[:0]
 			c.spare = nil
-			c.writing = len(buf) > 0
-			if len(buf) > 0 && !c.closing {
+			c.writing = true
+			if !c.closing {
 				c.nc.SetWriteDeadline(time.Now().Add(c.cl.opts.WriteTimeout))
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"slices"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -251,4 +252,32 @@ func frameCodes(b []byte) []int16 {
 		}
 		codes = append(codes, cmd.Code)
 	}
+}
+
+// The writer keeps its two buffers: a kick that finds nothing queued (the frames it told of
+// were taken with earlier ones, or written by a pull's caller) leaves them in place, so that
+// the next frames are encoded into memory of the last ones rather than into a growing new
+// slice.
+func TestClientConnKeepsWriteBuffers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, far := pipeConn(t)
+		go io.Copy(io.Discard, far)
+		ctx := context.Background()
+		for range 3 {
+			if err := c.write(ctx, NewRequest(HeartBeat, nil, make([]byte, 100))); err != nil {
+				t.Fatal(err)
+			}
+			synctest.Wait() // written
+		}
+		for range 3 {
+			c.kickWriter() // nothing queued
+			synctest.Wait()
+		}
+		c.wmu.Lock()
+		bufs := cap(c.wbuf) > 0 && cap(c.spare) > 0
+		c.wmu.Unlock()
+		if !bufs {
+			t.Fatalf("after kicks with nothing queued: write buffer of capacity %d, spare %d; want both kept", cap(c.wbuf), cap(c.spare))
+		}
+	})
 }

@@ -390,10 +390,12 @@ func (c *conn) writeLoop() {
 	for {
 		c.wmu.Lock()
 		var batch []outFrame
-		if !c.writing { // else the reader's answer is being written: it kicks when done
+		// Taken only when it holds frames (an empty queue taken on a stale kick would be
+		// dropped); and not while the reader's answer is being written: it kicks when done.
+		if !c.writing && len(c.queue) > 0 {
 			batch = c.queue
 			c.queue = nil
-			c.writing = len(batch) > 0
+			c.writing = true
 		}
 		c.wmu.Unlock()
 		if len(batch) == 0 {
