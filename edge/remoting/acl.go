@@ -33,7 +33,7 @@ func (c Credentials) IsZero() bool { return c.AccessKey == "" }
 // req's extension fields, as RocketMQ's Java AclClientRPCHook does: the signature covers
 // every other extension field, the access key and token included.
 func (c Credentials) Sign(req *Command) {
-	if req.Ext == nil {
+	if req.Fields() == nil {
 		req.Ext = map[string]string{}
 	}
 	req.Ext[ExtAccessKey] = c.AccessKey
@@ -76,7 +76,7 @@ const version493 = 399
 // interceptor signs the same fields without the SecurityToken it adds after signing. As
 // RocketMQ does, the _UNIQUE_KEY_QUERY field of clients up to version 4.9.3 is not signed.
 func VerifySignature(secretKey string, req *Command) bool {
-	sig, ok := req.Ext[ExtSignature]
+	sig, ok := req.Fields()[ExtSignature]
 	if !ok || sig == "" {
 		return false
 	}
@@ -84,11 +84,11 @@ func VerifySignature(secretKey string, req *Command) bool {
 	if req.Version <= version493 {
 		skip = append(skip, uniqueKeyQuery)
 	}
-	if hmac.Equal([]byte(sig), []byte(Signature(secretKey, req.Ext, req.Body, skip...))) {
+	if hmac.Equal([]byte(sig), []byte(Signature(secretKey, req.Fields(), req.Body, skip...))) {
 		return true
 	}
-	if _, ok := req.Ext[ExtSecurityToken]; ok {
-		return hmac.Equal([]byte(sig), []byte(Signature(secretKey, req.Ext, req.Body, append(skip, ExtSecurityToken)...)))
+	if _, ok := req.Fields()[ExtSecurityToken]; ok {
+		return hmac.Equal([]byte(sig), []byte(Signature(secretKey, req.Fields(), req.Body, append(skip, ExtSecurityToken)...)))
 	}
 	return false
 }

@@ -435,7 +435,7 @@ func (c *Client) notifyChange(group string) {
 // notifyReset reads a RESET_CONSUMER_CLIENT_OFFSET and calls the OnReset of every
 // heartbeat with a consumer of its group with the new offsets (each its own copy).
 func (c *Client) notifyReset(cmd *Command) error {
-	h, err := ParseResetOffsetHeader(cmd.Ext)
+	h, err := ParseResetOffsetHeader(cmd.Fields())
 	if err != nil {
 		return err
 	}

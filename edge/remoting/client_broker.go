@@ -103,7 +103,7 @@ func (c *Client) Pull(ctx context.Context, req mq.PullRequest) (mq.PullResult, e
 	default:
 		return res, c.answerError(addr, r.Code, resp, req.Queue.Topic)
 	}
-	rh, err := ParsePullResponseHeader(resp.Ext)
+	rh, err := resp.ParsePullResponseHeader()
 	if err != nil {
 		return mq.PullResult{}, fmt.Errorf("remoting: pull reply from %s: %w", addr, err)
 	}
@@ -173,7 +173,7 @@ func (c *Client) queueRequest(ctx context.Context, q mq.MessageQueue, code int16
 
 // offsetReply reads the offset of a reply.
 func offsetReply(resp *Command) (int64, error) {
-	h, err := ParseOffsetResponseHeader(resp.Ext)
+	h, err := ParseOffsetResponseHeader(resp.Fields())
 	if err != nil {
 		return 0, fmt.Errorf("remoting: offset reply: %w", err)
 	}

@@ -143,6 +143,7 @@ func (c *clientConn) readLoop() {
 	defer c.cl.wg.Done()
 	// Buffered: a reply is one read, and a burst of replies a few, not two each.
 	r := NewReader(bufio.NewReaderSize(c.nc, readBufferSize), c.cl.opts.MaxFrameSize)
+	r.LazyExt = true // a send's or a pull's reply is read without a map
 	var err error
 	for {
 		var cmd *Command
@@ -200,7 +201,7 @@ func (c *clientConn) readLoop() {
 func (c *clientConn) handleServerRequest(cmd *Command) {
 	switch cmd.Code {
 	case NotifyConsumerIDsChanged:
-		if h, err := ParseConsumerListHeader(cmd.Ext); err == nil {
+		if h, err := ParseConsumerListHeader(cmd.Fields()); err == nil {
 			c.cl.notifyChange(h.ConsumerGroup)
 		}
 		if !cmd.IsOneway() {

@@ -151,7 +151,7 @@ func (c *Client) sendResults(p sendPlan, req *Command, resp *Command, msgs []*mq
 	default:
 		return nil, c.answerError(p.addr, req.Code, resp, p.queue.Topic)
 	}
-	h, err := ParseSendResponseHeader(resp.Ext)
+	h, err := resp.ParseSendResponseHeader()
 	if err != nil {
 		return nil, fmt.Errorf("remoting: send reply from %s: %w", p.addr, err)
 	}

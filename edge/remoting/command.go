@@ -94,14 +94,34 @@ type Command struct {
 	Flag   int32 // FlagResponse, FlagOneway bits
 	Remark string
 	// Ext holds the header's extension fields (extFields), each value a string: the
-	// request or response header.
+	// request or response header. A Reader with LazyExt leaves it nil on the commands it
+	// reads in the binary encoding: read their fields with Fields, or the Parse methods.
 	Ext map[string]string
+	// raw holds the extension fields as the binary header carried them (well formed: the
+	// Reader checked them), while Ext is nil: see Fields.
+	raw string
 	// Header, when set, writes the extension fields in place of Ext: a header encoded
 	// straight into the frame, without a map. Commands read from the wire never have one.
 	Header HeaderWriter
 	Body   []byte
 	// Serialize is the header encoding the command was read in, or is written in.
 	Serialize SerializeType
+}
+
+// Fields returns c's extension fields: Ext, made first of the fields a Reader with LazyExt
+// left undecoded. Reading a command's fields through it is always right; Ext alone is nil
+// on such a command.
+func (c *Command) Fields() map[string]string {
+	if c == nil {
+		return nil
+	}
+	if c.Ext == nil && c.raw != "" {
+		var v extView
+		v.load(c.raw)
+		c.Ext = v.toMap()
+		c.raw = ""
+	}
+	return c.Ext
 }
 
 // IsResponse reports whether c is a reply.

@@ -46,7 +46,7 @@ func TestDecodeBinaryHeaderMapOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := decodeBinaryHeader(buf)
+	c, err := decodeBinaryHeader(buf, false)
 	if err != nil || len(c.Ext) < 9 {
 		t.Fatalf("decoded %d fields, %v; want over 8 (what a map holds before it grows)", len(c.Ext), err)
 	}
@@ -65,7 +65,7 @@ func TestDecodeBinaryHeaderMapOnce(t *testing.T) {
 		mapSink = m
 	})
 	// The command, the fields' string, and the map made once.
-	if got := testing.AllocsPerRun(100, func() { decodeBinaryHeader(buf) }); got > 2+once || grown <= once {
+	if got := testing.AllocsPerRun(100, func() { decodeBinaryHeader(buf, false) }); got > 2+once || grown <= once {
 		t.Fatalf("decode: %v allocations, want at most 2 + %v (a map made at once; grown: %v)", got, once, grown)
 	}
 }

@@ -90,6 +90,7 @@ func appendExtFields(dst []byte, c *Command, json bool) ([]byte, error) {
 		}
 		return w.dst, w.err
 	}
+	c.Fields() // a command read lazily: its fields as read
 	var arr [16]string
 	for _, k := range sortedKeys(arr[:0], c.Ext) {
 		v := c.Ext[k]

@@ -41,7 +41,7 @@ func TestHeaderWriterMatchesExt(t *testing.T) {
 				if !bytes.Equal(got, want) {
 					t.Fatalf("got  %q\nwant %q", got, want)
 				}
-				back, err := decodeFrame(got[frameLenSize:])
+				back, err := decodeFrame(got[frameLenSize:], false)
 				if err != nil {
 					t.Fatal(err)
 				}

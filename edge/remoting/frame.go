@@ -83,6 +83,10 @@ type Reader struct {
 	r        io.Reader
 	maxFrame int
 	err      error // sticky: the stream is no longer at a frame boundary
+	// LazyExt leaves the extension fields of binary headers undecoded, checked but not made
+	// into a map: read them with Command.Fields or the Command's Parse methods, which read
+	// a hot request's or reply's few fields without one.
+	LazyExt bool
 }
 
 // NewReader returns a Reader of r that accepts frames of at most maxFrame bytes, the
@@ -131,7 +135,7 @@ func (r *Reader) Read() (*Command, error) {
 		r.err = err
 		return nil, err
 	}
-	return decodeFrame(frame)
+	return decodeFrame(frame, r.LazyExt)
 }
 
 // readFrame reads n bytes, growing its buffer as they arrive: it holds at most
@@ -158,7 +162,7 @@ func (r *Reader) readFrame(n int) ([]byte, error) {
 
 // decodeFrame decodes a frame without its length word: the type and header-length word,
 // the header and the body.
-func decodeFrame(frame []byte) (*Command, error) {
+func decodeFrame(frame []byte, lazy bool) (*Command, error) {
 	if len(frame) < typeLenSize {
 		return nil, fmt.Errorf("%w: frame of %d bytes", ErrMalformed, len(frame))
 	}
@@ -168,7 +172,7 @@ func decodeFrame(frame []byte) (*Command, error) {
 	if headerLen > len(rest) {
 		return nil, fmt.Errorf("%w: header of %d bytes in a frame of %d", ErrMalformed, headerLen, len(frame)+frameLenSize)
 	}
-	c, err := decodeHeader(t, rest[:headerLen])
+	c, err := decodeHeader(t, rest[:headerLen], lazy)
 	if err != nil {
 		return nil, err
 	}

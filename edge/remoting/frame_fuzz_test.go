@@ -2,6 +2,7 @@ package remoting
 
 import (
 	"bytes"
+	"reflect"
 	"testing"
 )
 
@@ -83,10 +84,15 @@ func FuzzBinaryHeader(f *testing.F) {
 	f.Add(unhex(f, "0069 09 01df 00000001 00000000 00000000 00000000 deadbeef"))
 	f.Add(unhex(f, "0069 09 01df 00000001 00000000 00000000 00000008 0001 41 00000002 41"))
 	f.Fuzz(func(t *testing.T, h []byte) {
-		c, err := decodeBinaryHeader(h)
+		c, err := decodeBinaryHeader(h, false)
+		lazy, lerr := decodeBinaryHeader(h, true)
+		if (err == nil) != (lerr == nil) {
+			t.Fatalf("decode of %x: %v, lazily %v", h, err, lerr)
+		}
 		if err != nil {
 			return
 		}
+		checkLazyFields(t, c, lazy)
 		b, err := c.AppendFrame(nil)
 		if err != nil {
 			t.Fatalf("AppendFrame(%+v): %v", c, err)
@@ -96,4 +102,30 @@ func FuzzBinaryHeader(f *testing.F) {
 			t.Fatalf("round trip of %x: got %+v, %v; want %+v", h, c2, err, c)
 		}
 	})
+}
+
+// checkLazyFields checks a command decoded lazily against the same decoded into a map: the
+// hot headers parse alike, and Fields makes the same map.
+func checkLazyFields(t *testing.T, c, lazy *Command) {
+	t.Helper()
+	same := func(what string, a, b any, aerr, berr error) {
+		if !reflect.DeepEqual(a, b) || (aerr == nil) != (berr == nil) {
+			t.Fatalf("%s of %v: %+v, %v; lazily %+v, %v", what, c.Ext, a, aerr, b, berr)
+		}
+	}
+	sh, err := ParseSendHeader(c.Code, c.Ext)
+	lsh, lerr := lazy.ParseSendHeader()
+	same("send header", sh, lsh, err, lerr)
+	ph, err := ParsePullHeader(c.Ext)
+	lph, lerr := lazy.ParsePullHeader()
+	same("pull header", ph, lph, err, lerr)
+	sr, err := ParseSendResponseHeader(c.Ext)
+	lsr, lerr := lazy.ParseSendResponseHeader()
+	same("send response header", sr, lsr, err, lerr)
+	pr, err := ParsePullResponseHeader(c.Ext)
+	lpr, lerr := lazy.ParsePullResponseHeader()
+	same("pull response header", pr, lpr, err, lerr)
+	if m := lazy.Fields(); !reflect.DeepEqual(m, c.Ext) {
+		t.Fatalf("Fields: %v, want %v", m, c.Ext)
+	}
 }

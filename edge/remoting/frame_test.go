@@ -220,7 +220,7 @@ func TestBinaryHeaderMalformed(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := decodeBinaryHeader(unhex(t, tc.header))
+			c, err := decodeBinaryHeader(unhex(t, tc.header), false)
 			if !errors.Is(err, ErrMalformed) {
 				t.Fatalf("got %+v, %v; want ErrMalformed", c, err)
 			}
@@ -233,7 +233,7 @@ func TestBinaryHeaderMalformed(t *testing.T) {
 
 func TestBinaryHeaderTrailingBytesIgnored(t *testing.T) {
 	h := unhex(t, "0069 09 01df 00000001 00000000 00000000 00000000 deadbeef")
-	c, err := decodeBinaryHeader(h)
+	c, err := decodeBinaryHeader(h, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -491,7 +491,7 @@ func TestGoClientFrames(t *testing.T) {
 		t.Fatalf("JSON frame: %+v, %v; want %+v", got, err, want)
 	}
 	header := unhex(t, "006909013d000000010000000000000000000000140005746f706963000000015400016b0000000176")
-	got, err = decodeBinaryHeader(header)
+	got, err = decodeBinaryHeader(header, false)
 	want.Body, want.Serialize = nil, RocketMQ
 	if err != nil || !equalCommand(got, want) {
 		t.Fatalf("binary header: %+v, %v; want %+v", got, err, want)

@@ -21,12 +21,12 @@ func appendHeader(dst []byte, c *Command) ([]byte, error) {
 }
 
 // decodeHeader decodes a header in encoding t into a new command.
-func decodeHeader(t SerializeType, h []byte) (*Command, error) {
+func decodeHeader(t SerializeType, h []byte, lazy bool) (*Command, error) {
 	switch t {
 	case JSON:
 		return decodeJSONHeader(h)
 	case RocketMQ:
-		return decodeBinaryHeader(h)
+		return decodeBinaryHeader(h, lazy)
 	}
 	return nil, fmt.Errorf("%w: unknown header encoding %d", ErrMalformed, t)
 }
@@ -179,7 +179,7 @@ func appendBinaryHeader(dst []byte, c *Command) ([]byte, error) {
 
 // decodeBinaryHeader reads a ROCKETMQ binary header. Bytes after the extension fields are
 // ignored, as Java does.
-func decodeBinaryHeader(h []byte) (*Command, error) {
+func decodeBinaryHeader(h []byte, lazy bool) (*Command, error) {
 	if len(h) < binaryHeaderFixed {
 		return nil, fmt.Errorf("%w: binary header of %d bytes, want at least %d", ErrMalformed, len(h), binaryHeaderFixed)
 	}
@@ -205,7 +205,9 @@ func decodeBinaryHeader(h []byte) (*Command, error) {
 	// the fields, not two each; the map is made for all of them at once (a pull's or a
 	// send's dozen fields would make it grow, leaving its first table to the collector).
 	ext := string(extb)
-	if n := countExtFields(extb); n > 0 {
+	if lazy {
+		c.raw = ext
+	} else if n := countExtFields(extb); n > 0 {
 		c.Ext = make(map[string]string, min(n, maxExtHint))
 	}
 	for len(ext) > 0 {
@@ -223,6 +225,9 @@ func decodeBinaryHeader(h []byte) (*Command, error) {
 			return nil, err
 		}
 		ext = rest
+		if lazy {
+			continue // checked; kept in raw
+		}
 		if c.Ext == nil {
 			c.Ext = make(map[string]string)
 		}

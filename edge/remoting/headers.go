@@ -23,7 +23,21 @@ const (
 // fields reads typed values from extension fields, keeping the first error.
 type fields struct {
 	ext map[string]string
-	err error
+	// view, with lazy, is read in place of ext: the fields a lazy Reader kept. It is held
+	// by value: a pointer to it would make the parser's result (its err) hold it, and move
+	// it to the heap.
+	view extView
+	lazy bool
+	err  error
+}
+
+// get returns the value of key.
+func (f *fields) get(key string) (string, bool) {
+	if f.lazy {
+		return f.view.get(key)
+	}
+	v, ok := f.ext[key]
+	return v, ok
 }
 
 func (f *fields) fail(key, format string, args ...any) {
@@ -34,7 +48,7 @@ func (f *fields) fail(key, format string, args ...any) {
 
 // str returns the value of key; a required key that is missing is an error.
 func (f *fields) str(key string, required bool) (string, bool) {
-	v, ok := f.ext[key]
+	v, ok := f.get(key)
 	if !ok && required {
 		f.fail(key, "missing")
 	}
@@ -65,7 +79,7 @@ func (f *fields) i64(key string, required bool, def int64) int64 {
 
 // boolean reads key as Java's Boolean.parseBoolean does; def when it is absent.
 func (f *fields) boolean(key string, def bool) bool {
-	v, ok := f.ext[key]
+	v, ok := f.get(key)
 	if !ok {
 		return def
 	}
@@ -126,9 +140,13 @@ func isSendV2(code int16) bool {
 // SEND_MESSAGE_V2, SEND_BATCH_MESSAGE, SEND_BATCH_ZSTD and SEND_REPLY_MESSAGE_V2, the long form for other
 // codes. A header in the other form than its code says is read in that form.
 func ParseSendHeader(code int16, ext map[string]string) (SendHeader, error) {
+	return parseSendHeader(code, &fields{ext: ext})
+}
+
+func parseSendHeader(code int16, f *fields) (SendHeader, error) {
 	v2 := isSendV2(code)
-	_, short := ext["a"]
-	_, long := ext["producerGroup"]
+	_, short := f.get("a")
+	_, long := f.get("producerGroup")
 	if v2 && !short && long {
 		v2 = false
 	} else if !v2 && !long && short {
@@ -140,7 +158,6 @@ func ParseSendHeader(code int16, ext map[string]string) (SendHeader, error) {
 		}
 		return sendFieldNames[i][0]
 	}
-	f := fields{ext: ext}
 	var h SendHeader
 	h.ProducerGroup, _ = f.str(name(0), true)
 	h.Topic, _ = f.str(name(1), true)
@@ -157,7 +174,7 @@ func ParseSendHeader(code int16, ext map[string]string) (SendHeader, error) {
 	h.Batch = f.boolean(name(12), false)
 	h.BrokerName, _ = f.str(name(13), false)
 	if h.BrokerName == "" {
-		h.BrokerName = ext[extBrokerName]
+		h.BrokerName, _ = f.get(extBrokerName)
 	}
 	return h, f.err
 }
@@ -232,7 +249,10 @@ type SendResponseHeader struct {
 // ParseSendResponseHeader reads a send reply's header; msgId, queueId and queueOffset are
 // required.
 func ParseSendResponseHeader(ext map[string]string) (SendResponseHeader, error) {
-	f := fields{ext: ext}
+	return parseSendResponseHeader(&fields{ext: ext})
+}
+
+func parseSendResponseHeader(f *fields) (SendResponseHeader, error) {
 	var h SendResponseHeader
 	h.MsgID, _ = f.str("msgId", true)
 	h.QueueID = f.i32("queueId", true, 0)
@@ -297,7 +317,10 @@ type PullHeader struct {
 
 // ParsePullHeader reads a pull request's header.
 func ParsePullHeader(ext map[string]string) (PullHeader, error) {
-	f := fields{ext: ext}
+	return parsePullHeader(&fields{ext: ext})
+}
+
+func parsePullHeader(f *fields) (PullHeader, error) {
 	var h PullHeader
 	h.ConsumerGroup, _ = f.str("consumerGroup", true)
 	h.Topic, _ = f.str("topic", true)
@@ -372,7 +395,10 @@ type PullResponseHeader struct {
 
 // ParsePullResponseHeader reads a pull reply's header; all four fields are required.
 func ParsePullResponseHeader(ext map[string]string) (PullResponseHeader, error) {
-	f := fields{ext: ext}
+	return parsePullResponseHeader(&fields{ext: ext})
+}
+
+func parsePullResponseHeader(f *fields) (PullResponseHeader, error) {
 	h := PullResponseHeader{
 		SuggestWhichBrokerID: f.i64("suggestWhichBrokerId", true, 0),
 		NextBeginOffset:      f.i64("nextBeginOffset", true, 0),

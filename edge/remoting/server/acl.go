@@ -261,35 +261,35 @@ func resources(req *remoting.Command) []resource {
 	group := func(g string) resource { return resource{name: g, group: true, need: permSub} }
 	switch req.Code {
 	case remoting.SendMessage, remoting.SendMessageV2, remoting.SendBatchMessage, remoting.SendBatchZstd:
-		if h, err := remoting.ParseSendHeader(req.Code, req.Ext); err == nil {
+		if h, err := req.ParseSendHeader(); err == nil {
 			return []resource{topicResource(h.Topic, permPub)}
 		}
 	case remoting.ConsumerSendMsgBack:
-		if h, err := remoting.ParseSendBackHeader(req.Ext); err == nil {
+		if h, err := remoting.ParseSendBackHeader(req.Fields()); err == nil {
 			return []resource{group(h.Group)}
 		}
 	case remoting.PullMessage, remoting.LitePullMessage:
-		if h, err := remoting.ParsePullHeader(req.Ext); err == nil {
+		if h, err := req.ParsePullHeader(); err == nil {
 			return []resource{topicResource(h.Topic, permSub), group(h.ConsumerGroup)}
 		}
 	case remoting.QueryConsumerOffset:
-		if h, err := remoting.ParseQueryOffsetHeader(req.Ext); err == nil {
+		if h, err := remoting.ParseQueryOffsetHeader(req.Fields()); err == nil {
 			return []resource{topicResource(h.Topic, permSub), group(h.ConsumerGroup)}
 		}
 	case remoting.UpdateConsumerOffset:
-		if h, err := remoting.ParseUpdateOffsetHeader(req.Ext); err == nil {
+		if h, err := remoting.ParseUpdateOffsetHeader(req.Fields()); err == nil {
 			return []resource{topicResource(h.Topic, permSub), group(h.ConsumerGroup)}
 		}
 	case remoting.QueryMessage:
-		if h, err := remoting.ParseQueryMessageHeader(req.Ext); err == nil {
+		if h, err := remoting.ParseQueryMessageHeader(req.Fields()); err == nil {
 			return []resource{topicResource(h.Topic, permSub)}
 		}
 	case remoting.UnregisterClient:
-		if h, err := remoting.ParseUnregisterHeader(req.Ext); err == nil && h.ConsumerGroup != "" {
+		if h, err := remoting.ParseUnregisterHeader(req.Fields()); err == nil && h.ConsumerGroup != "" {
 			return []resource{group(h.ConsumerGroup)}
 		}
 	case remoting.GetConsumerListByGroup:
-		if h, err := remoting.ParseConsumerListHeader(req.Ext); err == nil {
+		if h, err := remoting.ParseConsumerListHeader(req.Fields()); err == nil {
 			return []resource{group(h.ConsumerGroup)}
 		}
 	case remoting.LockBatchMQ, remoting.UnlockBatchMQ:
@@ -326,7 +326,7 @@ func (t *aclTable) check(host string, req *remoting.Command) error {
 			return nil
 		}
 	}
-	ak := req.Ext[remoting.ExtAccessKey]
+	ak := req.Fields()[remoting.ExtAccessKey]
 	if ak == "" {
 		return errors.New("acl: no AccessKey in the request")
 	}

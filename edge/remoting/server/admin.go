@@ -40,7 +40,7 @@ func bodyReply(req *remoting.Command, body []byte) *remoting.Command {
 // updateTopic answers UPDATE_AND_CREATE_TOPIC: the topic is created or its queues and
 // permission replaced.
 func (s *Server) updateTopic(c *conn, req *remoting.Command) *remoting.Command {
-	h, err := remoting.ParseCreateTopicHeader(req.Ext)
+	h, err := remoting.ParseCreateTopicHeader(req.Fields())
 	if err != nil {
 		return errReply(req, err)
 	}
@@ -69,7 +69,7 @@ func (s *Server) updateTopic(c *conn, req *remoting.Command) *remoting.Command {
 // deleteTopic answers DELETE_TOPIC_IN_BROKER and DELETE_TOPIC_IN_NAMESRV (mqadmin sends
 // both; the second finds the topic gone): a topic that does not exist is no error.
 func (s *Server) deleteTopic(c *conn, req *remoting.Command) *remoting.Command {
-	h, err := remoting.ParseTopicHeader(req.Ext)
+	h, err := remoting.ParseTopicHeader(req.Fields())
 	if err != nil {
 		return errReply(req, err)
 	}
@@ -81,7 +81,7 @@ func (s *Server) deleteTopic(c *conn, req *remoting.Command) *remoting.Command {
 
 // topicStats answers GET_TOPIC_STATS_INFO: each queue's min and max offsets.
 func (s *Server) topicStats(c *conn, req *remoting.Command) *remoting.Command {
-	h, err := remoting.ParseTopicHeader(req.Ext)
+	h, err := remoting.ParseTopicHeader(req.Fields())
 	if err != nil {
 		return errReply(req, err)
 	}
@@ -193,11 +193,11 @@ func recoveryTable(r store.RecoveryStats) map[string]string {
 // consumeStats answers GET_CONSUME_STATS: for each queue of the topic (or of every topic
 // the group has offsets on or subscribes to), the broker's max offset and the group's.
 func (s *Server) consumeStats(c *conn, req *remoting.Command) *remoting.Command {
-	h, err := remoting.ParseConsumerListHeader(req.Ext) // consumerGroup, and an optional topic
+	h, err := remoting.ParseConsumerListHeader(req.Fields()) // consumerGroup, and an optional topic
 	if err != nil {
 		return errReply(req, err)
 	}
-	group, topic := h.ConsumerGroup, req.Ext["topic"]
+	group, topic := h.ConsumerGroup, req.Fields()["topic"]
 	members, err := s.b.Members(group)
 	if err != nil {
 		return errReply(req, err)
@@ -252,7 +252,7 @@ func (s *Server) consumeStats(c *conn, req *remoting.Command) *remoting.Command 
 // server's connections, with their subscriptions. A group without members is
 // CONSUMER_NOT_ONLINE, as RocketMQ's broker answers.
 func (s *Server) consumerConnections(c *conn, req *remoting.Command) *remoting.Command {
-	h, err := remoting.ParseConsumerListHeader(req.Ext)
+	h, err := remoting.ParseConsumerListHeader(req.Fields())
 	if err != nil {
 		return errReply(req, err)
 	}
@@ -338,7 +338,7 @@ func (s *Server) clientConns(id string) []clientInfo {
 // viewMessage answers VIEW_MESSAGE_BY_ID (the client turns the offset message id into its
 // commit-log offset): the message as a V1 record.
 func (s *Server) viewMessage(c *conn, req *remoting.Command) *remoting.Command {
-	h, err := remoting.ParseViewMessageHeader(req.Ext)
+	h, err := remoting.ParseViewMessageHeader(req.Fields())
 	if err != nil {
 		return errReply(req, err)
 	}
@@ -355,7 +355,7 @@ func (s *Server) viewMessage(c *conn, req *remoting.Command) *remoting.Command {
 // RESET_CONSUMER_CLIENT_OFFSET with the new offsets (by the broker, through their
 // heartbeats' OnReset: see heartbeat), so that running consumers move too.
 func (s *Server) resetOffset(c *conn, req *remoting.Command) *remoting.Command {
-	h, err := remoting.ParseResetOffsetHeader(req.Ext)
+	h, err := remoting.ParseResetOffsetHeader(req.Fields())
 	if err != nil {
 		return errReply(req, err)
 	}
@@ -461,7 +461,7 @@ const maxQueryMsgs = 64
 // records; QUERY_NOT_FOUND when there are none. The broker reads the range: it keeps no
 // key index.
 func (s *Server) queryMessage(c *conn, req *remoting.Command) *remoting.Command {
-	h, err := remoting.ParseQueryMessageHeader(req.Ext)
+	h, err := remoting.ParseQueryMessageHeader(req.Fields())
 	if err != nil {
 		return errReply(req, err)
 	}
@@ -510,7 +510,7 @@ func topicConfig(cfg edge.TopicConfig) topicConfigJSON {
 // topicConfigReply answers GET_TOPIC_CONFIG (mqadmin topicStatus and others read a topic's
 // config from each broker of its route first).
 func (s *Server) topicConfigReply(c *conn, req *remoting.Command) *remoting.Command {
-	h, err := remoting.ParseTopicHeader(req.Ext)
+	h, err := remoting.ParseTopicHeader(req.Fields())
 	if err != nil {
 		return errReply(req, err)
 	}
@@ -544,7 +544,7 @@ func (s *Server) consumersOf(topic string) []string {
 
 // consumedBy answers QUERY_TOPIC_CONSUME_BY_WHO: the groups that consume the topic.
 func (s *Server) consumedBy(c *conn, req *remoting.Command) *remoting.Command {
-	h, err := remoting.ParseTopicHeader(req.Ext)
+	h, err := remoting.ParseTopicHeader(req.Fields())
 	if err != nil {
 		return errReply(req, err)
 	}

@@ -40,7 +40,7 @@ func (s *Server) heartbeat(c *conn, req *remoting.Command) *remoting.Command {
 // unregister answers UNREGISTER_CLIENT: the client leaves the named groups, or all its
 // groups when none is named.
 func (s *Server) unregister(c *conn, req *remoting.Command) *remoting.Command {
-	h, err := remoting.ParseUnregisterHeader(req.Ext)
+	h, err := remoting.ParseUnregisterHeader(req.Fields())
 	if err != nil {
 		return errReply(req, err)
 	}
@@ -64,7 +64,7 @@ func (s *Server) unregister(c *conn, req *remoting.Command) *remoting.Command {
 // consumerList answers GET_CONSUMER_LIST_BY_GROUP. As RocketMQ's broker, a group without
 // members, or unknown, is SYSTEM_ERROR.
 func (s *Server) consumerList(c *conn, req *remoting.Command) *remoting.Command {
-	h, err := remoting.ParseConsumerListHeader(req.Ext)
+	h, err := remoting.ParseConsumerListHeader(req.Fields())
 	if err != nil {
 		return errReply(req, err)
 	}

@@ -172,6 +172,7 @@ func (c *conn) readLoop() error {
 	cr := newConnReader(c.nc)
 	defer cr.release()
 	r := remoting.NewReader(cr, c.s.opts.MaxFrameSize)
+	r.LazyExt = true // a send's or a pull's header is read without a map
 	for {
 		if c.stopped.Load() {
 			return nil

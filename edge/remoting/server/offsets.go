@@ -19,7 +19,7 @@ func offsetReply(req *remoting.Command, off int64) *remoting.Command {
 
 // queryOffset answers QUERY_CONSUMER_OFFSET: the group's offset, or QUERY_NOT_FOUND.
 func (s *Server) queryOffset(c *conn, req *remoting.Command) *remoting.Command {
-	h, err := remoting.ParseQueryOffsetHeader(req.Ext)
+	h, err := remoting.ParseQueryOffsetHeader(req.Fields())
 	if err != nil {
 		return errReply(req, err)
 	}
@@ -32,7 +32,7 @@ func (s *Server) queryOffset(c *conn, req *remoting.Command) *remoting.Command {
 
 // updateOffset answers UPDATE_CONSUMER_OFFSET.
 func (s *Server) updateOffset(c *conn, req *remoting.Command) *remoting.Command {
-	h, err := remoting.ParseUpdateOffsetHeader(req.Ext)
+	h, err := remoting.ParseUpdateOffsetHeader(req.Fields())
 	if err != nil {
 		return errReply(req, err)
 	}
@@ -44,7 +44,7 @@ func (s *Server) updateOffset(c *conn, req *remoting.Command) *remoting.Command 
 
 // maxOffset answers GET_MAX_OFFSET.
 func (s *Server) maxOffset(c *conn, req *remoting.Command) *remoting.Command {
-	h, err := remoting.ParseGetOffsetHeader(req.Ext)
+	h, err := remoting.ParseGetOffsetHeader(req.Fields())
 	if err != nil {
 		return errReply(req, err)
 	}
@@ -57,7 +57,7 @@ func (s *Server) maxOffset(c *conn, req *remoting.Command) *remoting.Command {
 
 // minOffset answers GET_MIN_OFFSET.
 func (s *Server) minOffset(c *conn, req *remoting.Command) *remoting.Command {
-	h, err := remoting.ParseGetOffsetHeader(req.Ext)
+	h, err := remoting.ParseGetOffsetHeader(req.Fields())
 	if err != nil {
 		return errReply(req, err)
 	}
@@ -71,7 +71,7 @@ func (s *Server) minOffset(c *conn, req *remoting.Command) *remoting.Command {
 // searchOffset answers SEARCH_OFFSET_BY_TIMESTAMP: the first offset stored at or after
 // the time.
 func (s *Server) searchOffset(c *conn, req *remoting.Command) *remoting.Command {
-	h, err := remoting.ParseSearchOffsetHeader(req.Ext)
+	h, err := remoting.ParseSearchOffsetHeader(req.Fields())
 	if err != nil {
 		return errReply(req, err)
 	}

@@ -42,7 +42,7 @@ func (s *Server) pull(c *conn, req *remoting.Command) *remoting.Command {
 // answered: it returns nil and true (wait), and the request is to be carried on with
 // pullAfterTry.
 func (s *Server) pullAt(c *conn, req *remoting.Command, mode pullMode) (_ *remoting.Command, wait bool) {
-	h, err := remoting.ParsePullHeader(req.Ext)
+	h, err := req.ParsePullHeader()
 	if err != nil {
 		return errReply(req, err), false
 	}

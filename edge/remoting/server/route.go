@@ -42,7 +42,7 @@ func (s *Server) storeHost(c *conn) netip.AddrPort {
 // route answers GET_ROUTEINFO_BY_TOPIC as a name server: this broker, at brokerAddr, with
 // the topic's queues; TOPIC_NOT_EXIST for a topic it does not serve.
 func (s *Server) route(c *conn, req *remoting.Command) *remoting.Command {
-	h, err := remoting.ParseTopicHeader(req.Ext)
+	h, err := remoting.ParseTopicHeader(req.Fields())
 	if err != nil {
 		return errReply(req, err)
 	}

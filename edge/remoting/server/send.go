@@ -78,7 +78,7 @@ func (s *Server) send(c *conn, req *remoting.Command, size int64) (reply *remoti
 	if req.Code == remoting.SendBatchZstd && s.opts.NoZstdBatch {
 		return req.Reply(remoting.RequestCodeNotSupported, fmt.Sprintf("request code %d not supported", req.Code)), false
 	}
-	h, err := remoting.ParseSendHeader(req.Code, req.Ext)
+	h, err := req.ParseSendHeader()
 	if err != nil {
 		return errReply(req, err), false
 	}
@@ -219,7 +219,7 @@ func remoteAddrPort(nc net.Conn) netip.AddrPort {
 // sendBack answers CONSUMER_SEND_MSG_BACK: the broker stores a copy of the message in the
 // group's retry or dead-letter topic.
 func (s *Server) sendBack(c *conn, req *remoting.Command) *remoting.Command {
-	h, err := remoting.ParseSendBackHeader(req.Ext)
+	h, err := remoting.ParseSendBackHeader(req.Fields())
 	if err != nil {
 		return errReply(req, err)
 	}
