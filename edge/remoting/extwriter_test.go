@@ -2,6 +2,8 @@ package remoting
 
 import (
 	"bytes"
+	"encoding/binary"
+	"fmt"
 	"testing"
 )
 
@@ -70,3 +72,25 @@ func TestHeaderWriterKeyTooLong(t *testing.T) {
 type longKey struct{}
 
 func (longKey) WriteExt(w *ExtWriter) { w.Str(string(bytes.Repeat([]byte("k"), 40_000)), "v") }
+
+// decodeFrame decodes a frame without its length word: the type and header-length word,
+// the header and the body.
+func decodeFrame(frame []byte, lazy bool) (*Command, error) {
+	if len(frame) < typeLenSize {
+		return nil, fmt.Errorf("%w: frame of %d bytes", ErrMalformed, len(frame))
+	}
+	word := binary.BigEndian.Uint32(frame)
+	t, headerLen := SerializeType(word>>24), int(word&maxHeader)
+	rest := frame[typeLenSize:]
+	if headerLen > len(rest) {
+		return nil, fmt.Errorf("%w: header of %d bytes in a frame of %d", ErrMalformed, headerLen, len(frame)+frameLenSize)
+	}
+	c, err := decodeHeader(t, rest[:headerLen], lazy)
+	if err != nil {
+		return nil, err
+	}
+	if body := rest[headerLen:]; len(body) > 0 {
+		c.Body = body
+	}
+	return c, nil
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"sync"
 )
 
 // Frame layout (see the package doc), big-endian:
@@ -127,15 +128,62 @@ func (r *Reader) Read() (*Command, error) {
 		r.err = fmt.Errorf("%w: frame of %d bytes, at most %d", ErrFrameTooLarge, frameLen+frameLenSize, r.maxFrame)
 		return nil, r.err
 	}
-	frame, err := r.readFrame(int(frameLen))
-	if err != nil {
+	c, read, err := r.readRest(int(frameLen))
+	if err != nil && !read {
 		if errors.Is(err, io.EOF) {
 			err = io.ErrUnexpectedEOF
 		}
 		r.err = err
-		return nil, err
 	}
-	return decodeFrame(frame, r.LazyExt)
+	return c, err
+}
+
+// headBufs holds buffers for frame headers, which a command does not keep (its header is
+// decoded into strings): a frame costs only its body's allocation, and a frame without a
+// body none. Headers larger than a buffer are read into one of their own.
+var headBufs = sync.Pool{New: func() any { b := make([]byte, headBufSize); return &b }}
+
+const headBufSize = 1 << 10
+
+// readRest reads the n bytes of a frame after its length word and decodes them. read
+// says whether the frame was read whole: an error then is its header's (wrapping
+// ErrMalformed), else the stream's.
+func (r *Reader) readRest(n int) (c *Command, read bool, err error) {
+	var word [typeLenSize]byte
+	if _, err := io.ReadFull(r.r, word[:]); err != nil {
+		return nil, false, err
+	}
+	w := binary.BigEndian.Uint32(word[:])
+	t, headerLen := SerializeType(w>>24), int(w&maxHeader)
+	rest := n - typeLenSize
+	if headerLen > rest {
+		if _, err := io.CopyN(io.Discard, r.r, int64(rest)); err != nil {
+			return nil, false, err
+		}
+		return nil, true, fmt.Errorf("%w: header of %d bytes in a frame of %d", ErrMalformed, headerLen, n+frameLenSize)
+	}
+	var head []byte
+	if headerLen <= headBufSize {
+		hb := headBufs.Get().(*[]byte)
+		defer headBufs.Put(hb)
+		head = (*hb)[:headerLen]
+		if _, err := io.ReadFull(r.r, head); err != nil {
+			return nil, false, err
+		}
+	} else if head, err = r.readFrame(headerLen); err != nil {
+		return nil, false, err
+	}
+	var body []byte
+	if rest > headerLen {
+		if body, err = r.readFrame(rest - headerLen); err != nil {
+			return nil, false, err
+		}
+	}
+	if c, err = decodeHeader(t, head, r.LazyExt); err != nil {
+		return nil, true, err
+	}
+	c.Body = body
+	return c, true, nil
 }
 
 // readFrame reads n bytes, growing its buffer as they arrive: it holds at most
@@ -158,26 +206,4 @@ func (r *Reader) readFrame(n int) ([]byte, error) {
 		copy(nb, b)
 		b = nb
 	}
-}
-
-// decodeFrame decodes a frame without its length word: the type and header-length word,
-// the header and the body.
-func decodeFrame(frame []byte, lazy bool) (*Command, error) {
-	if len(frame) < typeLenSize {
-		return nil, fmt.Errorf("%w: frame of %d bytes", ErrMalformed, len(frame))
-	}
-	word := binary.BigEndian.Uint32(frame)
-	t, headerLen := SerializeType(word>>24), int(word&maxHeader)
-	rest := frame[typeLenSize:]
-	if headerLen > len(rest) {
-		return nil, fmt.Errorf("%w: header of %d bytes in a frame of %d", ErrMalformed, headerLen, len(frame)+frameLenSize)
-	}
-	c, err := decodeHeader(t, rest[:headerLen], lazy)
-	if err != nil {
-		return nil, err
-	}
-	if body := rest[headerLen:]; len(body) > 0 {
-		c.Body = body
-	}
-	return c, nil
 }

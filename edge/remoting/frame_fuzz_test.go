@@ -2,6 +2,8 @@ package remoting
 
 import (
 	"bytes"
+	"encoding/binary"
+	"io"
 	"reflect"
 	"testing"
 )
@@ -27,17 +29,48 @@ func FuzzReader(f *testing.F) {
 	f.Add(frameOf(8, []byte{0, 0, 0, 4, 'n', 'u', 'l', 'l'}))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r := NewReader(bytes.NewReader(data), 1<<16)
+		lazy := NewReader(bytes.NewReader(data), 1<<16)
+		lazy.LazyExt = true
+		ref := data // the reference: whole frames cut from data, decoded by decodeFrame
 		for range 64 {
 			c, err := r.Read()
+			lc, lerr := lazy.Read()
+			rc, rerr, rsticky := refRead(&ref, 1<<16)
+			if (err == nil) != (lerr == nil) || (err == nil) != (rerr == nil) || (r.err != nil) != rsticky {
+				t.Fatalf("Read: %v (sticky %v); lazily %v; whole frames %v (sticky %v)", err, r.err != nil, lerr, rerr, rsticky)
+			}
 			if err != nil {
 				if r.err != nil {
 					return
 				}
 				continue
 			}
+			lc.Fields()
+			if !equalCommand(c, lc) || !equalCommand(c, rc) {
+				t.Fatalf("Read %+v; lazily %+v; whole frames %+v", c, lc, rc)
+			}
 			checkFixedPoint(t, c)
 		}
 	})
+}
+
+// refRead reads a frame as a whole off *data, for FuzzReader: its length word, then its
+// bytes decoded by decodeFrame. sticky says the stream is lost (as Reader's sticky errors).
+func refRead(data *[]byte, maxFrame int) (c *Command, err error, sticky bool) {
+	d := *data
+	if len(d) < frameLenSize {
+		return nil, io.ErrUnexpectedEOF, true
+	}
+	n := int64(int32(binary.BigEndian.Uint32(d)))
+	if n < typeLenSize || n+frameLenSize > int64(maxFrame) || int64(len(d)-frameLenSize) < n {
+		return nil, io.ErrUnexpectedEOF, true
+	}
+	*data = d[frameLenSize+n:]
+	c, err = decodeFrame(d[frameLenSize:frameLenSize+n], false)
+	if c != nil && c.Body != nil {
+		c.Body = bytes.Clone(c.Body)
+	}
+	return c, err, false
 }
 
 // checkFixedPoint checks that c encodes, and that what its frame reads back as encodes to
