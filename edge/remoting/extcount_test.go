@@ -27,7 +27,7 @@ func TestCountExtFields(t *testing.T) {
 		{"negative value length", two + "\x00\x01k\xff\xff\xff\xff", 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := countExtFields([]byte(tc.ext)); got != tc.want {
+			if got := countExtFields(tc.ext); got != tc.want {
 				t.Fatalf("countExtFields = %d, want %d", got, tc.want)
 			}
 		})

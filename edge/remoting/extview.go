@@ -15,15 +15,12 @@ type extView struct {
 
 // load reads raw, binary-encoded extension fields that decodeBinaryHeader checked.
 func (v *extView) load(raw string) {
-	for len(raw) >= 2 {
-		kl := int(raw[0])<<8 | int(raw[1])
-		raw = raw[2:]
-		k := raw[:kl]
-		raw = raw[kl:]
-		vl := int(raw[0])<<24 | int(raw[1])<<16 | int(raw[2])<<8 | int(raw[3])
-		raw = raw[4:]
-		val := raw[:vl]
-		raw = raw[vl:]
+	for len(raw) > 0 {
+		k, val, rest, err := cutExtField(raw)
+		if err != nil {
+			return // not reached: raw was checked
+		}
+		raw = rest
 		v.set(k, val)
 	}
 }

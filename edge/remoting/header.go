@@ -207,20 +207,11 @@ func decodeBinaryHeader(h []byte, lazy bool) (*Command, error) {
 	ext := string(extb)
 	if lazy {
 		c.raw = ext
-	} else if n := countExtFields(extb); n > 0 {
+	} else if n := countExtFields(ext); n > 0 {
 		c.Ext = make(map[string]string, min(n, maxExtHint))
 	}
 	for len(ext) > 0 {
-		if len(ext) < 2 {
-			return nil, fmt.Errorf("%w: extension key length cut short", ErrMalformed)
-		}
-		kl := int(int16(uint16(ext[0])<<8 | uint16(ext[1])))
-		ext = ext[2:]
-		if kl < 0 || kl > len(ext) {
-			return nil, fmt.Errorf("%w: extension key length %d, %d bytes left", ErrMalformed, kl, len(ext))
-		}
-		k := ext[:kl]
-		v, rest, err := cutLen32String(ext[kl:], "extension value")
+		k, v, rest, err := cutExtField(ext)
 		if err != nil {
 			return nil, err
 		}
@@ -240,22 +231,31 @@ func decodeBinaryHeader(h []byte, lazy bool) (*Command, error) {
 // many tiny fields repeating one key makes a map of one entry, not a large empty one.
 const maxExtHint = 64
 
+// cutExtField cuts the first field off a binary header's extension fields: an i16 key
+// length and the key, an i32 value length and the value.
+func cutExtField(ext string) (k, v, rest string, err error) {
+	if len(ext) < 2 {
+		return "", "", "", fmt.Errorf("%w: extension key length cut short", ErrMalformed)
+	}
+	kl := int(int16(uint16(ext[0])<<8 | uint16(ext[1])))
+	ext = ext[2:]
+	if kl < 0 || kl > len(ext) {
+		return "", "", "", fmt.Errorf("%w: extension key length %d, %d bytes left", ErrMalformed, kl, len(ext))
+	}
+	v, rest, err = cutLen32String(ext[kl:], "extension value")
+	return ext[:kl], v, rest, err
+}
+
 // countExtFields counts the extension fields of a binary header as far as they are well
 // formed (decodeBinaryHeader reports what is not).
-func countExtFields(p []byte) int {
+func countExtFields(ext string) int {
 	n := 0
-	for len(p) >= 2 {
-		kl := int(int16(binary.BigEndian.Uint16(p)))
-		if kl < 0 || len(p)-2-kl < 4 {
+	for ; len(ext) > 0; n++ {
+		_, _, rest, err := cutExtField(ext)
+		if err != nil {
 			break
 		}
-		p = p[2+kl:]
-		vl := int64(int32(binary.BigEndian.Uint32(p)))
-		if vl < 0 || vl > int64(len(p)-4) {
-			break
-		}
-		p = p[4+vl:]
-		n++
+		ext = rest
 	}
 	return n
 }
