@@ -31,6 +31,15 @@ type OnewaySender interface {
 	SendOneway(ctx context.Context, m *mq.Message, sel mq.QueueSelector) error
 }
 
+// uniqSender is a Broker that takes a message's unique id apart from the message, and
+// bounds a send by a timeout without a context of its own (the network client: see
+// remoting.Client.SendUniq): a sync send through it copies neither the message nor its
+// properties, and its attempts make no context. (An async send keeps its copy: a retry
+// reads it after SendAsync returned, when the caller may change m.)
+type uniqSender interface {
+	SendUniq(ctx context.Context, m *mq.Message, sel mq.QueueSelector, uniq string, timeout time.Duration) (mq.SendResult, error)
+}
+
 // ErrClosed is returned by sends after Close, and given to the done functions of async
 // sends whose retry Close cut short.
 var ErrClosed = errors.New("producer: closed")
@@ -116,18 +125,31 @@ func (p *Producer) NewUniqID() string { return p.ids.next() }
 
 // prepare returns a copy of m that has a unique id, and checks its size.
 func (p *Producer) prepare(m *mq.Message) (*mq.Message, error) {
-	if m == nil {
-		return nil, fmt.Errorf("%w: nil message", mq.ErrInvalidArgument)
-	}
-	if len(m.Body) > p.opts.MaxMessageSize {
-		return nil, fmt.Errorf("%w: body of %d bytes, at most %d", mq.ErrMessageTooLarge, len(m.Body), p.opts.MaxMessageSize)
+	uniq, err := p.check(m)
+	if err != nil {
+		return nil, err
 	}
 	cp := *m
-	if m.Properties[mq.PropertyUniqKey] == "" {
-		cp.Properties = maps.Clone(m.Properties)
-		cp.SetProperty(mq.PropertyUniqKey, p.ids.next())
+	if uniq != "" {
+		cp.Properties = make(map[string]string, len(m.Properties)+1)
+		maps.Copy(cp.Properties, m.Properties)
+		cp.Properties[mq.PropertyUniqKey] = uniq
 	}
 	return &cp, nil
+}
+
+// check checks m's size and returns the unique id to give it: "" when it has one.
+func (p *Producer) check(m *mq.Message) (uniq string, err error) {
+	if m == nil {
+		return "", fmt.Errorf("%w: nil message", mq.ErrInvalidArgument)
+	}
+	if len(m.Body) > p.opts.MaxMessageSize {
+		return "", fmt.Errorf("%w: body of %d bytes, at most %d", mq.ErrMessageTooLarge, len(m.Body), p.opts.MaxMessageSize)
+	}
+	if m.Properties[mq.PropertyUniqKey] == "" {
+		uniq = p.ids.next()
+	}
+	return uniq, nil
 }
 
 // writeQueuer is a Broker that lists a topic's write queues (as Route followed by
@@ -216,11 +238,21 @@ func (p *Producer) Send(ctx context.Context, m *mq.Message, sel mq.QueueSelector
 	if p.isClosed() {
 		return mq.SendResult{}, ErrClosed
 	}
+	if us, ok := p.b.(uniqSender); ok {
+		uniq, err := p.check(m)
+		if err != nil {
+			return mq.SendResult{}, err
+		}
+		// m is read by each attempt while Send runs; it bounds each attempt itself.
+		return withRetries(ctx, p, m.Topic, sel, false, func(ctx context.Context, sel mq.QueueSelector) (mq.SendResult, error) {
+			return us.SendUniq(ctx, m, sel, uniq, p.opts.SendTimeout)
+		})
+	}
 	msg, err := p.prepare(m)
 	if err != nil {
 		return mq.SendResult{}, err
 	}
-	return withRetries(ctx, p, msg.Topic, sel, func(ctx context.Context, sel mq.QueueSelector) (mq.SendResult, error) {
+	return withRetries(ctx, p, msg.Topic, sel, true, func(ctx context.Context, sel mq.QueueSelector) (mq.SendResult, error) {
 		return p.b.Send(ctx, msg, sel)
 	})
 }
@@ -228,8 +260,8 @@ func (p *Producer) Send(ctx context.Context, m *mq.Message, sel mq.QueueSelector
 // withRetries makes a synchronous send with send, on the queue sel chooses (round robin
 // when nil) for each attempt, and tries again (Options.RetryTimes) after a retryable
 // failure, on another broker's queue when the topic has one. Each attempt is bounded by
-// Options.SendTimeout.
-func withRetries[T any](ctx context.Context, p *Producer, topic string, sel mq.QueueSelector,
+// Options.SendTimeout: by a context of its own when bound is set, else by send itself.
+func withRetries[T any](ctx context.Context, p *Producer, topic string, sel mq.QueueSelector, bound bool,
 	send func(context.Context, mq.QueueSelector) (T, error)) (T, error) {
 	var zero T
 	var last error
@@ -237,10 +269,14 @@ func withRetries[T any](ctx context.Context, p *Producer, topic string, sel mq.Q
 	for i := 0; i <= p.opts.RetryTimes; i++ {
 		ch, err := p.choose(ctx, topic, sel, avoid)
 		if err == nil {
-			actx, cancel := p.attempt(ctx)
 			var res T
-			res, err = send(actx, ch.sel)
-			cancel()
+			if bound {
+				actx, cancel := p.attempt(ctx)
+				res, err = send(actx, ch.sel)
+				cancel()
+			} else {
+				res, err = send(ctx, ch.sel)
+			}
 			if err == nil {
 				return res, nil
 			}
@@ -354,7 +390,7 @@ func (p *Producer) SendBatch(ctx context.Context, msgs []*mq.Message, sel mq.Que
 	if total > p.opts.MaxMessageSize {
 		return nil, fmt.Errorf("%w: batch of %d body bytes, at most %d", mq.ErrMessageTooLarge, total, p.opts.MaxMessageSize)
 	}
-	return withRetries(ctx, p, batch[0].Topic, sel, func(ctx context.Context, sel mq.QueueSelector) ([]mq.SendResult, error) {
+	return withRetries(ctx, p, batch[0].Topic, sel, true, func(ctx context.Context, sel mq.QueueSelector) ([]mq.SendResult, error) {
 		return p.b.SendBatch(ctx, batch, sel)
 	})
 }

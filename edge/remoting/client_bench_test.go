@@ -25,23 +25,33 @@ import (
 
 // BenchmarkClientSend measures a sync send of a 100-byte message over the client to a
 // server on loopback: time and the client's and server's allocations together per send,
-// with request headers in each encoding.
+// with request headers in each encoding, and through a producer (edge/producer: a unique
+// id per message, the queue chosen round robin, a timeout per attempt).
 func BenchmarkClientSend(b *testing.B) {
 	for _, enc := range []struct {
-		name string
-		json bool
-	}{{"rocketmq", false}, {"json", true}} {
-		b.Run(enc.name, func(b *testing.B) { benchClientSend(b, &remoting.Options{JSONHeaders: enc.json}) })
+		name     string
+		json     bool
+		producer bool
+	}{{"rocketmq", false, false}, {"json", true, false}, {"producer", false, true}} {
+		b.Run(enc.name, func(b *testing.B) { benchClientSend(b, &remoting.Options{JSONHeaders: enc.json}, enc.producer) })
 	}
 }
 
-func benchClientSend(b *testing.B, o *remoting.Options) {
+func benchClientSend(b *testing.B, o *remoting.Options, viaProducer bool) {
 	tb := startBroker(b, "", "")
 	tb.createTopic("B", 4)
 	c := dial(b, tb.addr, o)
+	var send func(context.Context, *mq.Message, mq.QueueSelector) (mq.SendResult, error) = c.Send
+	if viaProducer {
+		p, err := producer.New(c, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		send = p.Send
+	}
 	ctx := context.Background()
 	body := make([]byte, 100)
-	if _, err := c.Send(ctx, &mq.Message{Topic: "B", Body: body}, nil); err != nil {
+	if _, err := send(ctx, &mq.Message{Topic: "B", Body: body}, nil); err != nil {
 		b.Fatal(err)
 	}
 	b.SetBytes(int64(len(body)))
@@ -49,7 +59,7 @@ func benchClientSend(b *testing.B, o *remoting.Options) {
 	b.SetParallelism(32) // 64 sends in flight on one connection, as a busy producer has
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if _, err := c.Send(ctx, &mq.Message{Topic: "B", Body: body}, nil); err != nil {
+			if _, err := send(ctx, &mq.Message{Topic: "B", Body: body}, nil); err != nil {
 				b.Error(err)
 				return
 			}

@@ -2,7 +2,9 @@ package remoting_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"strconv"
 	"sync"
@@ -13,6 +15,8 @@ import (
 	"github.com/edgemq/edgemq/edge/mq"
 	"github.com/edgemq/edgemq/edge/producer"
 	"github.com/edgemq/edgemq/edge/remoting"
+	"github.com/edgemq/edgemq/edge/remoting/netfault"
+	"github.com/edgemq/edgemq/edge/remoting/server"
 )
 
 // consumerOptions are a test consumer's: short intervals.
@@ -323,6 +327,73 @@ func TestProducerOverTCP(t *testing.T) {
 	}
 	if r, err := c.Route(ctx, "NewTopic"); err != nil || len(r.WriteQueues()) == 0 {
 		t.Fatalf("route of the created topic = %+v, %v", r, err)
+	}
+}
+
+// TestProducerOverTCPIdsAndTimeouts: a producer's sync send over the client gives a
+// message its unique id without changing it, keeps the id a message has, sends its
+// properties, tags and keys whole; and Options.SendTimeout bounds an attempt the broker
+// does not answer, though the client's own request timeout is far longer.
+func TestProducerOverTCPIdsAndTimeouts(t *testing.T) {
+	tb := startBroker(t, "", "")
+	tb.createTopic("T", 1)
+	// The broker's server advertises the proxy's address: every request goes through it.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.Start(tb.b, server.Options{Listen: "127.0.0.1:0", VIPListen: "off", Advertise: ln.Addr().String(), Logger: testLogger(t)})
+	if err != nil {
+		ln.Close()
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	px, err := netfault.New(srv.Addr().String(), &netfault.Options{Listener: ln})
+	if err != nil {
+		ln.Close()
+		t.Fatal(err)
+	}
+	defer px.Close()
+	c := dial(t, px.Addr(), &remoting.Options{RequestTimeout: time.Minute})
+	ctx := ctxT(t, 30*time.Second)
+	p, err := producer.New(c, &producer.Options{SendTimeout: 300 * time.Millisecond, RetryTimes: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+
+	props := map[string]string{"A": "1", "b": "two"}
+	m := &mq.Message{Topic: "T", Tags: "tag", Keys: "k1 k2", Properties: props, Body: []byte("given an id")}
+	res, err := p.Send(ctx, m, nil)
+	if err != nil {
+		t.Fatalf("Send: %v", err)
+	}
+	if len(res.UniqID) != 32 || len(m.Properties) != 2 || m.Properties[mq.PropertyUniqKey] != "" {
+		t.Fatalf("result id %q; the message's properties after: %q", res.UniqID, m.Properties)
+	}
+	own := &mq.Message{Topic: "T", Properties: map[string]string{mq.PropertyUniqKey: "MY-OWN-ID"}, Body: []byte("own id")}
+	res2, err := p.Send(ctx, own, nil)
+	if err != nil || res2.UniqID != "MY-OWN-ID" {
+		t.Fatalf("Send of a message with its id = %+v, %v", res2, err)
+	}
+	pr, err := c.Pull(ctx, mq.PullRequest{Group: "g", Queue: res.Queue, Offset: res.QueueOffset, MaxMsgs: 2, Filter: "*"})
+	if err != nil || len(pr.Messages) != 2 {
+		t.Fatalf("Pull = %+v, %v", pr, err)
+	}
+	got := pr.Messages[0]
+	if got.MsgID() != res.UniqID || got.Tags != "tag" || got.Keys != "k1 k2" || got.Properties["A"] != "1" ||
+		got.Properties["b"] != "two" || string(got.Body) != "given an id" || pr.Messages[1].MsgID() != "MY-OWN-ID" {
+		t.Fatalf("stored %+v and %+v; sent %+v (id %s)", got, pr.Messages[1], m, res.UniqID)
+	}
+
+	// The route is cached and the connection up: a stalled link leaves only the send
+	// attempt's own bound.
+	px.Stall(20 * time.Second)
+	defer px.Stall(0)
+	start := time.Now()
+	_, err = p.Send(ctx, &mq.Message{Topic: "T", Body: []byte("unanswered")}, nil)
+	if !errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
+		t.Fatalf("Send over a stalled link = %v after %v (ctx %v); want the attempt's deadline", err, time.Since(start), ctx.Err())
 	}
 }
 

@@ -61,19 +61,26 @@ func newWriteTargets(r *mq.TopicRoute) *writeTargets {
 	return wt
 }
 
-// writeTargets returns the write targets of topic's route, as Route fetches it: from the
-// cache while the route is fresh, without copying it.
-func (c *Client) writeTargets(ctx context.Context, topic string) (*writeTargets, error) {
+// cachedWriteTargets returns the write targets of topic's route from the cache while the
+// route is fresh, without copying it; nil when it must be fetched.
+func (c *Client) cachedWriteTargets(topic string) *writeTargets {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	if cr := c.routes[topic]; !c.closed && cr != nil && !cr.stale && time.Since(cr.fetched) < c.opts.RouteRefresh {
 		if cr.targets == nil {
 			cr.targets = newWriteTargets(&cr.route)
 		}
-		wt := cr.targets
-		c.mu.Unlock()
+		return cr.targets
+	}
+	return nil
+}
+
+// writeTargets returns the write targets of topic's route, as Route fetches it: from the
+// cache while the route is fresh, without copying it.
+func (c *Client) writeTargets(ctx context.Context, topic string) (*writeTargets, error) {
+	if wt := c.cachedWriteTargets(topic); wt != nil {
 		return wt, nil
 	}
-	c.mu.Unlock()
 	r, err := c.Route(ctx, topic)
 	if err != nil {
 		return nil, err

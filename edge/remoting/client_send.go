@@ -35,8 +35,9 @@ type sendPlan struct {
 // plan chooses the queue of a send of m: sel's index into the topic's write queues
 // (mq.TopicRoute.WriteQueues), or round robin when sel is nil. A topic without a route
 // goes to a queue of the template topic's route, capped at 4 queues per broker, which a
-// broker that creates topics on first send accepts.
-func (c *Client) plan(ctx context.Context, m *mq.Message, sel mq.QueueSelector) (sendPlan, error) {
+// broker that creates topics on first send accepts. A route not in the cache is looked up
+// by deadline, when it is not zero, as well as by ctx.
+func (c *Client) plan(ctx context.Context, m *mq.Message, sel mq.QueueSelector, deadline time.Time) (sendPlan, error) {
 	if ctx == nil {
 		return sendPlan{}, fmt.Errorf("%w: nil context", mq.ErrInvalidArgument)
 	}
@@ -46,7 +47,16 @@ func (c *Client) plan(ctx context.Context, m *mq.Message, sel mq.QueueSelector) 
 	if err := mq.ValidateSubscribedTopic(m.Topic); err != nil {
 		return sendPlan{}, err
 	}
-	wt, err := c.writeTargets(ctx, m.Topic)
+	wt := c.cachedWriteTargets(m.Topic)
+	var err error
+	if wt == nil {
+		if !deadline.IsZero() {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithDeadline(ctx, deadline)
+			defer cancel()
+		}
+		wt, err = c.writeTargets(ctx, m.Topic)
+	}
 	auto := false
 	if errors.Is(err, mq.ErrTopicNotExist) && !mq.IsSystemTopic(m.Topic) {
 		tr, terr := c.Route(ctx, mq.DefaultTopic)
@@ -95,11 +105,12 @@ func (c *Client) roundRobin(topic string) *atomic.Uint32 {
 	return n
 }
 
-// sendRequest builds the SEND_MESSAGE_V2 request of m to p.
-func (c *Client) sendRequest(m *mq.Message, p sendPlan) (*Command, error) {
+// sendRequest builds the SEND_MESSAGE_V2 request of m to p; uniq, when not empty, is the
+// message's UNIQ_KEY property (see uniqOf).
+func (c *Client) sendRequest(m *mq.Message, uniq string, p sendPlan) (*Command, error) {
 	h := SendHeader{ProducerGroup: c.opts.ProducerGroup, Topic: m.Topic, DefaultTopic: mq.DefaultTopic,
 		DefaultTopicQueueNums: autoCreateQueues, QueueID: p.queue.QueueID, BornTimestamp: time.Now().UnixMilli(),
-		Flag: m.Flag, Properties: FormatMessageProperties(m), MaxReconsumeTimes: -1, BrokerName: p.queue.BrokerName}
+		Flag: m.Flag, Properties: formatProperties(m, uniq), MaxReconsumeTimes: -1, BrokerName: p.queue.BrokerName}
 	if mq.IsRetryTopic(m.Topic) { // a consumer's own retry after a failed send-back
 		if n, err := strconv.ParseInt(m.Properties[mq.PropertyReconsumeTime], 10, 32); err == nil && n >= 0 {
 			h.ReconsumeTimes = int32(n)
@@ -139,21 +150,21 @@ func (c *Client) sendV2Request(code int16, h *SendHeader, body []byte) *Command 
 // about a megabyte of tables, far more than compressing a body costs.
 var zlibWriters = sync.Pool{New: func() any { return zlib.NewWriter(nil) }}
 
-// sendResults reads a send reply: one result per message sent (a batch's, in order).
-// FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT and SLAVE_NOT_AVAILABLE mean the message is
-// stored but not yet as durable as the broker is configured to make it: they count as
-// success.
-func (c *Client) sendResults(p sendPlan, req *Command, resp *Command, msgs []*mq.Message) ([]mq.SendResult, error) {
+// sendResults reads a send reply into out: one result per message sent (a batch's, in
+// order), the i-th with uniq(i) as its UniqID. FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT and
+// SLAVE_NOT_AVAILABLE mean the message is stored but not yet as durable as the broker is
+// configured to make it: they count as success.
+func (c *Client) sendResults(p sendPlan, req *Command, resp *Command, out []mq.SendResult, uniq func(i int) string) error {
 	switch resp.Code {
 	case Success:
 	case FlushDiskTimeout, FlushSlaveTimeout, SlaveNotAvailable:
 		c.lg.Warn("remoting client: message stored, not flushed", "addr", p.addr, "code", resp.Code, "remark", resp.Remark)
 	default:
-		return nil, c.answerError(p.addr, req.Code, resp, p.queue.Topic)
+		return c.answerError(p.addr, req.Code, resp, p.queue.Topic)
 	}
 	h, err := resp.ParseSendResponseHeader()
 	if err != nil {
-		return nil, fmt.Errorf("remoting: send reply from %s: %w", p.addr, err)
+		return fmt.Errorf("remoting: send reply from %s: %w", p.addr, err)
 	}
 	if p.auto {
 		c.mu.Lock()
@@ -161,9 +172,8 @@ func (c *Client) sendResults(p sendPlan, req *Command, resp *Command, msgs []*mq
 		c.mu.Unlock()
 	}
 	ids := h.MsgID // the messages' offset message ids, comma separated
-	out := make([]mq.SendResult, len(msgs))
-	for i, m := range msgs {
-		r := mq.SendResult{Queue: p.queue, QueueOffset: h.QueueOffset + int64(i), UniqID: m.Properties[mq.PropertyUniqKey]}
+	for i := range out {
+		r := mq.SendResult{Queue: p.queue, QueueOffset: h.QueueOffset + int64(i), UniqID: uniq(i)}
 		r.Queue.QueueID = h.QueueID
 		if ids != "" {
 			var id string
@@ -174,7 +184,22 @@ func (c *Client) sendResults(p sendPlan, req *Command, resp *Command, msgs []*mq
 		}
 		out[i] = r
 	}
-	return out, nil
+	return nil
+}
+
+// sendResult reads the reply to a send of one message, whose unique id is uniq.
+func (c *Client) sendResult(p sendPlan, req *Command, resp *Command, uniq string) (mq.SendResult, error) {
+	var out [1]mq.SendResult
+	err := c.sendResults(p, req, resp, out[:], func(int) string { return uniq })
+	return out[0], err
+}
+
+// uniqOf returns the unique id a send of m carries: m's UNIQ_KEY property, else uniq.
+func uniqOf(m *mq.Message, uniq string) string {
+	if u := m.Properties[mq.PropertyUniqKey]; u != "" {
+		return u
+	}
+	return uniq
 }
 
 // Send sends m (SEND_MESSAGE_V2) to a queue of its topic's route chosen by sel (an index
@@ -184,23 +209,37 @@ func (c *Client) sendResults(p sendPlan, req *Command, resp *Command, msgs []*mq
 // bytes travel compressed. m is not changed. It makes one attempt: retrying on another
 // queue is the producer's business.
 func (c *Client) Send(ctx context.Context, m *mq.Message, sel mq.QueueSelector) (mq.SendResult, error) {
-	p, err := c.plan(ctx, m, sel)
+	return c.SendUniq(ctx, m, sel, "", 0)
+}
+
+// SendUniq is Send for a producer that gives every message a unique id and bounds each
+// attempt: unless m has a UNIQ_KEY property, uniq (when not empty) travels as that property
+// and is the result's UniqID, without a copy of m or of its properties; and timeout, when
+// positive, bounds the send (its route lookup and connection included) as a deadline of
+// ctx would, without a context of its own.
+func (c *Client) SendUniq(ctx context.Context, m *mq.Message, sel mq.QueueSelector, uniq string, timeout time.Duration) (mq.SendResult, error) {
+	reqTimeout := c.opts.RequestTimeout
+	var deadline time.Time
+	if timeout > 0 {
+		deadline = time.Now().Add(timeout)
+	}
+	p, err := c.plan(ctx, m, sel, deadline)
 	if err != nil {
 		return mq.SendResult{}, err
 	}
-	req, err := c.sendRequest(m, p)
+	uniq = uniqOf(m, uniq)
+	req, err := c.sendRequest(m, uniq, p)
 	if err != nil {
 		return mq.SendResult{}, err
 	}
-	resp, err := c.invoke(ctx, p.addr, req, c.opts.RequestTimeout)
+	if timeout > 0 {
+		reqTimeout = min(reqTimeout, time.Until(deadline))
+	}
+	resp, err := c.invoke(ctx, p.addr, req, reqTimeout)
 	if err != nil {
 		return mq.SendResult{}, err
 	}
-	rs, err := c.sendResults(p, req, resp, []*mq.Message{m})
-	if err != nil {
-		return mq.SendResult{}, err
-	}
-	return rs[0], nil
+	return c.sendResult(p, req, resp, uniq)
 }
 
 // SendAsync sends m as Send does, returning once the request is queued on its connection
@@ -214,11 +253,12 @@ func (c *Client) SendAsync(ctx context.Context, m *mq.Message, sel mq.QueueSelec
 	if done == nil {
 		return fmt.Errorf("%w: SendAsync needs a done function", mq.ErrInvalidArgument)
 	}
-	p, err := c.plan(ctx, m, sel)
+	p, err := c.plan(ctx, m, sel, time.Time{})
 	if err != nil {
 		return err
 	}
-	req, err := c.sendRequest(m, p)
+	uniq := uniqOf(m, "")
+	req, err := c.sendRequest(m, "", p)
 	if err != nil {
 		return err
 	}
@@ -230,18 +270,12 @@ func (c *Client) SendAsync(ctx context.Context, m *mq.Message, sel mq.QueueSelec
 	if err != nil {
 		return err
 	}
-	uniq := m.Properties[mq.PropertyUniqKey]
 	return cc.callAsync(ctx, req, timeout, func(resp *Command, err error) {
 		if err != nil {
 			done(mq.SendResult{}, err)
 			return
 		}
-		rs, err := c.sendResults(p, req, resp, []*mq.Message{{Topic: m.Topic, Properties: map[string]string{mq.PropertyUniqKey: uniq}}})
-		if err != nil {
-			done(mq.SendResult{}, err)
-			return
-		}
-		done(rs[0], nil)
+		done(c.sendResult(p, req, resp, uniq))
 	})
 }
 
@@ -249,11 +283,11 @@ func (c *Client) SendAsync(ctx context.Context, m *mq.Message, sel mq.QueueSelec
 // nothing, so neither success nor failure is known. It returns once the request is
 // queued on its connection; closing the client writes what is queued first.
 func (c *Client) SendOneway(ctx context.Context, m *mq.Message, sel mq.QueueSelector) error {
-	p, err := c.plan(ctx, m, sel)
+	p, err := c.plan(ctx, m, sel, time.Time{})
 	if err != nil {
 		return err
 	}
-	req, err := c.sendRequest(m, p)
+	req, err := c.sendRequest(m, "", p)
 	if err != nil {
 		return err
 	}
@@ -305,7 +339,7 @@ func (c *Client) sendBatch(ctx context.Context, msgs []*mq.Message, sel mq.Queue
 			return nil, fmt.Errorf("%w: a batch holds one topic, got %q and %q", mq.ErrInvalidArgument, msgs[0].Topic, m.Topic)
 		}
 	}
-	p, err := c.plan(ctx, msgs[0], sel)
+	p, err := c.plan(ctx, msgs[0], sel, time.Time{})
 	if err != nil {
 		return nil, err
 	}
@@ -330,5 +364,9 @@ func (c *Client) sendBatch(ctx context.Context, msgs []*mq.Message, sel mq.Queue
 	if err != nil {
 		return nil, err
 	}
-	return c.sendResults(p, req, resp, msgs)
+	out := make([]mq.SendResult, len(msgs))
+	if err := c.sendResults(p, req, resp, out, func(i int) string { return msgs[i].Properties[mq.PropertyUniqKey] }); err != nil {
+		return nil, err
+	}
+	return out, nil
 }

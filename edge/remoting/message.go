@@ -113,12 +113,24 @@ func FormatMessageProperties(m *mq.Message) string {
 	return string(appendMessageProperties(buf[:0], m))
 }
 
+// formatProperties is FormatMessageProperties(m) with uniq, when not empty, as the
+// UNIQ_KEY property in place of m's own.
+func formatProperties(m *mq.Message, uniq string) string {
+	var buf [256]byte // most properties strings fit: one allocation, the string's
+	return string(appendMessagePropertiesUniq(buf[:0], m, uniq))
+}
+
 // appendMessageProperties appends FormatMessageProperties(m) without building a map.
 func appendMessageProperties(dst []byte, m *mq.Message) []byte {
+	return appendMessagePropertiesUniq(dst, m, "")
+}
+
+// appendMessagePropertiesUniq appends formatProperties(m, uniq).
+func appendMessagePropertiesUniq(dst []byte, m *mq.Message, uniq string) []byte {
 	var arr [16]string
 	keys := arr[:0]
 	for k := range m.Properties {
-		if !(k == PropertyTags && m.Tags != "" || k == PropertyKeys && m.Keys != "") {
+		if !(k == PropertyTags && m.Tags != "" || k == PropertyKeys && m.Keys != "" || k == mq.PropertyUniqKey && uniq != "") {
 			keys = append(keys, k)
 		}
 	}
@@ -128,6 +140,9 @@ func appendMessageProperties(dst []byte, m *mq.Message) []byte {
 	if m.Keys != "" {
 		keys = append(keys, PropertyKeys)
 	}
+	if uniq != "" {
+		keys = append(keys, mq.PropertyUniqKey)
+	}
 	slices.Sort(keys)
 	for _, k := range keys {
 		v := m.Properties[k]
@@ -136,6 +151,8 @@ func appendMessageProperties(dst []byte, m *mq.Message) []byte {
 			v = m.Tags
 		case k == PropertyKeys && m.Keys != "":
 			v = m.Keys
+		case k == mq.PropertyUniqKey && uniq != "":
+			v = uniq
 		}
 		dst = appendProperty(dst, k, v)
 	}

@@ -296,6 +296,41 @@ func TestProperties(t *testing.T) {
 	SetMessageProperties(nil, "TAGS\x01x\x02") // no panic
 }
 
+// TestFormatPropertiesUniq: a unique id given apart travels as the UNIQ_KEY property, in
+// key order, in place of the message's own only when that is empty, and the message is
+// not changed.
+func TestFormatPropertiesUniq(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		m    mq.Message
+		uniq string
+		want string
+	}{
+		{"no properties", mq.Message{}, "U1", "UNIQ_KEY\x01U1\x02"},
+		{"no id", mq.Message{Tags: "t"}, "", "TAGS\x01t\x02"},
+		{"in key order", mq.Message{Tags: "t", Keys: "k", Properties: map[string]string{"A": "1", "Z": "9"}}, "U2",
+			"A\x011\x02KEYS\x01k\x02TAGS\x01t\x02UNIQ_KEY\x01U2\x02Z\x019\x02"},
+		{"in place of an empty one", mq.Message{Properties: map[string]string{"UNIQ_KEY": ""}}, "U3", "UNIQ_KEY\x01U3\x02"},
+		{"the message's own kept", mq.Message{Properties: map[string]string{"UNIQ_KEY": "MINE"}}, uniqOf(&mq.Message{Properties: map[string]string{"UNIQ_KEY": "MINE"}}, "U4"),
+			"UNIQ_KEY\x01MINE\x02"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := maps.Clone(tc.m.Properties)
+			if got := formatProperties(&tc.m, tc.uniq); got != tc.want {
+				t.Fatalf("formatProperties = %q, want %q", got, tc.want)
+			}
+			if !maps.Equal(tc.m.Properties, before) {
+				t.Fatalf("the message's properties changed: %q", tc.m.Properties)
+			}
+			if tc.uniq == "" {
+				if got := FormatMessageProperties(&tc.m); got != tc.want {
+					t.Fatalf("FormatMessageProperties = %q, want %q", got, tc.want)
+				}
+			}
+		})
+	}
+}
+
 // goldenBatch is two batch items as rocketmq-client-go's primitive/message.go Marshal
 // writes them (TOTALSIZE, MAGIC 0, BODYCRC 0, FLAG, BODYLEN + body, PROPLEN (i16) +
 // properties): byte for byte its output, at commit 2173d07, for a message with flag 7, tag
