@@ -167,8 +167,8 @@ func (c *conn) readLoop() error {
 	// it closed are in hand before the replies to the first ones reach it, so its reset
 	// (data to a closed socket) cannot drop them from the receive buffer. The reader
 	// never waits for messages or on the writer but for room to answer SYSTEM_BUSY: a
-	// pull that finds messages it answers itself, one that must wait parks in a goroutine
-	// of its own. An idle connection holds no read buffer (connReader).
+	// pull that finds messages it answers itself, one that must wait parks in a pull
+	// worker (parkPull). An idle connection holds no read buffer (connReader).
 	cr := newConnReader(c.nc)
 	defer cr.release()
 	r := remoting.NewReader(cr, c.s.opts.MaxFrameSize)
@@ -227,9 +227,9 @@ func (c *conn) readLoop() error {
 		if isPull(cmd.Code) {
 			// A pull that finds messages (or an error) is answered here, without a
 			// goroutine: a consumer pulls each queue again only once answered, so the
-			// hand-offs are its round trip. One that must wait parks in its own.
+			// hand-offs are its round trip. One that must wait parks in a pull worker.
 			if !c.pullNow(cmd, size) {
-				go c.handlePull(cmd, size)
+				c.s.parkPull(pullJob{c: c, req: cmd, size: size})
 			}
 			continue
 		}

@@ -47,6 +47,52 @@ func TestLongPollAnsweredBySend(t *testing.T) {
 	})
 }
 
+// TestParkedPullsReuseWorkers: pulls parked one after another, each answered by a send,
+// park in one pull worker, which ends after pullWorkerIdle without one, and when the
+// server shuts down.
+func TestParkedPullsReuseWorkers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := openBroker(t, nil)
+		if err := b.CreateTopic(edge.TopicConfig{Name: "T", ReadQueues: 1, WriteQueues: 1}); err != nil {
+			t.Fatal(err)
+		}
+		s := pipeServer(t, b, Options{})
+		c, p := pipeClient(t, s), pipeClient(t, s)
+		cycle := func(off int64) {
+			ch := c.write(remoting.NewRequest(remoting.PullMessage, pullHeader("g", "T", 0, off, pullSuspend|pullSubscription, 20000, "*"), nil))
+			synctest.Wait() // parked
+			p.mustCall(remoting.Success, remoting.SendMessageV2, sendExt("T", 0, ""), []byte("m"))
+			if r := c.wait(ch); r.Code != remoting.Success {
+				t.Fatalf("pull at %d answered %d", off, r.Code)
+			}
+			synctest.Wait() // the worker waits for the next
+		}
+		for off := range int64(20) {
+			cycle(off)
+		}
+		if n := s.stats.pullWorkersGo.Load(); n != 1 {
+			t.Fatalf("20 parked pulls one after another started %d pull workers, want 1", n)
+		}
+		time.Sleep(pullWorkerIdle)
+		synctest.Wait() // the idle worker ended
+		cycle(20)
+		if n := s.stats.pullWorkersGo.Load(); n != 2 {
+			t.Fatalf("a pull parked after the worker idled out: %d workers started, want 2", n)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		start := time.Now()
+		if err := s.Shutdown(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// Shutdown returns once the workers ended, without waiting for their idle time:
+		// the bubble's end checks that no goroutine is left.
+		if d := time.Since(start); d != 0 {
+			t.Fatalf("Shutdown took %v with an idle pull worker", d)
+		}
+	})
+}
+
 // TestLongPollBoundedBySuspend: a parked pull with nothing arriving is answered
 // PULL_NOT_FOUND when the request's suspend time runs out, not before; a pull without the
 // suspend bit is answered at once.

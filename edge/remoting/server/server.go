@@ -53,8 +53,13 @@ type Server struct {
 	clients map[string]map[*conn]struct{} // client id -> the connections it heartbeats on
 	accepts sync.WaitGroup                // the accept loops
 	wg      sync.WaitGroup                // connections (each waits for its own goroutines)
-	once    sync.Once                     // closes the listeners
-	lnErr   error                         // from closing the listeners
+
+	// pullJobs hands parked pulls to idle pull workers (parkPull); pullWorkers counts the
+	// workers, which end once pulls is done.
+	pullJobs    chan pullJob
+	pullWorkers sync.WaitGroup
+	once        sync.Once // closes the listeners
+	lnErr       error     // from closing the listeners
 }
 
 // Start validates opts, binds Listen (and the VIP address unless off), and serves b in
@@ -102,7 +107,7 @@ func Start(b *edge.Broker, opts Options) (*Server, error) {
 // newServer returns a server of b without listeners: o has its defaults.
 func newServer(b *edge.Broker, o Options) *Server {
 	s := &Server{b: b, opts: o, lg: o.Logger, conns: map[*conn]struct{}{}, clients: map[string]map[*conn]struct{}{},
-		started: time.Now(), maxReqBytes: max(maxRequestBytes, int64(o.MaxFrameSize))}
+		started: time.Now(), maxReqBytes: max(maxRequestBytes, int64(o.MaxFrameSize)), pullJobs: make(chan pullJob)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.pulls, s.stopPulls = context.WithCancel(context.Background())
 	return s
@@ -227,6 +232,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	select {
 	case <-done:
 		s.cancel()
+		s.pullWorkers.Wait()
 		s.lg.Info("remoting server stopped")
 		return lnErr
 	case <-ctx.Done():
@@ -250,6 +256,7 @@ func (s *Server) Close() error {
 	s.cancel()
 	s.stopPulls()
 	s.wg.Wait()
+	s.pullWorkers.Wait()
 	s.lg.Debug("remoting server closed")
 	return err
 }
