@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/edgemq/edgemq/edge/mq"
 )
 
 // javaTool runs one of Apache RocketMQ's own benchmark tools from rocketmq-example
@@ -138,6 +140,44 @@ func javaSend(ctx context.Context, b *broker, javaCP string, threads int, size i
 	return nil
 }
 
+// javaGroup is the consumer group of RocketMQ's benchmark Consumer.
+const javaGroup = "nb_java_g"
+
+// startGroupAtZero stores offset 0 for group on every queue of topic, through our client (a
+// heartbeat makes the group on a RocketMQ broker, which takes offsets of known groups only).
+// RocketMQ's benchmark Consumer consumes from the last offset when its group has none, and
+// a RocketMQ broker answers a new group's offset query with 0 only while the queue's first
+// message is in the page cache (mincore): without this, the Consumer sometimes found the
+// pre-filled backlog behind it and consumed nothing.
+func startGroupAtZero(ctx context.Context, b *broker, topic, group string) error {
+	c, err := dialOurs(ctx, b.ns)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	id := fmt.Sprintf("netbench-offsets@%d", os.Getpid())
+	hb := mq.Heartbeat{ClientID: id, Consumers: []mq.ConsumerData{{Group: group, Model: mq.Clustering,
+		ConsumeType: mq.ConsumePassively, Subscriptions: []mq.Subscription{{Topic: topic, Expression: "*"}}}}}
+	if err := c.Heartbeat(cctx, hb); err != nil {
+		return fmt.Errorf("heartbeat of group %s: %w", group, err)
+	}
+	r, err := c.Route(cctx, topic)
+	if err != nil {
+		return fmt.Errorf("route of %s: %w", topic, err)
+	}
+	for _, q := range r.ReadQueues() {
+		if err := c.CommitOffset(cctx, group, q, 0); err != nil {
+			return fmt.Errorf("offset 0 of group %s on %v: %w", group, q, err)
+		}
+	}
+	if err := c.Unregister(cctx, id, group); err != nil {
+		return fmt.Errorf("unregister from group %s: %w", group, err)
+	}
+	return nil
+}
+
 // javaConsume pre-fills topicJavaConsume with p.consumeN-style n messages and runs the
 // benchmark Consumer (push consumer, its default 20 consume threads, group without suffix)
 // on it for d.
@@ -147,8 +187,11 @@ func javaConsume(ctx context.Context, b *broker, javaCP string, p params, n int,
 	if err := prefill(ctx, b, topicJavaConsume, pp); err != nil {
 		return "", err
 	}
+	if err := startGroupAtZero(ctx, b, topicJavaConsume, javaGroup); err != nil {
+		return "", err
+	}
 	lines, err := javaTool(ctx, b, javaCP, "Consumer", d, consumeTPS,
-		"-t", topicJavaConsume, "-g", "nb_java_g", "-p", "false", "-ri", "1000")
+		"-t", topicJavaConsume, "-g", javaGroup, "-p", "false", "-ri", "1000")
 	if err != nil {
 		return "", err
 	}
