@@ -25,6 +25,10 @@ type processQueue struct {
 	// outnumber the messages.
 	msgs []pqEntry
 	dead int
+	// buf is the array msgs was last grown into, from its start: messages removed from the
+	// front of msgs leave room there, which slideLocked reuses rather than growing a new
+	// array each time msgs reaches the array's end.
+	buf []pqEntry
 	// taken is the orderly consuming set (RocketMQ's consumingMsgOrderlyTreeMap), sorted.
 	taken []pqEntry
 	// offsetMax is the highest queue offset ever put (RocketMQ's queueOffsetMax).
@@ -113,6 +117,9 @@ func insert(s []pqEntry, e pqEntry) ([]pqEntry, bool) {
 func (pq *processQueue) insertLocked(e pqEntry) bool {
 	off := e.off
 	if n := len(pq.msgs); n == 0 || pq.msgs[n-1].off < off {
+		if n == cap(pq.msgs) {
+			pq.slideLocked()
+		}
 		pq.msgs = append(pq.msgs, e) // the common case: offsets arrive in order
 		return true
 	}
@@ -127,6 +134,32 @@ func (pq *processQueue) insertLocked(e pqEntry) bool {
 	pq.msgs[i] = e // inside the cache: ends are never tombstones
 	pq.dead--
 	return true
+}
+
+// minCacheCap is the least room slideLocked gives the cache.
+const minCacheCap = 32
+
+// slideLocked makes room after msgs, which ends at its array's end: when msgs fills at most
+// half of buf (the rest freed by removals from its front), it moves to buf's front; else it
+// moves to a new buf twice its length. A consumer that keeps up then reuses one array
+// instead of growing a new one every few pulls.
+func (pq *processQueue) slideLocked() {
+	n := len(pq.msgs)
+	if c := cap(pq.buf); c > 0 && n <= c/2 && (n == 0 || sameArray(pq.buf, pq.msgs)) {
+		copy(pq.buf, pq.msgs)
+		clear(pq.buf[n:]) // the old places, copied: no message is held twice
+		pq.msgs = pq.buf[:n]
+		return
+	}
+	nb := make([]pqEntry, max(2*n, minCacheCap))
+	copy(nb, pq.msgs)
+	pq.buf, pq.msgs = nb, nb[:n]
+}
+
+// sameArray reports whether a and b, both with capacity, end at the same element of one
+// array.
+func sameArray(a, b []pqEntry) bool {
+	return &a[:cap(a)][cap(a)-1] == &b[:cap(b)][cap(b)-1]
 }
 
 // removeAtLocked turns msgs[i] into a tombstone, then drops tombstones from both ends and,

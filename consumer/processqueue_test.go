@@ -432,3 +432,65 @@ func TestProcessQueueConcurrentOrderly(t *testing.T) {
 	wg.Wait()
 	checkStats(t, pq, 0, 0)
 }
+
+// TestProcessQueueReusesItsArray: a consumer that keeps up (each pull's messages consumed
+// before the next pull's, one pull lagging behind) keeps its cache in one array: putting
+// and removing messages allocates nothing once the cache has its room; the cache holds,
+// in order, every message put and not removed, and its array no other.
+func TestProcessQueueReusesItsArray(t *testing.T) {
+	for _, batch := range []int{32, 8, 5} {
+		pq := newProcessQueue()
+		var next int64
+		var prev []*Message
+		ring := [3][]*Message{} // messages reused once out of the cache: rounds allocate none
+		for k := range ring {
+			ring[k] = make([]*Message, batch)
+			for j := range ring[k] {
+				ring[k][j] = &Message{}
+			}
+		}
+		rounds := 0
+		round := func() {
+			b := ring[rounds%len(ring)]
+			rounds++
+			for _, m := range b {
+				m.QueueOffset = next
+				next++
+			}
+			pq.PutMessages(b)
+			if prev != nil {
+				pq.removeMessages(prev) // the batch before: one lags
+			}
+			prev = b
+		}
+		check := func() {
+			t.Helper()
+			pq.mu.Lock()
+			defer pq.mu.Unlock()
+			if len(pq.msgs) != batch || pq.dead != 0 {
+				t.Fatalf("batch %d: cache of %d entries (%d dead), want the last batch's", batch, len(pq.msgs), pq.dead)
+			}
+			for j, e := range pq.msgs {
+				if e.msg != prev[j] || e.off != prev[j].QueueOffset {
+					t.Fatalf("batch %d: cache entry %d at offset %d, want %d", batch, j, e.off, prev[j].QueueOffset)
+				}
+			}
+			held := 0
+			for _, e := range pq.buf[:cap(pq.buf)] {
+				if e.msg != nil {
+					held++
+				}
+			}
+			if held != len(pq.msgs) {
+				t.Fatalf("batch %d: the cache's array holds %d messages, the cache %d", batch, held, len(pq.msgs))
+			}
+		}
+		for range 50 {
+			round()
+			check()
+		}
+		if allocs := testing.AllocsPerRun(100, round); allocs != 0 {
+			t.Fatalf("batch %d: a put and a removal allocated %.1f times", batch, allocs)
+		}
+	}
+}
