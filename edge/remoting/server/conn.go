@@ -59,6 +59,11 @@ type conn struct {
 	// still carried out: a client's last commit of its offsets comes just before it closes.
 	pulls     context.Context
 	stopPulls context.CancelFunc
+	// parked is the context a pull waits for messages in: pulls, ended also by the server's
+	// Shutdown (Server.pulls), made once for the connection's parked pulls rather than for
+	// each; unpark releases it.
+	parked context.Context
+	unpark func()
 
 	wmu   sync.Mutex // guards queue, spare, dead and writing
 	queue []outFrame // frames for the writer, bounded by maxQueue (see queueFrame)
@@ -105,6 +110,10 @@ func newConn(s *Server, nc net.Conn, vip bool) *conn {
 	c.maxMsg = s.b.Options().MaxMessageSize
 	c.ctx, c.cancel = context.WithCancel(s.ctx)
 	c.pulls, c.stopPulls = context.WithCancel(c.ctx)
+	var cancel context.CancelFunc
+	c.parked, cancel = context.WithCancel(c.pulls)
+	stop := context.AfterFunc(s.pulls, cancel)
+	c.unpark = func() { stop(); cancel() }
 	return c
 }
 
@@ -140,6 +149,7 @@ func (c *conn) serve() {
 		c.stopPulls() // the client is gone: nobody waits for a parked pull
 	}
 	c.handlers.Wait()
+	c.unpark()
 	close(c.stop)
 	<-c.wdone
 	c.cancel()

@@ -77,11 +77,7 @@ func (s *Server) pullAt(c *conn, req *remoting.Command, mode pullMode) (_ *remot
 	}
 	ctx := c.pulls
 	if pr.Suspend {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithCancel(c.pulls)
-		defer cancel()
-		stop := context.AfterFunc(s.pulls, cancel)
-		defer stop()
+		ctx = c.parked // ended by Shutdown too
 	}
 	// The reply's records are encoded straight from the store as the broker finds them.
 	var body []byte
