@@ -23,7 +23,8 @@ type waiter struct {
 	offset int64        // the pull's offset: any message at or after it may answer it
 	filter store.Filter // nil matches every message
 	ch     chan struct{}
-	idx    int // position in h.m[key], -1 once removed
+	idx    int         // position in h.m[key], -1 once removed
+	timer  *time.Timer // the pull's timeout, kept with a reused waiter (holdService.get)
 }
 
 func newWaiter(key holdKey, offset int64, filter store.Filter) *waiter {
@@ -47,11 +48,39 @@ type holdService struct {
 	// arrival, so an arrival that reads n == 0 comes after every parked pull read the end
 	// it moved (sync/atomic is sequentially consistent), and may skip mu.
 	n atomic.Int64
+	// free keeps waiters whose pull returned, with their channel and timer, for the next
+	// parked pulls: a pull parks without allocating. Per broker, so that a waiter never
+	// leaves the (test) bubble its broker lives in.
+	free sync.Pool
 	// parkHook, set only by a test before any pull, runs in park between counting the
 	// waiter and reading the queue's end, where an arrival must not slip through: the one
 	// place TestHoldParkRacesArrival needs to stop a pull, which no scheduler of
 	// goroutines (testing/synctest included) can pick out.
 	parkHook func()
+}
+
+// get returns a waiter for a pull parked on key at offset, with its timer stopped: a
+// reused one, or a new one.
+func (h *holdService) get(key holdKey, offset int64, filter store.Filter) *waiter {
+	if w, ok := h.free.Get().(*waiter); ok {
+		w.key, w.offset, w.filter = key, offset, filter
+		return w
+	}
+	w := newWaiter(key, offset, filter)
+	w.timer = time.NewTimer(time.Hour)
+	w.timer.Stop()
+	return w
+}
+
+// put keeps w, out of its hold queue and its pull returned, for get.
+func (h *holdService) put(w *waiter) {
+	w.timer.Stop()
+	select {
+	case <-w.ch: // a wake-up that came with the timeout or ctx's end
+	default:
+	}
+	w.key, w.filter, w.idx = holdKey{}, nil, -1
+	h.free.Put(w)
 }
 
 // newHoldService is called before the store opens: b.st may be used only from run, park

@@ -282,9 +282,9 @@ func (b *Broker) suspendTimeout(d time.Duration) time.Duration {
 // suspend parks the pull until a wake-up or its timeout (nil: read again), ctx's end
 // (ctx.Err()) or Close (ErrClosed). The waiter is out of the hold queue when it returns.
 func (b *Broker) suspend(ctx context.Context, req *mq.PullRequest, filter store.Filter) error {
-	w := newWaiter(holdKey{req.Queue.Topic, req.Queue.QueueID}, req.Offset, filter)
-	t := time.NewTimer(b.suspendTimeout(req.MaxWait))
-	defer t.Stop()
+	w := b.hold.get(holdKey{req.Queue.Topic, req.Queue.QueueID}, req.Offset, filter)
+	defer b.hold.put(w) // out of the hold queue by then
+	w.timer.Reset(b.suspendTimeout(req.MaxWait))
 	switch b.hold.park(w) {
 	case parkMoved:
 		return nil
@@ -293,7 +293,7 @@ func (b *Broker) suspend(ctx context.Context, req *mq.PullRequest, filter store.
 	}
 	select {
 	case <-w.ch:
-	case <-t.C:
+	case <-w.timer.C:
 		b.hold.remove(w)
 	case <-ctx.Done():
 		b.hold.remove(w)
