@@ -36,7 +36,10 @@ type queueFwd struct {
 	up     string          // the upstream topic
 	bo     backoff         // owned by run
 	stored bool            // the cursor was stored once; owned by run after start
-	caught bool            // the last read reached the queue's end; owned by run
+	// storeFirst: the cursor, set by start at the queue's first message, is to be stored
+	// before the first read (run).
+	storeFirst bool
+	caught     bool // the last read reached the queue's end; owned by run
 
 	// Owned by run: the batch read last (its buffers reused by the next read), and what
 	// laying it out and sending it reuse.
@@ -100,6 +103,9 @@ func (f *queueFwd) run() {
 	defer u.wg.Done()
 	defer u.gate.mark(f, r.cfg.Priority, false)
 	ctx := u.ctx
+	if f.storeFirst {
+		f.advance(f.cursor.Load())
+	}
 	for ctx.Err() == nil {
 		if f.caught { // the read may wait for new messages: hold no one up meanwhile
 			u.gate.mark(f, r.cfg.Priority, false)
@@ -269,8 +275,9 @@ func (f *queueFwd) skipped(from int64, msgs []item) {
 
 // gone counts the queue offsets from..to, whose records the read found gone (deleted by
 // retention before the queue's min offset caught up, lost in a crash, or damaged), as lost:
-// they were not forwarded. Not before the cursor was stored once (a new rule reads what the
-// queue still has).
+// they were not forwarded. Not before the cursor was stored once (a rule new to a queue
+// stores its cursor at the queue's first message when it starts: what was deleted before
+// that it never had).
 func (f *queueFwd) gone(from, to int64) {
 	if !f.stored {
 		return

@@ -207,7 +207,11 @@ func (r *rule) start(topic, up string, q int32) {
 		f.cursor.Store(c)
 		f.stored = true
 	} else if min, err := r.u.b.MinOffset(r.u.ctx, f.queue); err == nil {
-		f.cursor.Store(min) // a new queue: from its first stored message
+		// A new queue, or a queue new to the rule: from its first stored message, a cursor
+		// run stores first, so that messages deleted before they are forwarded from here on
+		// count as lost (a gateway offline since the rule began loses them too).
+		f.cursor.Store(min)
+		f.storeFirst = true
 	}
 	r.queues[key] = f
 	r.u.wg.Add(1)
