@@ -39,8 +39,8 @@ const keepQueue = 64
 
 // conn is one client connection. Its reader (serve) owns it: it reads frames, hands sends
 // to the broker in arrival order (their replies come when the store acknowledges them),
-// answers pulls that need not wait for messages itself and starts a goroutine per other
-// request; when reading ends (the client closed, an error, idle, or the server stopping)
+// answers pulls that need not wait for messages itself, parks the others in the server's
+// pull workers and starts a goroutine per other request; when reading ends (the client closed, an error, idle, or the server stopping)
 // it waits for them and for the writer, closes the socket and unregisters the clients
 // that heartbeat on it.
 type conn struct {

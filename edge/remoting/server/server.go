@@ -19,7 +19,9 @@ import (
 // Goroutines, all stopped and waited for by Shutdown and Close: one accept loop per
 // listener; per connection, its reader (which owns the connection and hands sends to the
 // broker itself, in arrival order), its writer, and one goroutine per other request being
-// handled (at most Options.MaxInFlight). Change notifications
+// handled (at most Options.MaxInFlight), except pulls that wait for messages: those park in
+// the server's pull workers, goroutines kept for the next parked pull (at most one per pull
+// parked at once; each ends after 30 s without one). Change notifications
 // (NOTIFY_CONSUMER_IDS_CHANGED) are queued by the broker's notifier goroutines, which the
 // broker owns.
 type Server struct {
