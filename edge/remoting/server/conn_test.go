@@ -15,7 +15,6 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/edgemq/edgemq/edge"
 	"github.com/edgemq/edgemq/edge/mq"
 	"github.com/edgemq/edgemq/edge/remoting"
 )
@@ -260,10 +259,7 @@ func TestSlowReader(t *testing.T) {
 // answered SYSTEM_BUSY; once they are answered, requests are handled again.
 func TestMaxInFlight(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := openBroker(t, nil)
-		if err := b.CreateTopic(edge.TopicConfig{Name: "T", ReadQueues: 1, WriteQueues: 1}); err != nil {
-			t.Fatal(err)
-		}
+		b := openBrokerT(t, nil)
 		s := pipeServer(t, b, Options{MaxInFlight: 2})
 		c := pipeClient(t, s)
 		var parked []chan *remoting.Command
@@ -287,10 +283,7 @@ func TestMaxInFlight(t *testing.T) {
 // it is taken.
 func TestRequestBytesBudget(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := openBroker(t, nil)
-		if err := b.CreateTopic(edge.TopicConfig{Name: "T", ReadQueues: 1, WriteQueues: 1}); err != nil {
-			t.Fatal(err)
-		}
+		b := openBrokerT(t, nil)
 		s := pipeServer(t, b, Options{})
 		s.maxReqBytes = 2 * requestOverhead
 		parker, sender := pipeClient(t, s), pipeClient(t, s)
@@ -613,10 +606,7 @@ func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 func TestPullAnsweredByReader(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		lc := newLogCounter(t)
-		b := openBroker(t, nil)
-		if err := b.CreateTopic(edge.TopicConfig{Name: "T", ReadQueues: 1, WriteQueues: 1}); err != nil {
-			t.Fatal(err)
-		}
+		b := openBrokerT(t, nil)
 		if _, err := b.Send(context.Background(), &mq.Message{Topic: "T", Body: []byte("m")}, nil); err != nil {
 			t.Fatal(err)
 		}

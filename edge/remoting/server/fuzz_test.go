@@ -47,10 +47,7 @@ func FuzzServer(f *testing.F) {
 		f.Add(s)
 	}
 	lc := &logCounter{h: slog.NewTextHandler(io.Discard, nil), n: map[string]int{}} // f.Log may not be called from the target
-	b := openBroker(f, &edge.Options{MaxSuspend: 10 * time.Millisecond})
-	if err := b.CreateTopic(edge.TopicConfig{Name: "T", ReadQueues: 1, WriteQueues: 1}); err != nil {
-		f.Fatal(err)
-	}
+	b := openBrokerT(f, &edge.Options{MaxSuspend: 10 * time.Millisecond})
 	s := pipeServer(f, b, Options{MaxFrameSize: 1 << 20, Logger: lc.logger()})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		fc := newFeedConn(data)

@@ -49,6 +49,16 @@ func openBroker(t testing.TB, o *edge.Options) *edge.Broker {
 	return b
 }
 
+// openBrokerT is openBroker with topic T of one queue made.
+func openBrokerT(t testing.TB, o *edge.Options) *edge.Broker {
+	t.Helper()
+	b := openBroker(t, o)
+	if err := b.CreateTopic(edge.TopicConfig{Name: "T", ReadQueues: 1, WriteQueues: 1}); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 // startServer starts a server of b on 127.0.0.1:0 (VIP off unless o says otherwise);
 // t.Cleanup closes it, before the broker.
 func startServer(t testing.TB, b *edge.Broker, o Options) *Server {

@@ -20,10 +20,7 @@ import (
 // answers it at once with the message.
 func TestLongPollAnsweredBySend(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := openBroker(t, nil)
-		if err := b.CreateTopic(edge.TopicConfig{Name: "T", ReadQueues: 1, WriteQueues: 1}); err != nil {
-			t.Fatal(err)
-		}
+		b := openBrokerT(t, nil)
 		s := pipeServer(t, b, Options{})
 		c := pipeClient(t, s)
 		start := time.Now()
@@ -52,10 +49,7 @@ func TestLongPollAnsweredBySend(t *testing.T) {
 // server shuts down.
 func TestParkedPullsReuseWorkers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := openBroker(t, nil)
-		if err := b.CreateTopic(edge.TopicConfig{Name: "T", ReadQueues: 1, WriteQueues: 1}); err != nil {
-			t.Fatal(err)
-		}
+		b := openBrokerT(t, nil)
 		s := pipeServer(t, b, Options{})
 		c, p := pipeClient(t, s), pipeClient(t, s)
 		cycle := func(off int64) {
@@ -98,10 +92,7 @@ func TestParkedPullsReuseWorkers(t *testing.T) {
 // suspend bit is answered at once.
 func TestLongPollBoundedBySuspend(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := openBroker(t, nil)
-		if err := b.CreateTopic(edge.TopicConfig{Name: "T", ReadQueues: 1, WriteQueues: 1}); err != nil {
-			t.Fatal(err)
-		}
+		b := openBrokerT(t, nil)
 		s := pipeServer(t, b, Options{})
 		c := pipeClient(t, s)
 		for _, suspend := range []int64{3000, 12000} {
@@ -126,10 +117,7 @@ func TestLongPollBoundedBySuspend(t *testing.T) {
 // request's offset, writes the reply, then closes the connection; the broker stays open.
 func TestShutdownAnswersParkedPulls(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := openBroker(t, nil)
-		if err := b.CreateTopic(edge.TopicConfig{Name: "T", ReadQueues: 1, WriteQueues: 1}); err != nil {
-			t.Fatal(err)
-		}
+		b := openBrokerT(t, nil)
 		for range 3 {
 			if _, err := b.Send(context.Background(), &mq.Message{Topic: "T", Body: []byte("x")}, nil); err != nil {
 				t.Fatal(err)
@@ -188,10 +176,7 @@ func TestShutdownBoundedByContext(t *testing.T) {
 // TestCloseAbandonsParkedPulls: Close ends parked pulls without an answer and returns
 // once every goroutine of the server has.
 func TestCloseAbandonsParkedPulls(t *testing.T) {
-	b := openBroker(t, nil)
-	if err := b.CreateTopic(edge.TopicConfig{Name: "T", ReadQueues: 1, WriteQueues: 1}); err != nil {
-		t.Fatal(err)
-	}
+	b := openBrokerT(t, nil)
 	s := startServer(t, b, Options{})
 	c := dial(t, s.Addr())
 	ch := c.write(remoting.NewRequest(remoting.PullMessage, pullHeader("g", "T", 0, 0, pullSuspend|pullSubscription, 20000, "*"), nil))

@@ -58,10 +58,7 @@ func TestSendOrderOnOneConnection(t *testing.T) {
 func TestStuckReaderDoesNotStallStore(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const maxInFlight = 16
-		b := openBroker(t, nil)
-		if err := b.CreateTopic(edge.TopicConfig{Name: "T", ReadQueues: 1, WriteQueues: 1}); err != nil {
-			t.Fatal(err)
-		}
+		b := openBrokerT(t, nil)
 		s := pipeServer(t, b, Options{MaxInFlight: maxInFlight, WriteTimeout: time.Hour})
 		stuck, server := net.Pipe() // a pipe has no buffer: the first reply blocks the writer
 		s.admit(server, false)
@@ -104,10 +101,7 @@ func TestStuckReaderDoesNotStallStore(t *testing.T) {
 // TestLargePullReply: a pull reply whose body is larger than the writer copies (written
 // from its own memory) arrives whole, between small replies on the same connection.
 func TestLargePullReply(t *testing.T) {
-	b := openBroker(t, nil)
-	if err := b.CreateTopic(edge.TopicConfig{Name: "T", ReadQueues: 1, WriteQueues: 1}); err != nil {
-		t.Fatal(err)
-	}
+	b := openBrokerT(t, nil)
 	s := startServer(t, b, Options{})
 	c := dial(t, s.Addr())
 	var bodies []string

@@ -151,10 +151,7 @@ func TestSendErrors(t *testing.T) {
 // range, or without a subscription gets the broker's answer as a code, and the connection
 // goes on.
 func TestPullErrors(t *testing.T) {
-	b := openBroker(t, nil)
-	if err := b.CreateTopic(edge.TopicConfig{Name: "T", ReadQueues: 1, WriteQueues: 1}); err != nil {
-		t.Fatal(err)
-	}
+	b := openBrokerT(t, nil)
 	s := startServer(t, b, Options{})
 	c := dial(t, s.Addr())
 	for _, tc := range []struct {
