@@ -218,7 +218,6 @@ func (c *Client) Send(ctx context.Context, m *mq.Message, sel mq.QueueSelector) 
 // positive, bounds the send (its route lookup and connection included) as a deadline of
 // ctx would, without a context of its own.
 func (c *Client) SendUniq(ctx context.Context, m *mq.Message, sel mq.QueueSelector, uniq string, timeout time.Duration) (mq.SendResult, error) {
-	reqTimeout := c.opts.RequestTimeout
 	var deadline time.Time
 	if timeout > 0 {
 		deadline = time.Now().Add(timeout)
@@ -232,6 +231,7 @@ func (c *Client) SendUniq(ctx context.Context, m *mq.Message, sel mq.QueueSelect
 	if err != nil {
 		return mq.SendResult{}, err
 	}
+	reqTimeout := c.opts.RequestTimeout
 	if timeout > 0 {
 		reqTimeout = min(reqTimeout, time.Until(deadline))
 	}
