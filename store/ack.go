@@ -20,19 +20,25 @@ func (s *Store) queueAck(end int64, done func(error)) {
 }
 
 // ackLoop is the acknowledgement goroutine of AppendAsync (sync flush policy): it waits for
-// the fsync that covers the queued batches, for their dispatch (dispatching them itself when
-// the token is free, see dispatchTo), and calls their done functions in log order. After
-// Close's flush it acknowledges what is left and exits.
+// the fsync that covers the oldest queued batch, then acknowledges every queued batch that
+// fsync (or a later one) covers, after their dispatch (dispatching them itself when the token
+// is free, see dispatchTo), calling their done functions in log order. Batches queued after
+// that fsync began wait for the next one without holding up those before them. After Close's
+// flush it acknowledges what is left and exits.
 func (s *Store) ackLoop() {
 	defer s.wg.Done()
+	var pend []pendingAck // taken from acks, in log order, not acknowledged yet
 	for {
 		s.ackMu.Lock()
-		batch := s.acks
-		if len(batch) > 0 { // else both buffers stay, to be reused
-			s.acks, s.ackSpare = s.ackSpare[:0], nil
+		if len(pend) == 0 {
+			pend, s.acks = s.acks, pend[:0] // swap the buffers, both to be reused
+		} else {
+			pend = append(pend, s.acks...)
+			clear(s.acks)
+			s.acks = s.acks[:0]
 		}
 		s.ackMu.Unlock()
-		if len(batch) == 0 {
+		if len(pend) == 0 {
 			select {
 			case <-s.ackKick:
 				continue
@@ -48,17 +54,21 @@ func (s *Store) ackLoop() {
 				continue
 			}
 		}
-		end := batch[len(batch)-1].end
-		err := s.log.WaitDurable(end)
+		err := s.log.WaitDurable(pend[0].end)
+		n := len(pend) // acknowledged now: with an error, all of them
 		if err == nil {
-			s.dispatchTo(end)
+			durable := s.log.Durable()
+			n = 1
+			for n < len(pend) && pend[n].end <= durable {
+				n++
+			}
+			s.dispatchTo(pend[n-1].end)
 		}
-		for _, a := range batch {
+		for _, a := range pend[:n] {
 			a.done(err)
 		}
-		clear(batch)
-		s.ackMu.Lock()
-		s.ackSpare = batch[:0]
-		s.ackMu.Unlock()
+		rest := copy(pend, pend[n:])
+		clear(pend[rest:])
+		pend = pend[:rest]
 	}
 }

@@ -2,8 +2,11 @@ package store
 
 import (
 	"errors"
+	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/edgemq/edgemq/store/commitlog"
 	"github.com/edgemq/edgemq/store/internal/vfstest"
@@ -244,4 +247,56 @@ func TestAppendAsyncAllocs(t *testing.T) {
 	if n := testing.AllocsPerRun(50, round) / inFlight; n > 0.01 {
 		t.Errorf("%.3f allocations per async append, want 0", n)
 	}
+}
+
+// TestAppendAsyncAckNotHeldByLaterBatch checks, on a fake clock with fsyncs of 1 ms, that a
+// batch whose fsync has completed is acknowledged as soon as the acknowledgement goroutine is
+// free, not after the fsync of a batch queued behind it: B's fsync ends while A's done
+// function still runs, C is appended after B's fsync began, and B is acknowledged when A's
+// done returns, before C's fsync.
+func TestAppendAsyncAckNotHeldByLaterBatch(t *testing.T) {
+	const fsync = time.Millisecond
+	synctest.Test(t, func(t *testing.T) {
+		fs := vfstest.StepFS{FS: vfstest.NewCrashFS(), Before: func(s vfstest.Step) {
+			if s.Op == vfstest.StepSync && strings.Contains(s.Path, "prealloc-") {
+				time.Sleep(fsync)
+			}
+		}}
+		s := openStore(t, t.TempDir(), testOptions(Options{FS: fs, Flush: commitlog.FlushSync}))
+		defer s.Close()
+		synctest.Wait()
+		start := time.Now()
+		acked := make(map[string]time.Duration)
+		var mu sync.Mutex
+		send := func(name string, hold time.Duration) {
+			t.Helper()
+			err := s.AppendAsync([]*Message{{Topic: "T", Body: []byte(name)}}, func(err error) {
+				if err != nil {
+					t.Errorf("%s: %v", name, err)
+				}
+				mu.Lock()
+				acked[name] = time.Since(start)
+				mu.Unlock()
+				time.Sleep(hold) // a slow done function holds the acknowledgements behind it
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		send("A", 1200*time.Microsecond) // its fsync: 0-1 ms; its done runs to 2.2 ms
+		time.Sleep(1100 * time.Microsecond)
+		send("B", 0) // its fsync: 1.1-2.1 ms
+		time.Sleep(400 * time.Microsecond)
+		send("C", 0) // after B's fsync began: the next one
+		time.Sleep(10 * fsync)
+		synctest.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		if got, want := acked["B"], 2200*time.Microsecond; got != want {
+			t.Errorf("B acknowledged at %v, want %v (when A's done returned)", got, want)
+		}
+		if acked["C"] <= acked["B"] || acked["C"] > 5*fsync {
+			t.Errorf("C acknowledged at %v, want after B (%v) and within %v", acked["C"], acked["B"], 5*fsync)
+		}
+	})
 }

@@ -80,9 +80,8 @@ type Store struct {
 	progressMu  sync.Mutex      // with progress: appenders wait for a lagging dispatcher
 	progress    *sync.Cond
 	lagWaiters  atomic.Int32 // appenders waiting in waitForDispatcher
-	ackMu       sync.Mutex   // guards acks, ackSpare: AppendAsync's acknowledgements
+	ackMu       sync.Mutex   // guards acks: AppendAsync's acknowledgements
 	acks        []pendingAck
-	ackSpare    []pendingAck
 	ackKick     chan struct{}
 	prepMu      sync.Mutex // guards prepQ
 	prepQ       []*queue   // queues whose next file the dispatcher should prepare (wantPrepare)
