@@ -77,6 +77,7 @@ type Log struct {
 	covered, lastAcked, lastArrived int64
 	lastFsync                       time.Duration
 	gatherTimer                     *time.Timer
+	gatherBack                      gatherBackoff
 
 	prepc  chan prepared
 	tmpSeq atomic.Int64
@@ -791,14 +792,66 @@ func (l *Log) flushLoop() {
 // maxGather caps how long group commit waits for appenders before an fsync.
 const maxGather = 500 * time.Microsecond
 
+// gatherBackoff keeps gathering from costing more than it saves: a gather that ended more
+// than gatherOverrun after its deadline makes the next flush skip gathering, and each
+// overrun after it twice as many flushes as the last one did, up to maxGatherSkip;
+// gatherTrust gathers in a row that ended in time end the backing off.
+type gatherBackoff struct {
+	inTime  int // gathers in a row that ended in time
+	backoff int // flushes the last overrun made skip gathering
+	skip    int // flushes left to skip
+}
+
+const (
+	maxGatherSkip = 1024
+	gatherTrust   = 64
+)
+
+// gatherOverrun is how late past its deadline a gather may end before it counts as an
+// overrun (a variable for the tests: a fake clock never overruns).
+var gatherOverrun = 250 * time.Microsecond
+
+// allow reports whether this flush may gather, counting a skipped one.
+func (g *gatherBackoff) allow() bool {
+	if g.skip > 0 {
+		g.skip--
+		return false
+	}
+	return true
+}
+
+// ended records a gather that ended late past its deadline.
+func (g *gatherBackoff) ended(late time.Duration) {
+	if late > gatherOverrun {
+		g.inTime = 0
+		g.backoff = min(max(2*g.backoff, 1), maxGatherSkip)
+		g.skip = g.backoff
+		return
+	}
+	if g.inTime++; g.inTime >= gatherTrust {
+		g.backoff = 0
+	}
+}
+
 // gather lets a sync-mode flush cover more appenders: the appenders the last flush released
 // (and those that arrived while it ran) tend to append again within microseconds, and
 // without a short wait for them, concurrent appenders split into two groups alternating
 // between fsyncs. It waits until as many appends are pending as took part last time, at
 // most half the last fsync's time (and maxGather). A lone appender never waits.
+//
+// Appenders that do not wait for each other's acknowledgements, such as a stream of sends
+// arriving at a steady rate, are not coming back, and their appends may stop before the
+// count is reached: the gather then ends on its timer, and the runtime wakes a goroutine
+// sleeping on a timer under a millisecond away about a millisecond later when no goroutine
+// runs, several fsyncs' time added to every acknowledgement behind it. Gathering backs off
+// while its waits overrun that way (gatherOverrun); where appends keep coming, a gather
+// ends at the first append past its deadline.
 func (l *Log) gather() {
 	want := l.lastAcked + l.lastArrived
 	if want <= 1 || l.lastFsync <= 0 {
+		return
+	}
+	if !l.gatherBack.allow() {
 		return
 	}
 	limit := min(l.lastFsync/2, maxGather)
@@ -813,11 +866,11 @@ func (l *Log) gather() {
 		select {
 		case <-l.kick:
 		case <-l.gatherTimer.C:
-			return
 		case <-l.done:
 			return
 		}
 	}
+	l.gatherBack.ended(time.Since(deadline))
 }
 
 // linger waits, before a sync-mode fsync, until Linger has passed since the flusher was
