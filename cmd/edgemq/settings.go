@@ -148,7 +148,8 @@ var settings = []setting{
 		doc: "With flush = \"sync\", how long an fsync waits for more sends to share it (ended early " +
 			"once 4KiB of records wait). A send returns up to this much later, and a slow stream of " +
 			"sends rewrites the log's last page (flash wear) once per linger instead of once per " +
-			"send. 0: no wait beyond group commit.",
+			"send: at 10,000 sends a second 1ms halves the bytes written per message or better, for " +
+			"about 1ms more on every send. 0: no wait beyond group commit.",
 	},
 	item[time.Duration]{
 		section: "store", key: "flush_interval",
