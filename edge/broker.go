@@ -26,7 +26,7 @@ import (
 // Goroutines, all stopped and waited for by Close:
 // the store's own; the hold service's sweep of parked pulls; the offset persister; the
 // heartbeat expiry loop, which owns the short-lived goroutines delivering OnChange
-// callbacks; the delayed-message scheduler.
+// callbacks; the delayed-message scheduler; the transaction checker.
 type Broker struct {
 	opts Options
 	lg   *slog.Logger
@@ -47,6 +47,7 @@ type Broker struct {
 	groups  *groupRegistry
 	locks   *lockTable
 	sched   *scheduler
+	txn     *txnService
 	floors  floorTable
 
 	closed atomic.Bool
@@ -128,25 +129,30 @@ func open(dir string, o Options, defaultNow bool) (b *Broker, err error) {
 	if b.sched, err = newScheduler(b); err != nil {
 		return b, err
 	}
+	b.txn = newTxnService(b)
 	b.ready.Store(true) // arrivals only signal buffered channels: safe before the loops run
-	b.wg.Add(4)
+	b.wg.Add(5)
 	go b.hold.run()
 	go b.offsets.run()
 	go b.groups.run()
 	go b.sched.run()
+	go b.txn.run()
 	return b, nil
 }
 
-// onArrival routes the store's arrival announcements: to parked pulls, and to the scheduler
-// for delayed messages. The store calls it from whoever dispatches (its dispatcher goroutine
+// onArrival routes the store's arrival announcements: to parked pulls, to the scheduler
+// for delayed messages and to the transaction checker for half messages. The store calls it from whoever dispatches (its dispatcher goroutine
 // or a sender, after its append), one call at a time; it must not block.
 func (b *Broker) onArrival(a store.Arrival) {
 	if !b.ready.Load() {
 		return
 	}
 	b.hold.arrive(a)
-	if a.Topic == mq.ScheduleTopic {
+	switch a.Topic {
+	case mq.ScheduleTopic:
 		b.sched.arrive(a)
+	case mq.TransHalfTopic:
+		b.txn.arrive()
 	}
 }
 
@@ -176,8 +182,9 @@ func (b *Broker) checkCtx(ctx context.Context) error {
 }
 
 // Close stops the broker: it answers parked pulls (ErrClosed), stops every goroutine,
-// persists consumer offsets and delay progress, and closes the store (which flushes it). It
-// returns ErrClosed if the broker was closed already, else what went wrong on the way.
+// persists consumer offsets, delay progress and transaction progress, and closes the store
+// (which flushes it). It returns ErrClosed if the broker was closed already, else what went
+// wrong on the way.
 func (b *Broker) Close() error {
 	if b == nil {
 		return errNilBroker
@@ -197,6 +204,9 @@ func (b *Broker) closeParts() error {
 	}
 	if b.sched != nil {
 		errs = append(errs, b.sched.close())
+	}
+	if b.txn != nil && b.st != nil {
+		errs = append(errs, b.txn.close())
 	}
 	if b.offsets != nil {
 		errs = append(errs, b.offsets.persist())

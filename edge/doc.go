@@ -23,7 +23,9 @@
 //     chosen by round robin or an mq.QueueSelector, a network server's batches stored
 //     from their items' properties as sent (SendBatchItemsAsyncFrom); large bodies
 //     compressed (zstd);
-//     delivery delayed by delay level;
+//     delivery delayed by delay level; transactional messages, held until their
+//     producer commits or rolls back the transaction (EndTransaction), asked about
+//     (SetTransactionChecker) when it does not say;
 //   - pulls filtered by TAG expression, with long polling: a pull that finds nothing waits
 //     until a matching message arrives, the periodic sweep finds its queue grown, its wait
 //     runs out, or its ctx ends (with Options.ShortPolling, only the sweep or the wait);

@@ -70,6 +70,16 @@ type Options struct {
 	// are clamped to the last. Default
 	// 1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h.
 	DelayLevels []time.Duration
+	// TransactionTimeout is how old a transaction's half message must be before the broker
+	// asks its producer group for the outcome it was not told. Default 6 s.
+	TransactionTimeout time.Duration
+	// TransactionCheckInterval is how long the broker waits between two checks of one
+	// transaction. Default 30 s.
+	TransactionCheckInterval time.Duration
+	// TransactionCheckMax is how many times the broker asks about one transaction; after the
+	// last check goes unanswered for TransactionCheckInterval, the half message is
+	// discarded as rolled back (logged). Default 15.
+	TransactionCheckMax int32
 	// StoreHost is the address written into message ids (RocketMQ's offsetMsgId) and
 	// routes. Default 127.0.0.1:10911.
 	StoreHost netip.AddrPort
@@ -102,21 +112,24 @@ var DefaultDelayLevels = []time.Duration{
 
 // DefaultOptions holds the defaults that zero fields take.
 var DefaultOptions = Options{
-	DefaultQueues:          4,
-	MaxMessageSize:         4 << 20,
-	DefaultSuspend:         15 * time.Second,
-	MaxSuspend:             30 * time.Second,
-	ShortPollingWait:       time.Second,
-	HoldCheckInterval:      5 * time.Second,
-	OffsetPersistInterval:  5 * time.Second,
-	HeartbeatTimeout:       120 * time.Second,
-	HeartbeatCheckInterval: 10 * time.Second,
-	LockLifetime:           60 * time.Second,
-	MaxReconsumeTimes:      16,
-	DelayLevels:            DefaultDelayLevels,
-	StoreHost:              netip.MustParseAddrPort("127.0.0.1:10911"),
-	BrokerName:             "edgemq",
-	NewQueueWindow:         60 * time.Second,
+	DefaultQueues:            4,
+	MaxMessageSize:           4 << 20,
+	DefaultSuspend:           15 * time.Second,
+	MaxSuspend:               30 * time.Second,
+	ShortPollingWait:         time.Second,
+	HoldCheckInterval:        5 * time.Second,
+	OffsetPersistInterval:    5 * time.Second,
+	HeartbeatTimeout:         120 * time.Second,
+	HeartbeatCheckInterval:   10 * time.Second,
+	LockLifetime:             60 * time.Second,
+	MaxReconsumeTimes:        16,
+	DelayLevels:              DefaultDelayLevels,
+	TransactionTimeout:       6 * time.Second,
+	TransactionCheckInterval: 30 * time.Second,
+	TransactionCheckMax:      15,
+	StoreHost:                netip.MustParseAddrPort("127.0.0.1:10911"),
+	BrokerName:               "edgemq",
+	NewQueueWindow:           60 * time.Second,
 }
 
 func (o *Options) withDefaults() (Options, error) {
@@ -145,6 +158,9 @@ func (o *Options) withDefaults() (Options, error) {
 	if len(r.DelayLevels) == 0 {
 		r.DelayLevels = d.DelayLevels
 	}
+	setDefault(&r.TransactionTimeout, d.TransactionTimeout)
+	setDefault(&r.TransactionCheckInterval, d.TransactionCheckInterval)
+	setDefault(&r.TransactionCheckMax, d.TransactionCheckMax)
 	if !r.StoreHost.IsValid() {
 		r.StoreHost = d.StoreHost
 	}
@@ -160,6 +176,8 @@ func (o *Options) withDefaults() (Options, error) {
 		{"ShortPollingWait", int64(r.ShortPollingWait)}, {"HoldCheckInterval", int64(r.HoldCheckInterval)},
 		{"OffsetPersistInterval", int64(r.OffsetPersistInterval)}, {"HeartbeatTimeout", int64(r.HeartbeatTimeout)},
 		{"HeartbeatCheckInterval", int64(r.HeartbeatCheckInterval)}, {"LockLifetime", int64(r.LockLifetime)},
+		{"TransactionTimeout", int64(r.TransactionTimeout)}, {"TransactionCheckInterval", int64(r.TransactionCheckInterval)},
+		{"TransactionCheckMax", int64(r.TransactionCheckMax)},
 	} {
 		if f.v < 0 {
 			return r, fmt.Errorf("%w: negative %s", mq.ErrInvalidArgument, f.name)

@@ -342,25 +342,36 @@ func (s *scheduler) unwrap(m *store.Message) (*store.Message, error) {
 	if err != nil || q < 0 {
 		return nil, fmt.Errorf("%w: REAL_QID %q", errBadScheduled, qs)
 	}
-	tp, err := s.b.topics.ensure(rt)
+	_, qid, err := s.b.realQueue(rt, q, errBadScheduled, "delayed")
 	if err != nil {
 		return nil, err
 	}
-	if n := max(tp.cfg.ReadQueues, tp.cfg.WriteQueues); int32(q) >= n {
-		if n <= 0 {
-			return nil, fmt.Errorf("%w: topic %q has no queues", errBadScheduled, rt)
-		}
-		s.b.lg.Warn("delayed message's queue no longer exists: delivered to another", "topic", rt, "queue", q, "queues", n)
-		q %= int64(n)
-	}
 	c := *m
-	c.Topic, c.QueueID = rt, int32(q)
+	c.Topic, c.QueueID = rt, qid
 	c.QueueOffset, c.StoreTime, c.Pos, c.Size = 0, 0, 0, 0
 	c.Properties = maps.Clone(m.Properties)
 	delete(c.Properties, mq.PropertyDelayLevel)
 	delete(c.Properties, mq.PropertyRealTopic)
 	delete(c.Properties, mq.PropertyRealQueueID)
 	return &c, nil
+}
+
+// realQueue returns topic rt, made if it may be, and queue q of it, where a held message
+// (what: "delayed", "committed") is delivered: another queue if q no longer exists (logged).
+// A topic without queues is bad (wrapped in bad).
+func (b *Broker) realQueue(rt string, q int64, bad error, what string) (*topic, int32, error) {
+	tp, err := b.topics.ensure(rt)
+	if err != nil {
+		return nil, 0, err
+	}
+	if n := max(tp.cfg.ReadQueues, tp.cfg.WriteQueues); int32(q) >= n {
+		if n <= 0 {
+			return nil, 0, fmt.Errorf("%w: topic %q has no queues", bad, rt)
+		}
+		b.lg.Warn(what+" message's queue no longer exists: delivered to another", "topic", rt, "queue", q, "queues", n)
+		q %= int64(n)
+	}
+	return tp, int32(q), nil
 }
 
 func (s *scheduler) dirty() bool {

@@ -184,7 +184,18 @@ func (b *Broker) prepareSend(ctx context.Context, m *mq.Message, sel mq.QueueSel
 	storeCopy(m, q, s)
 	s.Durability = tp.cfg.Durability
 	o.apply(s)
+	if isHalf(s.Topic, s.Properties) {
+		return tp, b.prepareHalf(s)
+	}
 	return tp, b.prepare(s)
+}
+
+// isHalf reports whether a message sent to topic with props is a transaction's half
+// message: marked so (mq.PropertyTransactionPrepared), and not sent to a retry topic. A
+// committed message keeps the mark, as RocketMQ delivers it, and a consumer whose send-back
+// failed sends it to its group's retry topic itself.
+func isHalf(topic string, props map[string]string) bool {
+	return props[mq.PropertyTransactionPrepared] == "true" && !mq.IsRetryTopic(topic)
 }
 
 func checkOrigin(o *Origin) error {
@@ -209,8 +220,21 @@ func (o *Origin) apply(s *store.Message) {
 	}
 }
 
-// result reports where s, a stored message, is.
+// result reports where s, a stored message, is: a transaction's half message, in its real
+// topic's queue at its offset in the half topic (which its producer names when it ends the
+// transaction), as RocketMQ's brokers answer.
 func (b *Broker) result(s *store.Message) mq.SendResult {
+	if s.Topic == mq.TransHalfTopic {
+		if q, err := strconv.ParseInt(s.Properties[mq.PropertyRealQueueID], 10, 32); err == nil {
+			r := b.plainResult(s)
+			r.Queue.Topic, r.Queue.QueueID = s.Properties[mq.PropertyRealTopic], int32(q)
+			return r
+		}
+	}
+	return b.plainResult(s)
+}
+
+func (b *Broker) plainResult(s *store.Message) mq.SendResult {
 	return mq.SendResult{
 		Queue:       mq.MessageQueue{Topic: s.Topic, BrokerName: b.opts.BrokerName, QueueID: s.QueueID},
 		QueueOffset: s.QueueOffset, CommitLogOffset: s.Pos, StoreHost: b.opts.StoreHost,
@@ -365,6 +389,8 @@ func (b *Broker) prepareBatch(ctx context.Context, msgs []*mq.Message, sel mq.Qu
 			return nil, nil, 0, fmt.Errorf("%w: message %d of the batch is nil", mq.ErrInvalidArgument, i)
 		case m.Topic != msgs[0].Topic:
 			return nil, nil, 0, fmt.Errorf("%w: a batch holds one topic, got %q and %q", mq.ErrInvalidArgument, msgs[0].Topic, m.Topic)
+		case isHalf(m.Topic, m.Properties):
+			return nil, nil, 0, fmt.Errorf("%w: message %d of the batch is a transaction's half message: a batch cannot hold one", mq.ErrInvalidArgument, i)
 		}
 		if err := b.checkMessage(m, o); err != nil {
 			return nil, nil, 0, err

@@ -205,7 +205,7 @@ type itemProps struct {
 	tags, keys string
 	uniq       string           // the UNIQ_KEY property's value
 	props      []store.Property // the others, in key order, each key once
-	delay      bool             // a delay level property is among them
+	delay      bool             // a delay level or transaction property is among them
 }
 
 // readItemProps reads a batch item's properties p as RocketMQ's clients (and
@@ -248,8 +248,8 @@ func readItemProps(p string, props []store.Property) itemProps {
 		switch props[i].Key {
 		case mq.PropertyUniqKey:
 			r.uniq = props[i].Value
-		case mq.PropertyDelayLevel:
-			r.delay = true
+		case mq.PropertyDelayLevel, mq.PropertyTransactionPrepared:
+			r.delay = true // the message path delays the one and refuses the other
 		}
 		props[w] = props[i]
 		w++

@@ -160,6 +160,8 @@ func (t *topicTable) configFor(name string) (TopicConfig, error) {
 			return cfg, err
 		}
 		cfg = TopicConfig{Name: name, ReadQueues: 1, WriteQueues: 1, Perm: mq.PermReadWrite}
+	case name == mq.TransHalfTopic || name == mq.TransOpTopic:
+		cfg = TopicConfig{Name: name, ReadQueues: 1, WriteQueues: 1, Perm: mq.PermReadWrite}
 	case name == mq.ScheduleTopic:
 		n := int32(len(t.b.opts.DelayLevels))
 		cfg = TopicConfig{Name: name, ReadQueues: n, WriteQueues: n, Perm: mq.PermReadWrite}

@@ -28,6 +28,12 @@ const (
 	PropertyReconsumeTime = "RECONSUME_TIME"
 	// PropertyUniqKey is the unique id a RocketMQ producer gives each message.
 	PropertyUniqKey = "UNIQ_KEY"
+	// PropertyTransactionPrepared ("true") marks the half message of a transaction: the
+	// broker holds it until its producer commits or rolls the transaction back.
+	PropertyTransactionPrepared = "TRAN_MSG"
+	// PropertyProducerGroup is the producer group of a transaction's half message, which
+	// the broker asks about a transaction whose outcome it does not learn.
+	PropertyProducerGroup = "PGROUP"
 )
 
 // SysFlagCompressed marks a compressed body in a stored message's SysFlag.

@@ -24,6 +24,15 @@ const (
 	ScheduleTopic = "SCHEDULE_TOPIC_XXXX"
 	// DefaultTopic is RocketMQ's template topic for auto-creation (TBW102).
 	DefaultTopic = "TBW102"
+	// TransHalfTopic holds the half messages of transactions whose outcome is not known
+	// yet, in one queue, hidden from consumers.
+	TransHalfTopic = "RMQ_SYS_TRANS_HALF_TOPIC"
+	// TransOpTopic records, in one queue, the transactions whose outcome is known: each
+	// message's body is the queue offset of a half message, in decimal.
+	TransOpTopic = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+	// TransCheckGroup is the group whose offsets record how far the broker has settled the
+	// half and op topics.
+	TransCheckGroup = "CID_SYS_RMQ_TRANS"
 )
 
 // Name limits.
