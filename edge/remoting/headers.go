@@ -857,6 +857,45 @@ const (
 	TransactionRollbackType int32 = 12
 )
 
+// CheckTransactionStateHeader is the header of CHECK_TRANSACTION_STATE, which a broker sends
+// to a producer (its body: the half message as a V1 record).
+type CheckTransactionStateHeader struct {
+	Topic                string // the half message's real topic
+	TranStateTableOffset int64  // the half message's queue offset
+	CommitLogOffset      int64  // the half message's commit-log offset
+	MsgID                string // the message's unique id
+	TransactionID        string
+	OffsetMsgID          string
+	BrokerName           string
+}
+
+// ParseCheckTransactionStateHeader reads the header.
+func ParseCheckTransactionStateHeader(ext map[string]string) (CheckTransactionStateHeader, error) {
+	f := fields{ext: ext}
+	var h CheckTransactionStateHeader
+	h.Topic, _ = f.str("topic", false)
+	h.TranStateTableOffset = f.i64("tranStateTableOffset", true, 0)
+	h.CommitLogOffset = f.i64("commitLogOffset", true, 0)
+	h.MsgID, _ = f.str("msgId", false)
+	h.TransactionID, _ = f.str("transactionId", false)
+	h.OffsetMsgID, _ = f.str("offsetMsgId", false)
+	h.BrokerName, _ = f.str(extBrokerName, false)
+	return h, f.err
+}
+
+// Ext returns the header.
+func (h CheckTransactionStateHeader) Ext() map[string]string {
+	w := extWriter{}
+	w.strIf("topic", h.Topic)
+	w.i64("tranStateTableOffset", h.TranStateTableOffset)
+	w.i64("commitLogOffset", h.CommitLogOffset)
+	w.strIf("msgId", h.MsgID)
+	w.strIf("transactionId", h.TransactionID)
+	w.strIf("offsetMsgId", h.OffsetMsgID)
+	w.strIf(extBrokerName, h.BrokerName)
+	return w
+}
+
 // EndTransactionHeader is the request header of END_TRANSACTION.
 type EndTransactionHeader struct {
 	ProducerGroup        string

@@ -163,6 +163,11 @@ func TestHeaders(t *testing.T) {
 				"fromTransactionCheck": "false", "msgId": "M", "transactionId": "X", "bname": "b"},
 			EndTransactionHeader{ProducerGroup: "pg", TranStateTableOffset: 3, CommitLogOffset: 400, CommitOrRollback: TransactionCommitType,
 				MsgID: "M", TransactionID: "X", BrokerName: "b"}, true},
+		{"check transaction state as Java writes it", parser(ParseCheckTransactionStateHeader),
+			map[string]string{"topic": "T", "tranStateTableOffset": "3", "commitLogOffset": "400", "msgId": "M", "transactionId": "M",
+				"offsetMsgId": "7F00000100002A9F0000000000000190", "bname": "b"},
+			CheckTransactionStateHeader{Topic: "T", TranStateTableOffset: 3, CommitLogOffset: 400, MsgID: "M", TransactionID: "M",
+				OffsetMsgID: "7F00000100002A9F0000000000000190", BrokerName: "b"}, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -239,6 +244,7 @@ func TestHeadersMalformed(t *testing.T) {
 		{"reset offset no group", parser(ParseResetOffsetHeader), map[string]string{"topic": "T", "timestamp": "0"}, "group"},
 		{"reset offset bad offset", parser(ParseResetOffsetHeader), map[string]string{"topic": "T", "group": "g", "timestamp": "0", "offset": "x"}, "offset"},
 		{"end transaction no msgId", parser(ParseEndTransactionHeader), map[string]string{"producerGroup": "pg", "tranStateTableOffset": "0", "commitLogOffset": "0", "commitOrRollback": "8"}, "msgId"},
+		{"check transaction state no commitLogOffset", parser(ParseCheckTransactionStateHeader), map[string]string{"tranStateTableOffset": "0"}, "commitLogOffset"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

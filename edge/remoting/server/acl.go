@@ -317,6 +317,11 @@ func resources(req *remoting.Command) []resource {
 
 // check returns why the request req from host may not be carried out, or nil.
 func (t *aclTable) check(host string, req *remoting.Command) error {
+	return t.checkFor(host, req, resources(req))
+}
+
+// checkFor is check with what req needs given: rs.
+func (t *aclTable) checkFor(host string, req *remoting.Command, rs []resource) error {
 	if openCodes[req.Code] {
 		return nil
 	}
@@ -343,7 +348,7 @@ func (t *aclTable) check(host string, req *remoting.Command) error {
 	if adminCodes[req.Code] {
 		return fmt.Errorf("acl: request code %d needs an admin account; AccessKey %s is not", req.Code, ak)
 	}
-	for _, r := range resources(req) {
+	for _, r := range rs {
 		owned, ok := a.topics[r.name]
 		def := a.defaultTopic
 		if r.group {
@@ -372,11 +377,20 @@ func (s *Server) authorize(c *conn, req *remoting.Command) *remoting.Command {
 	if s.opts.ACL == nil {
 		return nil
 	}
+	return s.authorizeFor(c, req, resources(req))
+}
+
+// authorizeFor is authorize with what req needs given: rs (a handler that finds out only
+// once it has read the broker, as END_TRANSACTION the topic of its half message).
+func (s *Server) authorizeFor(c *conn, req *remoting.Command, rs []resource) *remoting.Command {
+	if s.opts.ACL == nil {
+		return nil
+	}
 	host, _, err := net.SplitHostPort(c.remote)
 	if err != nil {
 		host = c.remote
 	}
-	if err := s.opts.ACL.table.Load().check(host, req); err != nil {
+	if err := s.opts.ACL.table.Load().checkFor(host, req, rs); err != nil {
 		s.lg.Info("request refused by the ACL", "remote", c.remote, "code", req.Code, "err", err)
 		return req.Reply(remoting.NoPermission, err.Error())
 	}

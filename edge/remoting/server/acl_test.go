@@ -361,6 +361,18 @@ func TestACLRefusesChangesUnsigned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	halfExt := sendExt("T", 0, "TRAN_MSG\x01true\x02PGROUP\x01pg\x02")
+	halfExt["f"] = "4"
+	hr, err := remoting.ParseSendResponseHeader(admin(remoting.SendMessageV2, halfExt, []byte("half")).Ext)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, halfPos, err := mq.ParseOffsetMsgID(hr.MsgID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	commitHalf := remoting.EndTransactionHeader{ProducerGroup: "pg", TranStateTableOffset: hr.QueueOffset, CommitLogOffset: halfPos,
+		CommitOrRollback: remoting.TransactionCommitType, MsgID: hr.MsgID}.Ext()
 	commitPull := pullHeader("g", "T", 0, 1, pullCommitOffset, 0, "")
 	commitPull["commitOffset"] = "3"
 
@@ -376,6 +388,7 @@ func TestACLRefusesChangesUnsigned(t *testing.T) {
 		{remoting.SendMessageV2, sendExt("T", 0, ""), []byte("v2"), true},
 		{remoting.SendBatchMessage, sendExt("T", 0, ""), batch, true},
 		{remoting.SendMessageV2, sendExt("NewTopic", 0, ""), []byte("auto-created"), true},
+		{remoting.EndTransaction, commitHalf, nil, true},
 		{remoting.HeartBeat, nil, heartbeatBody("c2", "g2", "T", "*"), true},
 		{remoting.UpdateConsumerOffset, map[string]string{"consumerGroup": "g", "topic": "T", "queueId": "0", "commitOffset": "2"}, nil, true},
 		{remoting.PullMessage, commitPull, nil, true},

@@ -17,6 +17,7 @@ var handlers map[int16]handler
 func init() {
 	handlers = map[int16]handler{
 		// producers: sends go to dispatchSend
+		remoting.EndTransaction: (*Server).endTransaction,
 		// consumers
 		remoting.PullMessage:             (*Server).pull,
 		remoting.LitePullMessage:         (*Server).pull,

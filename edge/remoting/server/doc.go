@@ -22,7 +22,9 @@
 // Requests served:
 //
 //   - producers: SEND_MESSAGE (10), SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320);
-//     zlib-compressed bodies are inflated, born host is the connection's peer;
+//     zlib-compressed bodies are inflated, born host is the connection's peer; a
+//     transaction's half message (sysFlag 4) is held until END_TRANSACTION (37) commits
+//     or rolls it back;
 //   - consumers: PULL_MESSAGE (11) and LITE_PULL_MESSAGE (361), long polling up to the
 //     request's suspend time; HEART_BEAT (34), UNREGISTER_CLIENT (35),
 //     GET_CONSUMER_LIST_BY_GROUP (38), QUERY_CONSUMER_OFFSET (14), UPDATE_CONSUMER_OFFSET
@@ -39,7 +41,8 @@
 //
 // The server sends clients NOTIFY_CONSUMER_IDS_CHANGED (40) when the members of one of
 // their groups change, and RESET_CONSUMER_CLIENT_OFFSET (220) when an admin resets their
-// group's offsets, both oneway. Offset message ids (send replies, pulled records) carry the
+// group's offsets, and CHECK_TRANSACTION_STATE (39) to a connection of a producer group
+// whose transaction stays open past the broker's transaction timeout, all oneway. Offset message ids (send replies, pulled records) carry the
 // address the client reached the broker at, where VIEW_MESSAGE_BY_ID finds the message.
 //
 // Security: Options.TLS makes both addresses TLS only, or, with Options.TLSPermissive,

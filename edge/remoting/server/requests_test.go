@@ -126,7 +126,7 @@ func TestSendErrors(t *testing.T) {
 		{"bad queue number", map[string]string{"b": "T", "e": "x"}, []byte("x"), remoting.InvalidParameter},
 		{"not zlib", func() map[string]string { e := sendExt("T", 0, ""); e["f"] = "1"; return e }(), []byte("plain"), remoting.MessageIllegal},
 		{"zstd-compressed", func() map[string]string { e := sendExt("T", 0, ""); e["f"] = strconv.Itoa(1 | 2<<8); return e }(), []byte("x"), remoting.MessageIllegal},
-		{"transactional", func() map[string]string { e := sendExt("T", 0, ""); e["f"] = "4"; return e }(), []byte("x"), remoting.NoPermission},
+		{"half message without a producer group", func() map[string]string { e := sendExt("T", 0, ""); e["a"] = ""; e["f"] = "4"; return e }(), []byte("x"), remoting.InvalidParameter},
 	} {
 		if r := c.call(remoting.SendMessageV2, tc.ext, tc.body); r.Code != tc.want {
 			t.Errorf("%s: code %d %q, want %d", tc.name, r.Code, r.Remark, tc.want)
@@ -145,6 +145,8 @@ func TestSendErrors(t *testing.T) {
 	}
 	ext := sendExt("T", 0, "")
 	c.mustCall(remoting.MessageIllegal, remoting.SendBatchMessage, ext, []byte{0, 0, 0, 9, 1})
+	ext["f"] = "4" // a batch of half messages
+	c.mustCall(remoting.MessageIllegal, remoting.SendBatchMessage, ext, mustBatch(t, &mq.Message{Topic: "T", Body: []byte("x")}))
 }
 
 // TestPullErrors: a pull of an unknown topic, at a negative offset, of a queue out of
@@ -341,4 +343,14 @@ func TestReplyInRequestEncoding(t *testing.T) {
 	if r.Code != remoting.Success || r.Serialize != remoting.RocketMQ || r.Ext["offset"] != "0" {
 		t.Errorf("reply code %d, encoding %v, ext %v; want 0 in ROCKETMQ with offset 0", r.Code, r.Serialize, r.Ext)
 	}
+}
+
+// mustBatch is the body of a batch send of msgs.
+func mustBatch(t *testing.T, msgs ...*mq.Message) []byte {
+	t.Helper()
+	body, err := remoting.AppendBatch(nil, msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return body
 }

@@ -14,7 +14,7 @@ import (
 )
 
 // sysFlagTxPrepared marks a transaction's half message (RocketMQ's
-// TRANSACTION_PREPARED_TYPE), which the broker does not take.
+// TRANSACTION_PREPARED_TYPE); its clients also set the TRAN_MSG property.
 const sysFlagTxPrepared = 0x4
 
 // msgRegion is what RocketMQ's brokers answer as a send's MSG_REGION by default.
@@ -82,9 +82,6 @@ func (s *Server) send(c *conn, req *remoting.Command, size int64) (reply *remoti
 	if err != nil {
 		return errReply(req, err), false
 	}
-	if h.SysFlag&sysFlagTxPrepared != 0 {
-		return req.Reply(remoting.NoPermission, "server: transactional messages are not supported"), false
-	}
 	// The broker takes bodies as they are; a compressed one is inflated here, no larger
 	// than the broker would take it.
 	mx := mq.MessageExt{Message: mq.Message{Body: req.Body}, SysFlag: h.SysFlag}
@@ -105,6 +102,9 @@ func (s *Server) send(c *conn, req *remoting.Command, size int64) (reply *remoti
 	origin := edge.Origin{BornTime: max(h.BornTimestamp, 0), BornHost: c.born, ReconsumeTimes: max(h.ReconsumeTimes, 0)}
 	a := &sendAck{c: c, req: req, size: size, topic: h.Topic, queueID: h.QueueID}
 	if req.Code == remoting.SendBatchMessage || req.Code == remoting.SendBatchZstd || h.Batch {
+		if h.SysFlag&sysFlagTxPrepared != 0 {
+			return req.Reply(remoting.MessageIllegal, "server: a batch cannot hold a transaction's half messages"), false
+		}
 		// The items go to the broker as they are: it stores their properties without
 		// making messages and maps of them.
 		sc := batchScratches.Get().(*batchScratch)
@@ -125,6 +125,12 @@ func (s *Server) send(c *conn, req *remoting.Command, size int64) (reply *remoti
 	} else {
 		m := &mq.Message{Topic: h.Topic, Flag: h.Flag, Body: body}
 		remoting.SetMessageProperties(m, h.Properties)
+		if h.SysFlag&sysFlagTxPrepared != 0 { // a half message: the broker holds it until its transaction ends
+			m.SetProperty(mq.PropertyTransactionPrepared, "true")
+			if m.Properties[mq.PropertyProducerGroup] == "" {
+				m.SetProperty(mq.PropertyProducerGroup, h.ProducerGroup)
+			}
+		}
 		err = s.b.SendAsyncFrom(c.ctx, m, sel, origin, a.done)
 	}
 	if err != nil {

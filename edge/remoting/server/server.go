@@ -92,6 +92,7 @@ func Start(b *edge.Broker, opts Options) (*Server, error) {
 		s.vip = tlsListener(vip, o)
 	}
 	s.mainTCP, _ = ln.Addr().(*net.TCPAddr)
+	b.SetTransactionChecker(s.checkTransaction)
 	s.accepts.Add(1)
 	go s.acceptLoop(s.ln, false)
 	if s.vip != nil {
@@ -249,6 +250,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // (parked pulls get no answer), and waits for the server's goroutines. It does not close
 // the broker.
 func (s *Server) Close() error {
+	s.b.SetTransactionChecker(nil)
 	err := s.closeListeners()
 	s.mu.Lock()
 	for c := range s.conns {
