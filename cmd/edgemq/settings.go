@@ -458,6 +458,32 @@ var settings = []setting{
 		set: func(c *config, v []time.Duration) { c.broker.DelayLevels = v },
 		doc: "The delays of the levels of delayed messages and retries, level 1 first.",
 	},
+	item[time.Duration]{
+		section: "broker", key: "transaction_timeout",
+		kind:  durationKind,
+		def:   edge.DefaultOptions.TransactionTimeout,
+		check: positive[time.Duration](),
+		set:   func(c *config, v time.Duration) { c.broker.TransactionTimeout = v },
+		doc: "How old a transaction's half message must be before the broker asks its producer " +
+			"group for the outcome it was not told (CHECK_TRANSACTION_STATE).",
+	},
+	item[time.Duration]{
+		section: "broker", key: "transaction_check_interval",
+		kind:  durationKind,
+		def:   edge.DefaultOptions.TransactionCheckInterval,
+		check: positive[time.Duration](),
+		set:   func(c *config, v time.Duration) { c.broker.TransactionCheckInterval = v },
+		doc:   "How long the broker waits between two checks of one open transaction.",
+	},
+	item[int32]{
+		section: "broker", key: "transaction_check_max",
+		kind:  integer[int32](),
+		def:   edge.DefaultOptions.TransactionCheckMax,
+		check: positive[int32](),
+		set:   func(c *config, v int32) { c.broker.TransactionCheckMax = v },
+		doc: "How many times the broker asks about one open transaction; one still open a check " +
+			"interval after the last check is discarded as rolled back (logged).",
+	},
 	item[netip.AddrPort]{
 		section: "broker", key: "store_host",
 		kind: addrPortKind,
