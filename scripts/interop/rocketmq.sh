@@ -132,6 +132,17 @@ diskMaxUsedSpaceRatio=95
 # before it answers "broker busy" (TIMEOUT_CLEAN_QUEUE); tests want the message stored instead.
 waitTimeMillsInSendQueue=3000
 osPageCacheBusyTimeOutMills=5000
+# Transactional messages: a half message nobody committed or rolled back is first checked
+# with its producer group after 1 s (RocketMQ: 6 s), again every second (30 s), at most 15
+# times, so TransactionTest's check-back scenarios take seconds, as with edgemq serve's
+# -broker.transaction_timeout 1s -broker.transaction_check_interval 1s in run.sh. A commit or
+# rollback is recorded for the checker in batches, every 3 s by default: with checks a second
+# apart that would ask the producer about transactions it already ended (and a second commit
+# stores the message twice), so record them every 100 ms.
+transactionTimeOut=1000
+transactionCheckInterval=1000
+transactionCheckMax=15
+transactionOpBatchInterval=100
 ${RMQ_BROKER_CONF:-}
 EOF
 

@@ -111,8 +111,11 @@ start_edgemq() {
 	fi
 	port_open "$EDGEMQ_PORT" && { echo "run.sh: port $EDGEMQ_PORT is in use (set EDGEMQ_PORT)" >&2; return 1; }
 	say "starting edgemq serve on 127.0.0.1:$EDGEMQ_PORT"
+	# Half messages are checked with their producer group after 1 s and every second after
+	# (TransactionTest; rocketmq.sh configures Apache RocketMQ the same way).
 	"$work/edgemq" serve -data "$work/edgemq-data" -server.listen "127.0.0.1:$EDGEMQ_PORT" \
-		-server.vip_listen "127.0.0.1:$((EDGEMQ_PORT - 2))" -http.listen off >"$work/edgemq.log" 2>&1 </dev/null &
+		-server.vip_listen "127.0.0.1:$((EDGEMQ_PORT - 2))" -http.listen off \
+		-broker.transaction_timeout 1s -broker.transaction_check_interval 1s >"$work/edgemq.log" 2>&1 </dev/null &
 	edgemq_pid=$!
 	local i
 	for ((i = 0; i < 300; i++)); do
