@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"slices"
 	"strings"
+
+	"github.com/edgemq/edgemq/edge/mq"
 )
 
 // GroupTopic names a consumer group and a topic it has committed offsets on.
@@ -22,7 +24,9 @@ func (b *Broker) GroupTopics() ([]GroupTopic, error) {
 	seen := map[GroupTopic]struct{}{}
 	t.mu.Lock()
 	for k := range t.m {
-		seen[GroupTopic{k.group, k.topic}] = struct{}{}
+		if k.group != mq.TransCheckGroup { // the transaction checker's progress, not a consumer's
+			seen[GroupTopic{k.group, k.topic}] = struct{}{}
+		}
 	}
 	t.mu.Unlock()
 	out := make([]GroupTopic, 0, len(seen))

@@ -270,6 +270,9 @@ func TestTransactionsAcrossReopen(t *testing.T) {
 		if half, _ := b.offsets.get(txnHalfKey); half != 3 {
 			t.Fatalf("half topic progress %d after everything ended, want 3", half)
 		}
+		if gts, err := b.GroupTopics(); err != nil || len(gts) != 0 {
+			t.Fatalf("GroupTopics %v, %v: the checker's progress is no consumer group's", gts, err)
+		}
 		b.SetTransactionChecker(ck.ask)
 		time.Sleep(time.Hour)
 		if n := len(ck.list()); n != 1 {
