@@ -7,6 +7,7 @@ import (
 	"maps"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/edgemq/edgemq/edge/mq"
@@ -130,6 +131,36 @@ type txnService struct {
 
 	savedHalf, savedOp int64 // what the offsets table holds
 	lastPersist        time.Time
+
+	committed, rolledBack, discarded, checked atomic.Int64
+}
+
+// TransactionStats counts transactions since the broker opened.
+type TransactionStats struct {
+	// Open is how many transactions' half messages are stored without a known end: sent
+	// and not yet committed, rolled back or discarded (an end is known to the count once
+	// the checker has read it, within moments).
+	Open int64
+	// Committed, RolledBack and Discarded count the ends: by their producers, and after
+	// the last check.
+	Committed, RolledBack, Discarded int64
+	// Checks counts the checks asked of producer groups (or due with no checker set).
+	Checks int64
+}
+
+// TransactionStats returns the transaction counters. Errors: ErrClosed.
+func (b *Broker) TransactionStats() (TransactionStats, error) {
+	if err := b.check(); err != nil {
+		return TransactionStats{}, err
+	}
+	t := b.txn
+	st := TransactionStats{Committed: t.committed.Load(), RolledBack: t.rolledBack.Load(),
+		Discarded: t.discarded.Load(), Checks: t.checked.Load()}
+	stored := b.st.MaxOffset(mq.TransHalfTopic, 0)
+	t.mu.Lock()
+	st.Open = max(0, stored-t.halfNext-int64(len(t.ended)))
+	t.mu.Unlock()
+	return st, nil
 }
 
 var (
@@ -231,6 +262,9 @@ func (b *Broker) EndTransaction(ctx context.Context, e EndTransaction) error {
 			t.unclaim(e.HalfOffset)
 			return err
 		}
+		t.committed.Add(1)
+	} else {
+		t.rolledBack.Add(1)
 	}
 	t.end(e.HalfOffset, b.storeOp(e.HalfOffset))
 	return nil
@@ -472,9 +506,11 @@ func (t *txnService) check(m *store.Message, now int64) int64 {
 		b.lg.Warn("transaction not ended after its last check: discarded as rolled back",
 			"group", m.Properties[mq.PropertyProducerGroup], "topic", m.Properties[mq.PropertyRealTopic],
 			"half_offset", m.QueueOffset, "checks", c.count)
+		t.discarded.Add(1)
 		t.end(m.QueueOffset, b.storeOp(m.QueueOffset))
 		return 0
 	}
+	t.checked.Add(1)
 	c.count++
 	c.next = now + interval
 	n, fn := c.count, t.checker

@@ -68,6 +68,9 @@ func TestTransactionCommitDeliversOnce(t *testing.T) {
 		}
 		schedHas(t, b, "T", 1, 0)
 		schedHas(t, b, mq.TransHalfTopic, 0, 1)
+		if st, err := b.TransactionStats(); err != nil || st != (TransactionStats{Open: 1}) {
+			t.Fatalf("TransactionStats %+v, %v: want one open", st, err)
+		}
 		endTx(t, b, "pg", res, TxUnknown) // changes nothing
 		schedHas(t, b, "T", 1, 0)
 		endTx(t, b, "pg", res, TxCommit)
@@ -90,6 +93,9 @@ func TestTransactionCommitDeliversOnce(t *testing.T) {
 		endTx(t, b, "pg", res, TxRollback)
 		schedHas(t, b, "T", 1, 1)
 		schedHas(t, b, mq.TransOpTopic, 0, 1)
+		if st, err := b.TransactionStats(); err != nil || st != (TransactionStats{Committed: 1}) {
+			t.Fatalf("TransactionStats %+v, %v: want one committed, none open", st, err)
+		}
 	})
 }
 
@@ -207,6 +213,9 @@ func TestOpenTransactionCheckedThenDiscarded(t *testing.T) {
 		schedHas(t, b, "T", 2, 0)
 		endTx(t, b, "pg", res, TxCommit) // too late: it ended
 		schedHas(t, b, "T", 2, 0)
+		if st, err := b.TransactionStats(); err != nil || st != (TransactionStats{RolledBack: 3, Discarded: 1, Checks: 3}) {
+			t.Fatalf("TransactionStats %+v, %v: want 3 rolled back, 1 discarded, 3 checks, none open", st, err)
+		}
 	})
 }
 

@@ -259,7 +259,7 @@ func TestConfigRoundTrip(t *testing.T) {
 		MaxReconsumeTimes:        3,
 		DelayLevels:              []time.Duration{time.Second, time.Minute, time.Hour},
 		TransactionTimeout:       3 * time.Second,
-		TransactionCheckInterval: 30 * time.Second,
+		TransactionCheckInterval: 45 * time.Second,
 		TransactionCheckMax:      5,
 		StoreHost:                netip.MustParseAddrPort("[::1]:9876"),
 		BrokerName:               "gateway-7",

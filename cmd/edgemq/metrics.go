@@ -155,6 +155,13 @@ func (m *monitor) brokerMetrics(ctx context.Context, e *expo, b *edge.Broker) {
 		e.sample("edgemq_group_lag_messages", float64(l.Lag), "group", l.Group, "topic", l.Topic, "queue", strconv.Itoa(int(l.QueueID)))
 	}
 
+	if st, err := b.TransactionStats(); err == nil {
+		e.one("edgemq_transactions_open", "gauge", "Transactions whose half message is stored and whose end is not known yet.", float64(st.Open))
+		e.one("edgemq_transactions_committed_total", "counter", "Transactions their producers committed.", float64(st.Committed))
+		e.one("edgemq_transactions_rolled_back_total", "counter", "Transactions their producers rolled back.", float64(st.RolledBack))
+		e.one("edgemq_transactions_discarded_total", "counter", "Transactions discarded as rolled back after their last check went unanswered.", float64(st.Discarded))
+		e.one("edgemq_transaction_checks_total", "counter", "Checks of open transactions asked of their producer groups.", float64(st.Checks))
+	}
 	if st, err := b.StoreStats(); err == nil {
 		e.one("edgemq_store_commitlog_bytes", "gauge", "Size of the commit log's segment files.", float64(st.SegmentBytes))
 		e.one("edgemq_store_flush_lag_bytes", "gauge", "Commit log bytes written but not yet fsynced.", float64(max(0, st.MaxPos-st.DurablePos)))
