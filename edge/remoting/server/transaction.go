@@ -2,6 +2,8 @@ package server
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/edgemq/edgemq/edge"
 	"github.com/edgemq/edgemq/edge/mq"
@@ -49,21 +51,27 @@ func (s *Server) endTransaction(c *conn, req *remoting.Command) *remoting.Comman
 
 // checkTransaction asks a producer of ck's group, on one of its connections, for the outcome
 // of ck's transaction: CHECK_TRANSACTION_STATE (39, oneway), the half message as a V1 record
-// in its body, as RocketMQ's brokers ask. It reports whether a producer of the group is
-// connected.
+// in its body, as RocketMQ's brokers ask. Successive checks of a transaction go to the
+// group's connections in turn, so that one producer that does not answer (alive, but stuck)
+// does not take every check. It reports whether a producer of the group is connected.
 func (s *Server) checkTransaction(ck edge.TransactionCheck) bool {
+	var conns []*conn
 	for _, id := range s.b.Producers(ck.Group) {
-		for _, c := range s.connsOf(id) {
-			m := ck.Message
-			h := remoting.CheckTransactionStateHeader{Topic: m.Topic, TranStateTableOffset: ck.HalfOffset,
-				CommitLogOffset: ck.CommitLogOffset, MsgID: ck.TransactionID, TransactionID: ck.TransactionID,
-				OffsetMsgID: mq.OffsetMsgID(s.storeHost(c), ck.CommitLogOffset), BrokerName: s.b.Options().BrokerName}
-			n := remoting.NewRequest(remoting.CheckTransactionState, h.Ext(), s.appendRecords(c, nil, []mq.MessageExt{m}))
-			n.Flag = remoting.FlagOneway
-			n.Opaque = s.opaque.Add(1)
-			c.notify(n)
-			return true
-		}
+		cs := s.connsOf(id)
+		slices.SortFunc(cs, func(a, b *conn) int { return strings.Compare(a.remote, b.remote) })
+		conns = append(conns, cs...)
 	}
-	return false
+	if len(conns) == 0 {
+		return false
+	}
+	c := conns[int(max(ck.Check-1, 0))%len(conns)]
+	m := ck.Message
+	h := remoting.CheckTransactionStateHeader{Topic: m.Topic, TranStateTableOffset: ck.HalfOffset,
+		CommitLogOffset: ck.CommitLogOffset, MsgID: ck.TransactionID, TransactionID: ck.TransactionID,
+		OffsetMsgID: mq.OffsetMsgID(s.storeHost(c), ck.CommitLogOffset), BrokerName: s.b.Options().BrokerName}
+	n := remoting.NewRequest(remoting.CheckTransactionState, h.Ext(), s.appendRecords(c, nil, []mq.MessageExt{m}))
+	n.Flag = remoting.FlagOneway
+	n.Opaque = s.opaque.Add(1)
+	c.notify(n)
+	return true
 }

@@ -107,3 +107,27 @@ func TestTransactionOverTheWire(t *testing.T) {
 		t.Fatalf("%d op records, want 2: the rollback and the commit", got)
 	}
 }
+
+// TestTransactionChecksTakeTurns: with two producers of the group connected, the checks of
+// one transaction go to each in turn, so that a producer that does not answer does not take
+// them all.
+func TestTransactionChecksTakeTurns(t *testing.T) {
+	b := openBroker(t, &edge.Options{TransactionTimeout: 100 * time.Millisecond, TransactionCheckInterval: 300 * time.Millisecond})
+	s := startServer(t, b, Options{})
+	c1, c2 := dial(t, s.Addr()), dial(t, s.Addr())
+	c1.mustCall(remoting.Success, remoting.HeartBeat, nil, producerHeartbeat("p1", "pg"))
+	c2.mustCall(remoting.Success, remoting.HeartBeat, nil, producerHeartbeat("p2", "pg"))
+	e := sendExt("T", 0, "TRAN_MSG\x01true\x02PGROUP\x01pg\x02")
+	e["f"] = "4"
+	c1.mustCall(remoting.Success, remoting.SendMessageV2, e, []byte("open"))
+	for i, c := range []*client{c1, c2, c1} {
+		if n := waitNote(t, c); n.Code != remoting.CheckTransactionState {
+			t.Fatalf("check %d: code %d", i+1, n.Code)
+		}
+	}
+	select {
+	case n := <-c2.notes:
+		t.Fatalf("p2 got a second check (code %d) before p1's second", n.Code)
+	default:
+	}
+}
