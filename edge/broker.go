@@ -140,9 +140,10 @@ func open(dir string, o Options, defaultNow bool) (b *Broker, err error) {
 	return b, nil
 }
 
-// onArrival routes the store's arrival announcements: to parked pulls, to the scheduler
-// for delayed messages and to the transaction checker for half messages. The store calls it from whoever dispatches (its dispatcher goroutine
-// or a sender, after its append), one call at a time; it must not block.
+// onArrival routes the store's arrival announcements: to parked pulls, to the scheduler for
+// delayed messages and to the transaction checker for half messages. The store calls it from
+// whoever dispatches (its dispatcher goroutine or a sender, after its append), one call at a
+// time; it must not block.
 func (b *Broker) onArrival(a store.Arrival) {
 	if !b.ready.Load() {
 		return

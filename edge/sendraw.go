@@ -168,7 +168,7 @@ func (ib *itemBatch) prepare(b *Broker, topic string, items []BatchItem, sel mq.
 		p := readItemProps(all[at:at+len(it.Properties)], ib.props[:0])
 		ib.props = p.props[:0] // grown for the next
 		at += len(it.Properties)
-		if p.delay {
+		if p.slow {
 			return false, nil
 		}
 		start := len(ib.enc)
@@ -205,7 +205,7 @@ type itemProps struct {
 	tags, keys string
 	uniq       string           // the UNIQ_KEY property's value
 	props      []store.Property // the others, in key order, each key once
-	delay      bool             // a delay level or transaction property is among them
+	slow       bool             // a delay level or transaction property is among them: the message path handles it
 }
 
 // readItemProps reads a batch item's properties p as RocketMQ's clients (and
@@ -249,7 +249,7 @@ func readItemProps(p string, props []store.Property) itemProps {
 		case mq.PropertyUniqKey:
 			r.uniq = props[i].Value
 		case mq.PropertyDelayLevel, mq.PropertyTransactionPrepared:
-			r.delay = true // the message path delays the one and refuses the other
+			r.slow = true // the message path delays the one and refuses the other
 		}
 		props[w] = props[i]
 		w++

@@ -24,7 +24,7 @@ func TestReadItemProps(t *testing.T) {
 		tags, keys string
 		uniq       string
 		props      []store.Property
-		delay      bool
+		slow       bool
 	}{
 		{name: "none"},
 		{name: "tags and keys only", in: "KEYS\x01k1 k2\x02TAGS\x01t\x02", tags: "t", keys: "k1 k2"},
@@ -37,7 +37,8 @@ func TestReadItemProps(t *testing.T) {
 		{name: "malformed entries skipped", in: "noSep\x02A\x01b\x01c\x02\x02B\x01ok\x02\x01empty name\x02",
 			props: []store.Property{prop("", "empty name"), prop("B", "ok")}},
 		{name: "empty tags", in: "TAGS\x01\x02", props: nil},
-		{name: "a delay level", in: "DELAY\x013\x02", delay: true, props: []store.Property{prop("DELAY", "3")}},
+		{name: "a delay level", in: "DELAY\x013\x02", slow: true, props: []store.Property{prop("DELAY", "3")}},
+		{name: "a transaction's mark", in: "TRAN_MSG\x01true\x02", slow: true, props: []store.Property{prop("TRAN_MSG", "true")}},
 		{name: "many, reversed", in: func() string {
 			var s string
 			for i := 40; i > 0; i-- {
@@ -58,10 +59,10 @@ func TestReadItemProps(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := readItemProps(tc.in, nil)
-			if got.tags != tc.tags || got.keys != tc.keys || got.uniq != tc.uniq || got.delay != tc.delay ||
+			if got.tags != tc.tags || got.keys != tc.keys || got.uniq != tc.uniq || got.slow != tc.slow ||
 				!(len(got.props) == 0 && len(tc.props) == 0 || reflect.DeepEqual(got.props, tc.props)) {
-				t.Fatalf("got  tags %q keys %q uniq %q delay %v props %q\nwant tags %q keys %q uniq %q delay %v props %q",
-					got.tags, got.keys, got.uniq, got.delay, got.props, tc.tags, tc.keys, tc.uniq, tc.delay, tc.props)
+				t.Fatalf("got  tags %q keys %q uniq %q slow %v props %q\nwant tags %q keys %q uniq %q slow %v props %q",
+					got.tags, got.keys, got.uniq, got.slow, got.props, tc.tags, tc.keys, tc.uniq, tc.slow, tc.props)
 			}
 		})
 	}
