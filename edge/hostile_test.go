@@ -434,6 +434,10 @@ func TestHostileInput(t *testing.T) {
 		"Lag":          func() error { _, err := b.Lag("g", "T"); return err },
 		"Queues":       func() error { _, err := b.Queues(""); return err },
 		"StoreStats":   func() error { _, err := b.StoreStats(); return err },
+		"EndTransaction": func() error {
+			return b.EndTransaction(context.Background(), EndTransaction{ProducerGroup: "pg", Outcome: TxCommit})
+		},
+		"TransactionStats": func() error { _, err := b.TransactionStats(); return err },
 	} {
 		if err := f(); !errors.Is(err, ErrClosed) {
 			t.Errorf("%s after Close: got %v, want %v", name, err, ErrClosed)
@@ -581,12 +585,17 @@ func TestNilBroker(t *testing.T) {
 		"Lag":          func() error { _, err := b.Lag("g", "T"); return err },
 		"Queues":       func() error { _, err := b.Queues(""); return err },
 		"StoreStats":   func() error { _, err := b.StoreStats(); return err },
-		"Close":        b.Close,
+		"EndTransaction": func() error {
+			return b.EndTransaction(ctx, EndTransaction{ProducerGroup: "pg", Outcome: TxCommit})
+		},
+		"TransactionStats": func() error { _, err := b.TransactionStats(); return err },
+		"Close":            b.Close,
 	} {
 		if err := call(); !errors.Is(err, mq.ErrInvalidArgument) {
 			t.Errorf("%s on a nil broker: %v, want %v", name, err, mq.ErrInvalidArgument)
 		}
 	}
+	b.SetTransactionChecker(func(TransactionCheck) bool { return true }) // nothing to set: no panic
 	if b.Topics() != nil || b.Groups() != nil || b.ProducerGroups() != nil || b.Producers("g") != nil ||
 		b.TopicStats("T") != (TopicStats{}) || b.GroupStats("g") != (GroupStats{}) {
 		t.Error("a nil broker's lists and counters are not empty")

@@ -142,6 +142,9 @@ func TestEndTransactionRefusesWhatIsNotItsHalfMessage(t *testing.T) {
 				t.Errorf("%s: %v, want %v", c.name, err, c.want)
 			}
 		}
+		if err := b.EndTransaction(nil, EndTransaction{ProducerGroup: "pg", CommitLogOffset: res.CommitLogOffset, Outcome: TxCommit}); !errors.Is(err, mq.ErrInvalidArgument) {
+			t.Errorf("nil ctx: %v, want ErrInvalidArgument", err)
+		}
 		schedHas(t, b, "T", 0, 1) // only the plain message
 		endTx(t, b, "pg", res, TxCommit)
 		schedHas(t, b, "T", 0, 2)
