@@ -48,15 +48,18 @@ func TestGatherBacksOffAfterOverrun(t *testing.T) {
 					}
 					return end
 				}
-				// Three appends share an fsync (no gather: there was no fsync before);
-				// then two appends wait for a third (the last flush had three), which does
-				// not come: a gather to its deadline, half the last fsync.
-				for _, n := range []int{3, 2} {
-					if err := l.WaitDurable(appendN(n)); err != nil {
-						t.Fatal(err)
-					}
+				// A lead append's fsync (the first: no gather) is under way while three
+				// more are appended, so that they share the next flush whatever the
+				// scheduling. That flush gathers for four (the lead and the three that
+				// arrived during its fsync), which do not come: a gather to its deadline,
+				// half the last fsync.
+				appendN(1)
+				synctest.Wait() // the flusher sleeps in the lead's fsync
+				if err := l.WaitDurable(appendN(3)); err != nil {
+					t.Fatal(err)
 				}
-				// The last flush had two: one append gathers for another, or skips.
+				// The last flush had three: one append gathers for them, or skips.
+				synctest.Wait()
 				start := time.Now()
 				if err := l.WaitDurable(appendN(1)); err != nil {
 					t.Fatal(err)
