@@ -45,3 +45,18 @@ type Broker interface {
 	// Send sends a message; a consumer sends to its retry topic when SendBack fails.
 	Send(ctx context.Context, m *mq.Message, sel mq.QueueSelector) (mq.SendResult, error)
 }
+
+// AsyncPuller is a Broker whose pulls can also end in a callback, as a network client's
+// do. A PushConsumer over one pulls a queue in a chain: the callback of a pull that found
+// messages hands them to the listeners and sends the queue's next pull itself, on the
+// broker's goroutine that read the reply, so that a busy queue costs no goroutine
+// hand-off per pull. Whatever needs waiting (a delay, flow control, an error, a lock)
+// goes back to the queue's own goroutine.
+type AsyncPuller interface {
+	// PullAsync sends req as Pull does and returns; done gets the result, exactly once,
+	// on a goroutine of the broker's, and must not block. It never waits for the network:
+	// when it would have to (a route to look up, a connection to open) it returns an error
+	// wrapping mq.ErrWouldBlock, and Pull is the way. Any error returned means done is
+	// never called. The call ends with ctx: done then gets ctx's error.
+	PullAsync(ctx context.Context, req mq.PullRequest, done func(mq.PullResult, error)) error
+}

@@ -12,6 +12,9 @@
 //
 // It talks to a broker through the Broker interface, which *edge.Broker satisfies
 // in-process; a network client can satisfy it too, and the same consumer code runs over it.
+// A broker that is also an AsyncPuller (the network client of edge/remoting) gets its pulls
+// in chains: the callback of a pull that found messages hands them to the listeners and
+// sends the queue's next pull, on the goroutine that read the reply.
 //
 // The mechanisms and their defaults (Options has every number):
 //

@@ -1,6 +1,7 @@
 package consumer
 
 import (
+	"errors"
 	"math"
 	"time"
 
@@ -14,27 +15,40 @@ import (
 // wide a span of offsets) waits FlowControlDelay at most: it goes on as soon as the
 // listeners have drained the cache to half of each threshold, so that a fast listener is
 // not left idle for the rest of the delay.
+//
+// Over a broker that is an AsyncPuller the loop starts chains of pulls (pullChain) and
+// waits for each to hand the queue back.
 func (pc *PushConsumer) pullLoop(qs *queueState) {
 	defer pc.wg.Done()
 	defer close(qs.pulled)
-	var (
-		delay time.Duration
-		drain bool
-	)
+	ap, _ := pc.b.(AsyncPuller)
+	var st pullStep
 	for {
-		if drain {
-			if !pc.waitDrain(qs, delay) {
+		if st.drain {
+			if !pc.waitDrain(qs, st.delay) {
 				return
 			}
-		} else if !pc.sleep(delay, qs.stop) {
+		} else if !pc.sleep(st.delay, qs.stop) {
 			return
 		}
-		var ok bool
-		delay, drain, ok = pc.pull(qs)
-		if !ok {
+		if ap != nil {
+			st = pc.pullChain(qs, ap)
+		} else {
+			st = pc.pull(qs)
+		}
+		if st.end {
 			return
 		}
 	}
+}
+
+// pullStep is what follows a pull: the delay before the next; drain reports that the
+// delay is flow control, which may end early once the cache drains (waitDrain); end that
+// the queue's loop must end.
+type pullStep struct {
+	delay time.Duration
+	drain bool
+	end   bool
 }
 
 // waitDrain waits up to d for qs's cache to drain to half the flow-control thresholds; false
@@ -61,36 +75,100 @@ func (pc *PushConsumer) waitDrain(qs *queueState, d time.Duration) bool {
 	}
 }
 
-// pull is DefaultMQPushConsumerImpl.pullMessage with its PullCallback: it returns the delay
-// before the next pull, or false when the queue's loop must end; drain reports that the
-// delay is flow control, which may end early once the cache drains (waitDrain).
-func (pc *PushConsumer) pull(qs *queueState) (delay time.Duration, drain, ok bool) {
+// pull is DefaultMQPushConsumerImpl.pullMessage with its PullCallback, from the queue's
+// goroutine.
+func (pc *PushConsumer) pull(qs *queueState) pullStep {
+	req, st, ok := pc.beforePull(qs, false)
+	if !ok {
+		return st
+	}
+	begin := time.Now()
+	res, err := pc.b.Pull(qs.ctx, req)
+	return pc.afterPull(qs, res, err, begin)
+}
+
+// pullChain sends qs's pull with PullAsync and waits for the chain it starts to hand the
+// queue back: each reply's callback (chained) sends the next pull itself while no wait
+// applies. A pull that cannot go without waiting goes as Pull.
+func (pc *PushConsumer) pullChain(qs *queueState, ap AsyncPuller) pullStep {
+	req, st, ok := pc.beforePull(qs, false)
+	if !ok {
+		return st
+	}
+	if qs.chained == nil {
+		qs.back = make(chan pullStep, 1)
+		qs.chained = func(res mq.PullResult, err error) { pc.chained(qs, ap, res, err) }
+	}
+	qs.begin = time.Now()
+	err := ap.PullAsync(qs.ctx, req, qs.chained)
+	if err == nil {
+		return <-qs.back
+	}
+	if errors.Is(err, mq.ErrWouldBlock) {
+		res, err := pc.b.Pull(qs.ctx, req)
+		return pc.afterPull(qs, res, err, qs.begin)
+	}
+	return pc.afterPull(qs, mq.PullResult{}, err, qs.begin)
+}
+
+// chained is the callback of a chained pull (pullChain), on the broker's goroutine: it
+// handles the result and sends the next pull, or hands the queue back to its goroutine
+// when the next pull must wait. It never blocks.
+func (pc *PushConsumer) chained(qs *queueState, ap AsyncPuller, res mq.PullResult, err error) {
+	if st := pc.afterPull(qs, res, err, qs.begin); st.end || st.delay > 0 {
+		qs.back <- st
+		return
+	}
+	req, st, ok := pc.beforePull(qs, true)
+	if !ok || st.delay > 0 {
+		qs.back <- st
+		return
+	}
+	qs.begin = time.Now()
+	switch err := ap.PullAsync(qs.ctx, req, qs.chained); {
+	case err == nil:
+	case errors.Is(err, mq.ErrWouldBlock):
+		qs.back <- pullStep{} // the queue's goroutine pulls at once
+	default:
+		qs.back <- pc.afterPull(qs, mq.PullResult{}, err, qs.begin)
+	}
+}
+
+// beforePull is the part of DefaultMQPushConsumerImpl.pullMessage before the request: it
+// returns the pull to send, or false and when to try again (flow control, a paused
+// consumer, an orderly queue not locked). In a chain's callback (chained) it does not
+// read the broker: an orderly queue's first pull after locking, which reads its offset,
+// goes back to the queue's goroutine.
+func (pc *PushConsumer) beforePull(qs *queueState, chained bool) (mq.PullRequest, pullStep, bool) {
 	o := &pc.opts
 	pq := qs.pq
 	if pq.Dropped() {
-		return 0, false, false
+		return mq.PullRequest{}, pullStep{end: true}, false
 	}
 	pq.SetLastPullTime(time.Now())
 	if pc.paused.Load() {
-		return o.SuspendedDelay, false, true
+		return mq.PullRequest{}, pullStep{delay: o.SuspendedDelay}, false
 	}
 	if pq.Count() > int64(o.PullThresholdForQueue) || pq.Size() > o.PullThresholdSizeForQueue {
 		pc.stats.flowControl(qs.queue.Topic)
-		return o.FlowControlDelay, true, true
+		return mq.PullRequest{}, pullStep{delay: o.FlowControlDelay, drain: true}, false
 	}
 	if !pc.isOrderly() {
 		if pq.MaxSpan() > o.ConsumeConcurrentlyMaxSpan {
 			pc.stats.flowControl(qs.queue.Topic)
-			return o.FlowControlDelay, true, true
+			return mq.PullRequest{}, pullStep{delay: o.FlowControlDelay, drain: true}, false
 		}
 	} else if o.Model == mq.Clustering {
 		if !pq.Locked() {
-			return o.PullErrorDelay, false, true
+			return mq.PullRequest{}, pullStep{delay: o.PullErrorDelay}, false
 		}
 		if !qs.lockedFirst {
+			if chained {
+				return mq.PullRequest{}, pullStep{}, false
+			}
 			off, err := pc.computePullFromWhere(qs.queue)
 			if err != nil {
-				return o.PullErrorDelay, false, true
+				return mq.PullRequest{}, pullStep{delay: o.PullErrorDelay}, false
 			}
 			qs.lockedFirst = true
 			qs.next = off
@@ -102,28 +180,34 @@ func (pc *PushConsumer) pull(qs *queueState) (delay time.Duration, drain, ok boo
 			commit = c
 		}
 	}
-	begin := time.Now()
-	res, err := pc.b.Pull(qs.ctx, mq.PullRequest{
+	return mq.PullRequest{
 		Group: o.Group, Queue: qs.queue, Offset: qs.next,
 		MaxMsgs: o.PullBatchSize, Filter: qs.expr, CommitOffset: commit,
 		Suspend: true, MaxWait: o.BrokerSuspend,
-	})
+	}, pullStep{}, true
+}
+
+// afterPull is DefaultMQPushConsumerImpl.pullMessage's PullCallback: it handles a pull's
+// result and returns what follows.
+func (pc *PushConsumer) afterPull(qs *queueState, res mq.PullResult, err error, begin time.Time) pullStep {
+	o := &pc.opts
+	pq := qs.pq
 	if err != nil {
 		if qs.ctx.Err() != nil {
-			return 0, false, false
+			return pullStep{end: true}
 		}
 		o.Logger.Warn("consumer: pull", "queue", qs.queue, "offset", qs.next, "err", err)
-		return o.PullErrorDelay, false, true
+		return pullStep{delay: o.PullErrorDelay}
 	}
 	if pq.Dropped() {
-		return 0, false, false
+		return pullStep{end: true}
 	}
 	switch res.Status {
 	case mq.PullFound:
 		qs.next = res.NextBeginOffset
 		pc.stats.pulled(qs.queue.Topic, time.Now().Sub(begin), len(res.Messages))
 		if len(res.Messages) == 0 {
-			return 0, false, true
+			return pullStep{}
 		}
 		msgs := delivered(res.Messages, o.Group)
 		dispatch := pq.PutMessages(msgs) // before the next pull: flow control counts them
@@ -133,13 +217,13 @@ func (pc *PushConsumer) pull(qs *queueState) (delay time.Duration, drain, ok boo
 		// goroutine runnable on this P, and over a network the pull's turnaround (its
 		// reply to the next pull parked at the broker) then took hundreds of µs. The
 		// worker runs as soon as the pull waits for its reply.
-		return o.PullInterval, false, true
+		return pullStep{delay: o.PullInterval}
 	case mq.PullNoNewMsg, mq.PullNoMatchedMsg:
 		qs.next = res.NextBeginOffset
 		if pq.Count() == 0 { // correctTagsOffset
 			pc.updateOffset(qs, res.NextBeginOffset, true)
 		}
-		return 0, false, true
+		return pullStep{}
 	case mq.PullOffsetIllegal:
 		o.Logger.Warn("consumer: offset illegal", "queue", qs.queue, "offset", qs.next, "next", res.NextBeginOffset)
 		qs.next = res.NextBeginOffset
@@ -154,9 +238,9 @@ func (pc *PushConsumer) pull(qs *queueState) (delay time.Duration, drain, ok boo
 			}
 			pc.removeQueue(qs, -1)
 		})
-		return 0, false, false
+		return pullStep{end: true}
 	}
-	return o.PullErrorDelay, false, true
+	return pullStep{delay: o.PullErrorDelay}
 }
 
 // submit hands pulled messages to the consume service.

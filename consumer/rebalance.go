@@ -27,8 +27,14 @@ type queueState struct {
 	stop   <-chan struct{}
 	pulled chan struct{} // closed when the pull loop has ended
 
-	next        int64 // next pull offset; owned by the pull loop
+	next        int64 // next pull offset; owned by the pull loop (and the chain it starts)
 	lockedFirst bool  // orderly: the first pull after locking has re-read the offset
+
+	// A chain of async pulls (pullChain): its callback, the start of its pull in flight,
+	// and where it hands the queue back to the pull loop.
+	chained func(mq.PullResult, error)
+	begin   time.Time
+	back    chan pullStep
 
 	// settleMu makes an offset update of the queue's pull loop or consume runs
 	// (updateOffset) and the queue's drop one after the other: once removeQueue has marked

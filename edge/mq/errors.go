@@ -35,3 +35,8 @@ var (
 	// (SERVICE_NOT_AVAILABLE).
 	ErrUnavailable = errors.New("mq: broker unavailable")
 )
+
+// ErrWouldBlock is returned by a call that must not wait (an AsyncPuller's PullAsync) when it
+// would have to: a route to look up, a connection to open. The caller makes the blocking
+// call instead.
+var ErrWouldBlock = errors.New("mq: the call would block")

@@ -132,7 +132,9 @@ func (o *Options) withDefaults() Options {
 // (whose one address is both name server and broker) and Apache RocketMQ 4.x and 5.x.
 //
 // It satisfies the broker interface of package consumer, so that a PushConsumer or a
-// PullConsumer runs over it as over the in-process broker, and the producer package's.
+// PullConsumer runs over it as over the in-process broker, and the producer package's;
+// with PullAsync it is also the consumer's AsyncPuller, whose pulls a PushConsumer chains
+// on the connection's reader.
 // Errors that brokers answer wrap package mq's errors (see CodeError); a broker that
 // cannot be reached is mq.ErrUnavailable; a request that outlives its ctx, or
 // Options.RequestTimeout when ctx has no earlier deadline, returns ctx's error

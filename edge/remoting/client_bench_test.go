@@ -134,6 +134,23 @@ type stampedBroker struct {
 }
 
 func (s *stampedBroker) Pull(ctx context.Context, req mq.PullRequest) (mq.PullResult, error) {
+	t0 := s.issue(req)
+	res, err := s.Client.Pull(ctx, req)
+	s.returned(req, t0, res)
+	return res, err
+}
+
+// PullAsync stamps the pulls a PushConsumer chains (consumer.AsyncPuller) as Pull does.
+func (s *stampedBroker) PullAsync(ctx context.Context, req mq.PullRequest, done func(mq.PullResult, error)) error {
+	t0 := s.issue(req)
+	return s.Client.PullAsync(ctx, req, func(res mq.PullResult, err error) {
+		s.returned(req, t0, res)
+		done(res, err)
+	})
+}
+
+// issue records the issue of a pull of req's queue and returns its time.
+func (s *stampedBroker) issue(req mq.PullRequest) time.Duration {
 	t0 := time.Since(s.base)
 	q := mq.MessageQueue{Topic: req.Queue.Topic, QueueID: req.Queue.QueueID}
 	s.mu.Lock()
@@ -142,8 +159,13 @@ func (s *stampedBroker) Pull(ctx context.Context, req mq.PullRequest) (mq.PullRe
 		delete(s.last, q)
 	}
 	s.mu.Unlock()
-	res, err := s.Client.Pull(ctx, req)
+	return t0
+}
+
+// returned records the return of a pull of req issued at t0 with res.
+func (s *stampedBroker) returned(req mq.PullRequest, t0 time.Duration, res mq.PullResult) {
 	t1 := time.Since(s.base)
+	q := mq.MessageQueue{Topic: req.Queue.Topic, QueueID: req.Queue.QueueID}
 	if len(res.Messages) > 0 {
 		s.mu.Lock()
 		s.last[q] = t1
@@ -158,7 +180,6 @@ func (s *stampedBroker) Pull(ctx context.Context, req mq.PullRequest) (mq.PullRe
 			}
 		}
 	}
-	return res, err
 }
 
 // BenchmarkE2ELatency sends b.N 100-byte messages by SendAsync, paced at -lat.rate msgs/s

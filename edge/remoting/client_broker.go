@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/edgemq/edgemq/edge/mq"
@@ -27,45 +28,173 @@ const minPullHold = 500 * time.Millisecond
 // messages are the caller's to keep: their bodies share the reply's buffer, which the
 // client neither reuses nor changes.
 func (c *Client) Pull(ctx context.Context, req mq.PullRequest) (mq.PullResult, error) {
+	var pl pullCall
+	if err := c.preparePull(ctx, req, &pl); err != nil {
+		return mq.PullResult{}, err
+	}
+	addr, err := c.brokerAddr(ctx, pl.req.Queue)
+	if err != nil {
+		return mq.PullResult{}, err
+	}
+	pl.name(c, addr, nil)
+	resp, err := c.invoke(ctx, addr, pl.cmd, pl.timeout)
+	if err != nil {
+		return mq.PullResult{}, err
+	}
+	return c.pullResult(&pl, resp)
+}
+
+// PullAsync is Pull with its result handed to done, and it never waits for the network:
+// when the queue's broker address is not known yet or its connection is not open, it
+// returns mq.ErrWouldBlock (Pull looks the route up and connects). It returns once the
+// request is queued; an error returned means done is never called, and nil that done is
+// called exactly once: with the reply, the connection's failure, the request's timeout
+// (the hold plus Options.PullTimeoutMargin), or ctx's end. done runs on the connection's
+// reader goroutine (or a timer's, or ctx's AfterFunc) and must not block; requests it
+// sends on the same connection are written together once the reader has handled the
+// replies it has read, in one write and with no hand-off to another goroutine.
+func (c *Client) PullAsync(ctx context.Context, req mq.PullRequest, done func(mq.PullResult, error)) error {
+	if done == nil {
+		return fmt.Errorf("%w: PullAsync without a callback", mq.ErrInvalidArgument)
+	}
+	a := getAsyncPull()
+	if err := c.preparePull(ctx, req, &a.pl); err != nil {
+		a.recycle()
+		return err
+	}
+	addr, ok := c.knownBroker(a.pl.req.Queue.BrokerName)
+	if !ok {
+		a.recycle()
+		return fmt.Errorf("%w: no address known yet for broker %q", mq.ErrWouldBlock, req.Queue.BrokerName)
+	}
+	cc := c.liveConn(addr)
+	if cc == nil {
+		a.recycle()
+		return fmt.Errorf("%w: no open connection to %s", mq.ErrWouldBlock, addr)
+	}
+	a.pl.name(c, addr, &a.cmd)
+	a.cl, a.user = c, done
+	return cc.pullAsync(ctx, a)
+}
+
+// asyncPull is a pull of PullAsync in flight: its request, its pending call and what
+// reads its reply. It is reused (asyncPulls) once nothing can reach it any more: its
+// reply or failure handed out, and neither its timer's function nor its ctx's AfterFunc
+// started.
+type asyncPull struct {
+	pendingCall // done is finished, bound once
+	cl          *Client
+	conn        *clientConn
+	opaque      int32
+	pl          pullCall
+	cmd         Command
+	user        func(mq.PullResult, error)
+	ctx         context.Context // the call's, when it can end
+	stopCtx     func() bool     // ends the ctx's AfterFunc (ctxEnded); nil when ctx never ends
+	ctxEnded    func()          // a.fail with ctx's error, bound once
+}
+
+var asyncPulls sync.Pool
+
+// getAsyncPull returns an asyncPull ready for a call: from asyncPulls, or new with its
+// (stopped) timer.
+func getAsyncPull() *asyncPull {
+	if a, ok := asyncPulls.Get().(*asyncPull); ok {
+		return a
+	}
+	a := &asyncPull{}
+	a.done = a.finished
+	a.ctxEnded = func() { a.fail(a.ctx.Err()) }
+	a.hold = true
+	a.timer = time.AfterFunc(time.Hour, func() { a.fail(context.DeadlineExceeded) })
+	a.timer.Stop()
+	return a
+}
+
+// recycle clears a's call and keeps a for another.
+func (a *asyncPull) recycle() {
+	a.cl, a.conn, a.user, a.ctx, a.stopCtx = nil, nil, nil, nil, nil
+	a.pl = pullCall{}
+	a.cmd = Command{}
+	asyncPulls.Put(a)
+}
+
+// fail ends a with err, unless its reply or another failure ended it first: the timer's
+// and ctx's AfterFunc's way.
+func (a *asyncPull) fail(err error) {
+	if a.conn.forget(a.opaque) {
+		a.finished(nil, err)
+	}
+}
+
+// finished hands the call's result to its caller; whoever removed the call from its
+// connection's pending table calls it, once.
+func (a *asyncPull) finished(resp *Command, err error) {
+	reusable := a.timer.Stop()
+	if a.stopCtx != nil && !a.stopCtx() {
+		reusable = false
+	}
 	var res mq.PullResult
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+			err = fmt.Errorf("remoting: request %d to %s: %w", PullMessage, a.pl.addr, err)
+		}
+	} else {
+		res, err = a.cl.pullResult(&a.pl, resp)
+	}
+	a.user(res, err)
+	if reusable {
+		a.recycle()
+	}
+}
+
+// pullCall is a pull request ready to go, with what reading its reply needs.
+type pullCall struct {
+	req     mq.PullRequest
+	filter  *mq.TagFilter
+	h       PullHeader
+	cmd     *Command
+	timeout time.Duration
+	addr    string
+}
+
+// preparePull checks req and builds its request into pl, all but the broker's name.
+func (c *Client) preparePull(ctx context.Context, req mq.PullRequest, pl *pullCall) error {
+	if ctx == nil {
+		return fmt.Errorf("%w: nil context", mq.ErrInvalidArgument)
+	}
 	maxMsgs := req.MaxMsgs
 	if maxMsgs == 0 {
 		maxMsgs = 32
 	}
 	switch {
 	case maxMsgs < 0 || maxMsgs > maxPullBatch:
-		return res, fmt.Errorf("%w: pull of %d messages, 1..%d", mq.ErrInvalidArgument, req.MaxMsgs, maxPullBatch)
+		return fmt.Errorf("%w: pull of %d messages, 1..%d", mq.ErrInvalidArgument, req.MaxMsgs, maxPullBatch)
 	case req.Offset < 0:
-		return res, fmt.Errorf("%w: pull from offset %d", mq.ErrInvalidArgument, req.Offset)
+		return fmt.Errorf("%w: pull from offset %d", mq.ErrInvalidArgument, req.Offset)
 	case req.MaxWait < 0:
-		return res, fmt.Errorf("%w: pull MaxWait %v", mq.ErrInvalidArgument, req.MaxWait)
+		return fmt.Errorf("%w: pull MaxWait %v", mq.ErrInvalidArgument, req.MaxWait)
 	}
-	var filter *mq.TagFilter
 	if req.Filter != "" {
 		f, err := mq.ParseTagFilter(req.Filter)
 		if err != nil {
-			return res, err
+			return err
 		}
-		filter = f
+		pl.filter = f
 	}
-	addr, err := c.brokerAddr(ctx, req.Queue)
-	if err != nil {
-		return res, err
-	}
-	if req.Queue.BrokerName == "" {
-		req.Queue.BrokerName = c.brokerName(addr)
-	}
-	h := PullHeader{ConsumerGroup: req.Group, Topic: req.Queue.Topic, QueueID: req.Queue.QueueID, QueueOffset: req.Offset,
-		MaxMsgNums: int32(maxMsgs), ExpressionType: ExpressionTag, BrokerName: req.Queue.BrokerName}
+	pl.req = req
+	pl.h = PullHeader{ConsumerGroup: req.Group, Topic: req.Queue.Topic, QueueID: req.Queue.QueueID, QueueOffset: req.Offset,
+		MaxMsgNums: int32(maxMsgs), ExpressionType: ExpressionTag}
+	h := &pl.h
 	if req.CommitOffset > 0 {
 		h.SysFlag |= PullCommitOffset
 		h.CommitOffset = req.CommitOffset
 	}
-	if filter != nil {
+	if pl.filter != nil {
 		h.SysFlag |= PullSubscription
-		h.Subscription = filter.String()
+		h.Subscription = pl.filter.String()
 	}
-	timeout := c.opts.RequestTimeout
+	pl.timeout = c.opts.RequestTimeout
 	if req.Suspend {
 		hold := req.MaxWait
 		if hold <= 0 {
@@ -77,20 +206,39 @@ func (c *Client) Pull(ctx context.Context, req mq.PullRequest) (mq.PullResult, e
 		if hold >= minPullHold {
 			h.SysFlag |= PullSuspend
 			h.SuspendTimeoutMillis = hold.Milliseconds()
-			timeout = hold + c.opts.PullTimeoutMargin
+			pl.timeout = hold + c.opts.PullTimeoutMargin
 		}
 	}
-	var r *Command
-	if c.opts.Credentials.IsZero() {
-		r = NewRequest(PullMessage, nil, nil)
-		r.Header = &h
-	} else { // the signature covers the Ext map
-		r = NewRequest(PullMessage, h.Ext(), nil)
+	return nil
+}
+
+// name completes pl for the broker at addr: the queue's broker name, when the caller left
+// it empty, and the request, in cmd if not nil.
+func (pl *pullCall) name(c *Client, addr string, cmd *Command) {
+	pl.addr = addr
+	if pl.req.Queue.BrokerName == "" {
+		pl.req.Queue.BrokerName = c.brokerName(addr)
 	}
-	resp, err := c.invoke(ctx, addr, r, timeout)
-	if err != nil {
-		return res, err
+	pl.h.BrokerName = pl.req.Queue.BrokerName
+	var ext map[string]string
+	if !c.opts.Credentials.IsZero() { // the signature covers the Ext map
+		ext = pl.h.Ext()
 	}
+	if cmd == nil {
+		cmd = NewRequest(PullMessage, ext, nil)
+	} else {
+		*cmd = Command{Code: PullMessage, Language: LanguageGo, Version: Version, Ext: ext, Serialize: JSON}
+	}
+	if ext == nil {
+		cmd.Header = &pl.h
+	}
+	pl.cmd = cmd
+}
+
+// pullResult reads the reply of pl.
+func (c *Client) pullResult(pl *pullCall, resp *Command) (mq.PullResult, error) {
+	var res mq.PullResult
+	addr := pl.addr
 	switch resp.Code {
 	case Success:
 		res.Status = mq.PullFound
@@ -101,7 +249,7 @@ func (c *Client) Pull(ctx context.Context, req mq.PullRequest) (mq.PullResult, e
 	case PullOffsetMoved:
 		res.Status = mq.PullOffsetIllegal
 	default:
-		return res, c.answerError(addr, r.Code, resp, req.Queue.Topic)
+		return res, c.answerError(addr, PullMessage, resp, pl.req.Queue.Topic)
 	}
 	rh, err := resp.ParsePullResponseHeader()
 	if err != nil {
@@ -118,13 +266,13 @@ func (c *Client) Pull(ctx context.Context, req mq.PullRequest) (mq.PullResult, e
 	kept := msgs[:0]
 	for i := range msgs {
 		m := &msgs[i]
-		if filter != nil && !filter.Match(m.Tags) {
+		if pl.filter != nil && !pl.filter.Match(m.Tags) {
 			continue
 		}
 		if err := DecompressBody(m, c.opts.MaxMessageSize); err != nil {
 			return mq.PullResult{}, fmt.Errorf("remoting: pull reply from %s: message at offset %d: %w", addr, m.QueueOffset, err)
 		}
-		m.BrokerName = req.Queue.BrokerName
+		m.BrokerName = pl.req.Queue.BrokerName
 		if len(kept) == i { // nothing dropped so far: m is in place
 			kept = kept[:i+1]
 		} else {

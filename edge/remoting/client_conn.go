@@ -3,9 +3,11 @@ package remoting
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"net"
+	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -38,6 +40,7 @@ type clientConn struct {
 	spare   []byte        // the buffer of the last write, for reuse
 	werr    error         // sticky: the write that failed, or the connection closed
 	closing bool          // close was called: the writer's last write has a short deadline
+	held    bool          // the reader is handing out pull replies: it writes what they queue (see holdWrites)
 	kick    chan struct{} // capacity 1: wbuf has frames
 	quit    chan struct{} // closed by stopWriter: write what is queued, then return
 	stopped sync.Once     // closes quit
@@ -55,6 +58,7 @@ type pendingCall struct {
 	done  func(*Command, error) // async calls: gets the reply or the failure
 	ch    chan callResult       // sync calls (done nil): gets the reply or the failure
 	timer *time.Timer           // async calls: fails the call at its timeout
+	hold  bool                  // async pulls: the reader holds writes while done runs, and done stops timer
 }
 
 // finish hands the call its reply or failure.
@@ -142,10 +146,16 @@ func (c *clientConn) stopWriter() { c.stopped.Do(func() { close(c.quit) }) }
 func (c *clientConn) readLoop() {
 	defer c.cl.wg.Done()
 	// Buffered: a reply is one read, and a burst of replies a few, not two each.
-	r := NewReader(bufio.NewReaderSize(c.nc, readBufferSize), c.cl.opts.MaxFrameSize)
+	br := bufio.NewReaderSize(c.nc, readBufferSize)
+	r := NewReader(br, c.cl.opts.MaxFrameSize)
 	r.LazyExt = true // a send's or a pull's reply is read without a map
+	held := false    // writes are held since an async pull's reply (holdWrites)
 	var err error
 	for {
+		if held && br.Buffered() == 0 { // all read is handled: write before waiting for more
+			held = false
+			c.releaseWrites()
+		}
 		var cmd *Command
 		cmd, err = r.Read()
 		if err != nil {
@@ -163,14 +173,21 @@ func (c *clientConn) readLoop() {
 			delete(c.pending, cmd.Opaque)
 			c.mu.Unlock()
 			if p != nil {
-				if p.timer != nil {
+				if p.timer != nil && !p.hold { // an async pull's finish stops its own
 					p.timer.Stop()
+				}
+				if p.hold && !held {
+					held = true
+					c.holdWrites()
 				}
 				p.finish(cmd, nil)
 			}
 			continue
 		}
 		c.handleServerRequest(cmd)
+	}
+	if held {
+		c.releaseWrites()
 	}
 	if c.closed.Load() {
 		err = fmt.Errorf("%w: connection to %s closed", errClientConnClosed, c.addr)
@@ -186,7 +203,7 @@ func (c *clientConn) readLoop() {
 	c.mu.Unlock()
 	c.stopWriter()
 	for _, p := range pending {
-		if p.timer != nil {
+		if p.timer != nil && !p.hold {
 			p.timer.Stop()
 		}
 		p.finish(nil, err)
@@ -262,9 +279,13 @@ func (c *clientConn) write(_ context.Context, cmd *Command) error {
 	// does not read: a few hundred bytes, which only a broker that stopped reading with its
 	// connection open leaves unsent.) Other requests go through the writer, which gathers the
 	// requests of the callers a burst of replies woke into one write.
+	if c.held { // the reader writes it (holdWrites)
+		c.wmu.Unlock()
+		return nil
+	}
 	if n == 0 && cmd.Code == PullMessage && !c.writing {
 		c.writing = true
-		c.writeInline()
+		c.writeInline(c.cl.opts.WriteTimeout)
 		return nil
 	}
 	c.wmu.Unlock()
@@ -274,18 +295,62 @@ func (c *clientConn) write(_ context.Context, cmd *Command) error {
 	return nil
 }
 
-// writeInline writes what is queued from the caller's goroutine; it is called holding wmu,
-// with writing just set, and unlocks wmu.
-func (c *clientConn) writeInline() {
+// holdWrites makes the frames written from now on wait in the queue, with no kick of the
+// writer and no write of a pull by its caller, until releaseWrites. The reader holds them
+// while it hands out the replies it has read of async pulls: their callbacks send the
+// queues' next pulls, which then go out in one write from the reader, with no hand-off to
+// the writer goroutine. Only the reader calls both.
+func (c *clientConn) holdWrites() {
+	c.wmu.Lock()
+	c.held = true
+	c.wmu.Unlock()
+}
+
+// readerWriteWait is how long the reader waits for room in the socket when it writes the
+// frames it held: past it the writer writes the rest, so that the reader, which must read
+// the broker's replies for the broker to read on, never waits on its own socket.
+const readerWriteWait = time.Millisecond
+
+// releaseWrites ends holdWrites: the reader writes what is queued itself unless a write is
+// under way (which takes it when done) or the connection uses TLS (whose writes cannot
+// resume after a timeout: the writer takes it).
+func (c *clientConn) releaseWrites() {
+	c.wmu.Lock()
+	c.held = false
+	switch {
+	case len(c.wbuf) == 0 || c.writing || c.werr != nil:
+		c.wmu.Unlock()
+	case c.cl.opts.TLS != nil || c.closing:
+		c.wmu.Unlock()
+		c.kickWriter()
+	default:
+		c.writing = true
+		c.writeInline(readerWriteWait)
+	}
+}
+
+// writeInline writes what is queued from the caller's goroutine, waiting up to wait for
+// the socket; it is called holding wmu, with writing just set, and unlocks wmu. A write cut
+// short by wait leaves the rest to the writer, ahead of what was queued meanwhile (a write
+// of a whole WriteTimeout that fails closes the connection).
+func (c *clientConn) writeInline(wait time.Duration) {
 	buf := c.wbuf
 	c.wbuf = c.spare[:0]
 	c.spare = nil
 	if !c.closing {
-		c.nc.SetWriteDeadline(time.Now().Add(c.cl.opts.WriteTimeout))
+		c.nc.SetWriteDeadline(time.Now().Add(wait))
 	}
 	c.wmu.Unlock()
-	_, err := c.nc.Write(buf)
+	n, err := c.nc.Write(buf)
 	c.wmu.Lock()
+	if err != nil && wait < c.cl.opts.WriteTimeout && !c.closing && errors.Is(err, os.ErrDeadlineExceeded) {
+		rest := make([]byte, 0, len(buf)-n+len(c.wbuf))
+		c.wbuf = append(append(rest, buf[n:]...), c.wbuf...)
+		c.writing = false
+		c.wmu.Unlock()
+		c.kickWriter()
+		return
+	}
 	c.wroteLocked(buf, err)
 	// Frames queued meanwhile kicked the writer, which found this write under way; and a
 	// writer told to stop waits for it to end.
@@ -379,12 +444,17 @@ func (c *clientConn) writeLoop() {
 // register adds a pending call under a fresh Opaque, set in cmd.
 func (c *clientConn) register(cmd *Command, p *pendingCall) error {
 	cmd.Opaque = c.cl.opaque.Add(1)
+	return c.add(cmd.Opaque, p)
+}
+
+// add adds a pending call under opaque.
+func (c *clientConn) add(opaque int32, p *pendingCall) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.err != nil {
 		return c.err
 	}
-	c.pending[cmd.Opaque] = p
+	c.pending[opaque] = p
 	return nil
 }
 
@@ -444,22 +514,64 @@ type callResult struct {
 // connection's failure, or context.DeadlineExceeded after timeout. done runs on the
 // connection's reader goroutine or a timer's: it must not block.
 func (c *clientConn) callAsync(ctx context.Context, cmd *Command, timeout time.Duration, done func(*Command, error)) error {
-	p := &pendingCall{done: done}
-	if err := c.register(cmd, p); err != nil {
-		return err
-	}
+	cmd.Opaque = c.cl.opaque.Add(1)
 	opaque := cmd.Opaque
+	p := &pendingCall{done: done}
+	// The timer is set before the call is registered, where the reader may take it.
 	p.timer = time.AfterFunc(timeout, func() {
 		if c.forget(opaque) {
 			done(nil, fmt.Errorf("request %d to %s: %w", cmd.Code, c.addr, context.DeadlineExceeded))
 		}
 	})
+	p.timer.Stop() // armed once registered
+	if err := c.add(opaque, p); err != nil {
+		return err
+	}
+	p.timer.Reset(timeout)
 	if err := c.write(ctx, cmd); err != nil {
 		if c.forget(opaque) {
 			p.timer.Stop()
 			return err
 		}
 		return nil // failed or timed out meanwhile: done was called
+	}
+	return nil
+}
+
+// pullAsync sends a's pull and returns once it is queued; a.finished gets the reply, the
+// connection's failure, context.DeadlineExceeded after the pull's timeout, or ctx's error
+// when ctx ends first. It runs on the connection's reader goroutine, a timer's or ctx's
+// AfterFunc; while it runs on the reader, writes wait for the reader (holdWrites). An
+// error returned means it is never called (and a is recycled).
+func (c *clientConn) pullAsync(ctx context.Context, a *asyncPull) error {
+	// Everything the call's finishers read is set before it is registered, where the
+	// reader (its reply, or the connection's death) may take it.
+	cmd := a.pl.cmd
+	cmd.Opaque = c.cl.opaque.Add(1)
+	a.conn, a.opaque = c, cmd.Opaque
+	if ctx.Done() != nil {
+		a.ctx = ctx
+		a.stopCtx = context.AfterFunc(ctx, a.ctxEnded)
+	}
+	if err := c.add(a.opaque, &a.pendingCall); err != nil {
+		if a.stopCtx == nil || a.stopCtx() {
+			a.recycle()
+		}
+		return err
+	}
+	a.timer.Reset(a.pl.timeout)
+	if err := ctx.Err(); err != nil { // ended before it was registered: its AfterFunc found nothing
+		a.fail(err)
+		return nil
+	}
+	if err := c.write(ctx, cmd); err != nil {
+		if c.forget(a.opaque) {
+			if a.timer.Stop() && (a.stopCtx == nil || a.stopCtx()) {
+				a.recycle()
+			}
+			return err
+		}
+		return nil // failed or timed out meanwhile: finished was called
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package remoting
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -280,4 +281,128 @@ func TestClientConnKeepsWriteBuffers(t *testing.T) {
 			t.Fatalf("after kicks with nothing queued: write buffer of capacity %d, spare %d; want both kept", cap(c.wbuf), cap(c.spare))
 		}
 	})
+}
+
+// startReader starts a test connection's reader.
+func (c *clientConn) startReader() {
+	c.cl.wg.Add(1)
+	go c.readLoop()
+}
+
+// heldPull registers a pending async pull (as pullAsync does, without its timer) whose
+// callback runs then on the reader.
+func heldPull(t *testing.T, c *clientConn, opaque int32, then func()) {
+	t.Helper()
+	p := &pendingCall{hold: true, done: func(*Command, error) { then() }}
+	if err := c.add(opaque, p); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// replies returns the PULL_NOT_FOUND replies to the requests of opaques, back to back.
+func replies(t *testing.T, opaques ...int32) []byte {
+	t.Helper()
+	var b []byte
+	for _, o := range opaques {
+		r := &Command{Code: PullNotFound, Opaque: o, Flag: FlagResponse, Serialize: RocketMQ}
+		var err error
+		if b, err = r.AppendFrame(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return b
+}
+
+// The pulls that the callbacks of async pulls send, from the reader, while it hands out the
+// replies it read together, go out in one write, by the reader, once it has handed them all
+// out; the writer is not woken for them.
+func TestClientConnReaderWritesHeldPulls(t *testing.T) {
+	c, far := pipeConnStopped(t) // no writer: only the reader can write them
+	c.startReader()
+	ctx := context.Background()
+	for _, o := range []int32{1, 2, 3} {
+		heldPull(t, c, o, func() {
+			if err := c.write(ctx, NewRequest(PullMessage, nil, nil)); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	far.SetWriteDeadline(time.Now().Add(10 * time.Second))
+	if _, err := far.Write(replies(t, 1, 2, 3)); err != nil { // one read for the reader
+		t.Fatal(err)
+	}
+	if got := readWrites(t, far, 3); got != 1 {
+		t.Fatalf("3 pulls from the callbacks took %d writes, want 1", got)
+	}
+	c.wmu.Lock()
+	held, queued := c.held, len(c.wbuf)
+	c.wmu.Unlock()
+	if held || queued != 0 {
+		t.Fatalf("after the reader's write: held %v, %d bytes queued", held, queued)
+	}
+}
+
+// When the socket has no room for what the reader writes, the reader does not wait: the
+// writer writes the rest of a frame cut short, ahead of what is queued after it, and the
+// reader goes on reading replies meanwhile.
+func TestClientConnReaderLeavesFullSocketToWriter(t *testing.T) {
+	c, far := pipeConnStopped(t)
+	c.startWriter()
+	c.startReader()
+	ctx := context.Background()
+	big := make([]byte, 100_000)
+	for i := range big {
+		big[i] = byte(i)
+	}
+	second := make(chan struct{})
+	heldPull(t, c, 1, func() {
+		if err := c.write(ctx, NewRequest(PullMessage, map[string]string{"n": "1"}, big)); err != nil {
+			t.Error(err)
+		}
+	})
+	heldPull(t, c, 2, func() {
+		if err := c.write(ctx, NewRequest(PullMessage, map[string]string{"n": "2"}, []byte("second"))); err != nil {
+			t.Error(err)
+		}
+		close(second)
+	})
+	// The far end reads 10 bytes of the first pull, then nothing until both callbacks ran.
+	far.SetDeadline(time.Now().Add(10 * time.Second))
+	first := make([]byte, 10)
+	headRead := make(chan error, 1)
+	go func() { _, err := io.ReadFull(far, first); headRead <- err }()
+	if _, err := far.Write(replies(t, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-headRead; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := far.Write(replies(t, 2)); err != nil { // read while the first pull is unwritten
+		t.Fatal(err)
+	}
+	select {
+	case <-second:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the reader did not hand out the second reply: it waits on its own socket")
+	}
+	var all []byte
+	all = append(all, first...)
+	buf := make([]byte, 64<<10)
+	for len(frameCodes(all)) < 2 {
+		n, err := far.Read(buf)
+		if err != nil {
+			t.Fatalf("after %d bytes: %v", len(all), err)
+		}
+		all = append(all, buf[:n]...)
+	}
+	r := NewReader(&byteReader{b: all}, 0)
+	for i, want := range [][]byte{big, []byte("second")} {
+		cmd, err := r.Read()
+		if err != nil {
+			t.Fatalf("frame %d: %v", i, err)
+		}
+		if cmd.Code != PullMessage || !bytes.Equal(cmd.Body, want) {
+			t.Fatalf("frame %d: code %d, body of %d bytes; want the pull of %d bytes", i, cmd.Code, len(cmd.Body), len(want))
+		}
+	}
 }
