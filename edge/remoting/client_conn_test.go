@@ -3,10 +3,12 @@ package remoting
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -404,5 +406,51 @@ func TestClientConnReaderLeavesFullSocketToWriter(t *testing.T) {
 		if cmd.Code != PullMessage || !bytes.Equal(cmd.Body, want) {
 			t.Fatalf("frame %d: code %d, body of %d bytes; want the pull of %d bytes", i, cmd.Code, len(cmd.Body), len(want))
 		}
+	}
+}
+
+// On a TLS connection, whose writes cannot resume after a timeout, the reader leaves the
+// pulls the callbacks queued to the writer: it kicks the writer and writes nothing itself.
+func TestClientConnReaderLeavesTLSWritesToWriter(t *testing.T) {
+	c, far := pipeConnStopped(t) // no writer: what the reader does not write stays queued
+	c.cl.opts.TLS = &tls.Config{}
+	c.startReader()
+	ctx := context.Background()
+	handed := make(chan struct{}, 2)
+	for _, o := range []int32{1, 2} {
+		heldPull(t, c, o, func() {
+			if err := c.write(ctx, NewRequest(PullMessage, nil, nil)); err != nil {
+				t.Error(err)
+			}
+			handed <- struct{}{}
+		})
+	}
+	var read atomic.Int64 // bytes the far end got: the reader's writes, if any
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			n, err := far.Read(buf)
+			read.Add(int64(n))
+			if err != nil {
+				return
+			}
+		}
+	}()
+	far.SetWriteDeadline(time.Now().Add(10 * time.Second))
+	if _, err := far.Write(replies(t, 1, 2)); err != nil {
+		t.Fatal(err)
+	}
+	<-handed
+	<-handed
+	select {
+	case <-c.kick:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the writer was not kicked")
+	}
+	c.wmu.Lock()
+	codes := frameCodes(slices.Clone(c.wbuf))
+	c.wmu.Unlock()
+	if want := []int16{PullMessage, PullMessage}; !slices.Equal(codes, want) || read.Load() != 0 {
+		t.Fatalf("queued for the writer: %v, want %v; %d bytes written by the reader, want none", codes, want, read.Load())
 	}
 }
