@@ -373,12 +373,18 @@ func (c *Client) invoke(ctx context.Context, addr string, req *Command, timeout 
 	}
 	resp, err := cc.call(ctx, req, deadline)
 	if err != nil {
-		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-			return nil, fmt.Errorf("remoting: request %d to %s: %w", req.Code, addr, err)
-		}
-		return nil, err
+		return nil, requestError(req.Code, addr, err)
 	}
 	return resp, nil
+}
+
+// requestError names the request (its code and address) in err when err is its timeout
+// or its context's end; any other error (the connection's) already says where it came from.
+func requestError(code int16, addr string, err error) error {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return fmt.Errorf("remoting: request %d to %s: %w", code, addr, err)
+	}
+	return err
 }
 
 // liveConn returns the live connection to addr, or nil.

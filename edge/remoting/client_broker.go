@@ -79,10 +79,12 @@ func (c *Client) PullAsync(ctx context.Context, req mq.PullRequest, done func(mq
 
 // asyncPull is a pull of PullAsync in flight: its request, its pending call and what
 // reads its reply. It is reused (asyncPulls) once nothing can reach it any more: its
-// reply or failure handed out, and neither its timer's function nor its ctx's AfterFunc
-// started.
+// request written, its reply or failure handed out, and neither its timer's function nor
+// its ctx's AfterFunc started (callRefs).
 type asyncPull struct {
 	pendingCall // done is finished, bound once
+	refs        callRefs
+	timer       *time.Timer // fails the call at its timeout; stopped by finished
 	cl          *Client
 	conn        *clientConn
 	opaque      int32
@@ -130,20 +132,18 @@ func (a *asyncPull) fail(err error) {
 // finished hands the call's result to its caller; whoever removed the call from its
 // connection's pending table calls it, once.
 func (a *asyncPull) finished(resp *Command, err error) {
-	reusable := a.timer.Stop()
+	a.refs.reusable = a.timer.Stop()
 	if a.stopCtx != nil && !a.stopCtx() {
-		reusable = false
+		a.refs.reusable = false
 	}
 	var res mq.PullResult
 	if err != nil {
-		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-			err = fmt.Errorf("remoting: request %d to %s: %w", PullMessage, a.pl.addr, err)
-		}
+		err = requestError(PullMessage, a.pl.addr, err)
 	} else {
 		res, err = a.cl.pullResult(&a.pl, resp)
 	}
 	a.user(res, err)
-	if reusable {
+	if a.refs.release() {
 		a.recycle()
 	}
 }

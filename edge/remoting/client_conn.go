@@ -55,10 +55,9 @@ type clientConn struct {
 // whoever removes it from the pending table: the reader with the reply, the connection's
 // death with its error, or the waiter giving up.
 type pendingCall struct {
-	done  func(*Command, error) // async calls: gets the reply or the failure
-	ch    chan callResult       // sync calls (done nil): gets the reply or the failure
-	timer *time.Timer           // async calls: fails the call at its timeout
-	hold  bool                  // async pulls: the reader holds writes while done runs, and done stops timer
+	done func(*Command, error) // async calls: gets the reply or the failure
+	ch   chan callResult       // sync calls (done nil): gets the reply or the failure
+	hold bool                  // async pulls: the reader holds writes while done runs
 }
 
 // finish hands the call its reply or failure.
@@ -173,9 +172,6 @@ func (c *clientConn) readLoop() {
 			delete(c.pending, cmd.Opaque)
 			c.mu.Unlock()
 			if p != nil {
-				if p.timer != nil && !p.hold { // an async pull's finish stops its own
-					p.timer.Stop()
-				}
 				if p.hold && !held {
 					held = true
 					c.holdWrites()
@@ -203,9 +199,6 @@ func (c *clientConn) readLoop() {
 	c.mu.Unlock()
 	c.stopWriter()
 	for _, p := range pending {
-		if p.timer != nil && !p.hold {
-			p.timer.Stop()
-		}
 		p.finish(nil, err)
 	}
 	c.cl.connLost(c)
@@ -510,33 +503,51 @@ type callResult struct {
 	err  error
 }
 
-// callAsync sends cmd and returns once it is queued; done gets the reply, the
-// connection's failure, or context.DeadlineExceeded after timeout. done runs on the
-// connection's reader goroutine or a timer's: it must not block.
-func (c *clientConn) callAsync(ctx context.Context, cmd *Command, timeout time.Duration, done func(*Command, error)) error {
+// sendAsync sends a's request and returns once it is queued; a.finished gets the reply,
+// the connection's failure, or context.DeadlineExceeded after timeout. It runs on the
+// connection's reader goroutine or the timer's. An error returned means it is never
+// called (and a is recycled).
+func (c *clientConn) sendAsync(ctx context.Context, a *asyncSend, timeout time.Duration) error {
+	// Everything the call's finishers read is set before it is registered, where the
+	// reader (its reply, or the connection's death) may take it.
+	cmd := &a.req.cmd
 	cmd.Opaque = c.cl.opaque.Add(1)
-	opaque := cmd.Opaque
-	p := &pendingCall{done: done}
-	// The timer is set before the call is registered, where the reader may take it.
-	p.timer = time.AfterFunc(timeout, func() {
-		if c.forget(opaque) {
-			done(nil, fmt.Errorf("request %d to %s: %w", cmd.Code, c.addr, context.DeadlineExceeded))
-		}
-	})
-	p.timer.Stop() // armed once registered
-	if err := c.add(opaque, p); err != nil {
+	a.conn, a.opaque = c, cmd.Opaque
+	a.refs.hold()
+	if err := c.add(a.opaque, &a.pendingCall); err != nil {
+		a.recycle()
 		return err
 	}
-	p.timer.Reset(timeout)
-	if err := c.write(ctx, cmd); err != nil {
-		if c.forget(opaque) {
-			p.timer.Stop()
-			return err
+	a.timer.Reset(timeout)
+	if err := c.write(ctx, cmd); err != nil && c.forget(a.opaque) {
+		if a.timer.Stop() {
+			a.recycle()
 		}
-		return nil // failed or timed out meanwhile: done was called
+		return err
+	}
+	// Sent, or failed or timed out meanwhile (finished was called): the connection's
+	// death may have finished it while cmd was being written, so a is let go only now.
+	if a.refs.release() {
+		a.recycle()
 	}
 	return nil
 }
+
+// callRefs counts who may still reach the pooled state of an async call: its issuer, until
+// its request is written, and its finisher, until the result is handed out (a connection's
+// death can finish a call while its issuer still writes the request). The last to let go
+// recycles the state if the finisher found it reusable: no timer function or ctx AfterFunc
+// of the call started, or will.
+type callRefs struct {
+	n        atomic.Int32
+	reusable bool // set by the finisher before it lets go
+}
+
+// hold counts the issuer and the finisher in, before the call is registered.
+func (r *callRefs) hold() { r.n.Store(2); r.reusable = false }
+
+// release lets one go and reports whether the state is to be recycled now.
+func (r *callRefs) release() bool { return r.n.Add(-1) == 0 && r.reusable }
 
 // pullAsync sends a's pull and returns once it is queued; a.finished gets the reply, the
 // connection's failure, context.DeadlineExceeded after the pull's timeout, or ctx's error
@@ -553,6 +564,7 @@ func (c *clientConn) pullAsync(ctx context.Context, a *asyncPull) error {
 		a.ctx = ctx
 		a.stopCtx = context.AfterFunc(ctx, a.ctxEnded)
 	}
+	a.refs.hold()
 	if err := c.add(a.opaque, &a.pendingCall); err != nil {
 		if a.stopCtx == nil || a.stopCtx() {
 			a.recycle()
@@ -562,16 +574,15 @@ func (c *clientConn) pullAsync(ctx context.Context, a *asyncPull) error {
 	a.timer.Reset(a.pl.timeout)
 	if err := ctx.Err(); err != nil { // ended before it was registered: its AfterFunc found nothing
 		a.fail(err)
-		return nil
-	}
-	if err := c.write(ctx, cmd); err != nil {
-		if c.forget(a.opaque) {
-			if a.timer.Stop() && (a.stopCtx == nil || a.stopCtx()) {
-				a.recycle()
-			}
-			return err
+	} else if err := c.write(ctx, cmd); err != nil && c.forget(a.opaque) {
+		if a.timer.Stop() && (a.stopCtx == nil || a.stopCtx()) {
+			a.recycle()
 		}
-		return nil // failed or timed out meanwhile: finished was called
+		return err
+	}
+	// Sent, or failed, timed out or ended meanwhile (finished was called): see callRefs.
+	if a.refs.release() {
+		a.recycle()
 	}
 	return nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"slices"
 	"strconv"
 	"sync"
@@ -15,8 +14,6 @@ import (
 	"github.com/edgemq/edgemq/edge/mq"
 	"github.com/edgemq/edgemq/edge/producer"
 	"github.com/edgemq/edgemq/edge/remoting"
-	"github.com/edgemq/edgemq/edge/remoting/netfault"
-	"github.com/edgemq/edgemq/edge/remoting/server"
 )
 
 // consumerOptions are a test consumer's: short intervals.
@@ -337,23 +334,7 @@ func TestProducerOverTCP(t *testing.T) {
 func TestProducerOverTCPIdsAndTimeouts(t *testing.T) {
 	tb := startBroker(t, "", "")
 	tb.createTopic("T", 1)
-	// The broker's server advertises the proxy's address: every request goes through it.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := server.Start(tb.b, server.Options{Listen: "127.0.0.1:0", VIPListen: "off", Advertise: ln.Addr().String(), Logger: testLogger(t)})
-	if err != nil {
-		ln.Close()
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	px, err := netfault.New(srv.Addr().String(), &netfault.Options{Listener: ln})
-	if err != nil {
-		ln.Close()
-		t.Fatal(err)
-	}
-	defer px.Close()
+	px := proxied(t, tb)
 	c := dial(t, px.Addr(), &remoting.Options{RequestTimeout: time.Minute})
 	ctx := ctxT(t, 30*time.Second)
 	p, err := producer.New(c, &producer.Options{SendTimeout: 300 * time.Millisecond, RetryTimes: -1})
@@ -394,6 +375,63 @@ func TestProducerOverTCPIdsAndTimeouts(t *testing.T) {
 	_, err = p.Send(ctx, &mq.Message{Topic: "T", Body: []byte("unanswered")}, nil)
 	if !errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
 		t.Fatalf("Send over a stalled link = %v after %v (ctx %v); want the attempt's deadline", err, time.Since(start), ctx.Err())
+	}
+}
+
+// TestProducerAsyncRetryOverTCP: an async send whose answer is lost is retried with the
+// same unique id and the message as it was when SendAsync returned (the caller changed it
+// after), and its done gets the retry's result once.
+func TestProducerAsyncRetryOverTCP(t *testing.T) {
+	tb := startBroker(t, "", "")
+	tb.createTopic("T", 1)
+	px := proxied(t, tb)
+	c := dial(t, px.Addr(), &remoting.Options{ReconnectMin: 10 * time.Millisecond, ReconnectMax: 20 * time.Millisecond})
+	ctx := ctxT(t, 30*time.Second)
+	p, err := producer.New(c, &producer.Options{RetryTimes: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if _, err := p.Send(ctx, &mq.Message{Topic: "T", Body: []byte("route")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	m := &mq.Message{Topic: "T", Properties: map[string]string{"A": "1"}, Body: []byte("retried")}
+	type result struct {
+		res mq.SendResult
+		err error
+	}
+	done := make(chan result, 2)
+	px.DropNextReply()
+	if err := p.SendAsync(ctx, m, nil, func(res mq.SendResult, err error) { done <- result{res, err} }); err != nil {
+		t.Fatal(err)
+	}
+	m.Properties["A"] = "changed after SendAsync"
+	m.Topic = "Other"
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no answer")
+	}
+	if r.err != nil || len(r.res.UniqID) != 32 || r.res.QueueOffset != 2 {
+		t.Fatalf("async send over a lost answer = %+v, %v; want the retry's result at offset 2", r.res, r.err)
+	}
+	if px.RepliesDropped() != 1 {
+		t.Fatalf("%d answers dropped, want 1", px.RepliesDropped())
+	}
+	pr, err := c.Pull(ctx, mq.PullRequest{Group: "g", Queue: r.res.Queue, Offset: 1, MaxMsgs: 4, Filter: "*"})
+	if err != nil || len(pr.Messages) != 2 {
+		t.Fatalf("Pull = %+v, %v; want the first attempt and the retry", pr, err)
+	}
+	for _, got := range pr.Messages {
+		if got.MsgID() != r.res.UniqID || got.Properties["A"] != "1" || string(got.Body) != "retried" {
+			t.Fatalf("stored %+v (id %s); want id %s and the message as sent", got, got.MsgID(), r.res.UniqID)
+		}
+	}
+	select {
+	case r := <-done:
+		t.Fatalf("done called again: %+v, %v", r.res, r.err)
+	case <-time.After(100 * time.Millisecond):
 	}
 }
 

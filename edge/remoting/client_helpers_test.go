@@ -12,6 +12,7 @@ import (
 	"github.com/edgemq/edgemq/edge"
 	"github.com/edgemq/edgemq/edge/producer"
 	"github.com/edgemq/edgemq/edge/remoting"
+	"github.com/edgemq/edgemq/edge/remoting/netfault"
 	"github.com/edgemq/edgemq/edge/remoting/server"
 	"github.com/edgemq/edgemq/store"
 	"go.uber.org/goleak"
@@ -108,6 +109,30 @@ func (tb *testBroker) createTopic(name string, n int32) {
 	if err := tb.b.CreateTopic(edge.TopicConfig{Name: name, ReadQueues: n, WriteQueues: n}); err != nil {
 		tb.t.Fatalf("CreateTopic(%s): %v", name, err)
 	}
+}
+
+// proxied serves tb's broker on a second server that advertises a fault-injecting proxy's
+// address, so that every request of a client of the proxy goes through it; t.Cleanup
+// closes both.
+func proxied(t testing.TB, tb *testBroker) *netfault.Proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.Start(tb.b, server.Options{Listen: "127.0.0.1:0", VIPListen: "off", Advertise: ln.Addr().String(), Logger: testLogger(t)})
+	if err != nil {
+		ln.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	px, err := netfault.New(srv.Addr().String(), &netfault.Options{Listener: ln})
+	if err != nil {
+		ln.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { px.Close() })
+	return px
 }
 
 // dial returns a client of addr; t.Cleanup closes it.

@@ -105,12 +105,29 @@ func (c *Client) roundRobin(topic string) *atomic.Uint32 {
 	return n
 }
 
-// sendRequest builds the SEND_MESSAGE_V2 request of m to p; uniq, when not empty, is the
-// message's UNIQ_KEY property (see uniqOf).
-func (c *Client) sendRequest(m *mq.Message, uniq string, p sendPlan) (*Command, error) {
-	h := SendHeader{ProducerGroup: c.opts.ProducerGroup, Topic: m.Topic, DefaultTopic: mq.DefaultTopic,
+// sendReq is a send request with its header, made (or taken from sendReqs) together.
+type sendReq struct {
+	h   SendHeader
+	cmd Command
+}
+
+// sendReqs keeps the requests of sync and oneway sends between sends: a request is written
+// into its connection's buffer before the call returns, and nothing keeps it after.
+var sendReqs = sync.Pool{New: func() any { return new(sendReq) }}
+
+// putSendReq clears r (it must not keep a message's body) and keeps it for another send.
+func putSendReq(r *sendReq) {
+	*r = sendReq{}
+	sendReqs.Put(r)
+}
+
+// buildSend builds the SEND_MESSAGE_V2 request of m to p into r; uniq, when not empty, is
+// the message's UNIQ_KEY property (see uniqOf).
+func (c *Client) buildSend(m *mq.Message, uniq string, p sendPlan, r *sendReq) {
+	r.h = SendHeader{ProducerGroup: c.opts.ProducerGroup, Topic: m.Topic, DefaultTopic: mq.DefaultTopic,
 		DefaultTopicQueueNums: autoCreateQueues, QueueID: p.queue.QueueID, BornTimestamp: time.Now().UnixMilli(),
 		Flag: m.Flag, Properties: formatProperties(m, uniq), MaxReconsumeTimes: -1, BrokerName: p.queue.BrokerName}
+	h := &r.h
 	if mq.IsRetryTopic(m.Topic) { // a consumer's own retry after a failed send-back
 		if n, err := strconv.ParseInt(m.Properties[mq.PropertyReconsumeTime], 10, 32); err == nil && n >= 0 {
 			h.ReconsumeTimes = int32(n)
@@ -132,18 +149,24 @@ func (c *Client) sendRequest(m *mq.Message, uniq string, p sendPlan) (*Command, 
 			h.SysFlag |= SysFlagCompressed | compressionZlib<<sysFlagCompressionShift
 		}
 	}
-	return c.sendV2Request(SendMessageV2, &h, body), nil
+	c.sendV2Into(SendMessageV2, h, body, &r.cmd)
 }
 
-// sendV2Request returns a send request of code with h's one-letter header: written straight
-// into the frame, or, when requests are signed (the signature covers the Ext map), as a map.
+// sendV2Request returns a send request of code with h's one-letter header (see sendV2Into).
 func (c *Client) sendV2Request(code int16, h *SendHeader, body []byte) *Command {
-	if !c.opts.Credentials.IsZero() {
-		return NewRequest(code, h.ExtV2(), body)
-	}
-	r := NewRequest(code, nil, body)
-	r.Header = (*sendHeaderV2)(h)
+	r := new(Command)
+	c.sendV2Into(code, h, body, r)
 	return r
+}
+
+// sendV2Into makes r a send request of code with h's one-letter header: written straight
+// into the frame, or, when requests are signed (the signature covers the Ext map), as a map.
+func (c *Client) sendV2Into(code int16, h *SendHeader, body []byte, r *Command) {
+	if !c.opts.Credentials.IsZero() {
+		*r = Command{Code: code, Language: LanguageGo, Version: Version, Ext: h.ExtV2(), Body: body, Serialize: JSON}
+		return
+	}
+	*r = Command{Code: code, Language: LanguageGo, Version: Version, Header: (*sendHeaderV2)(h), Body: body, Serialize: JSON}
 }
 
 // zlibWriters keeps zlib writers between compressed sends: a new one allocates and clears
@@ -227,19 +250,18 @@ func (c *Client) SendUniq(ctx context.Context, m *mq.Message, sel mq.QueueSelect
 		return mq.SendResult{}, err
 	}
 	uniq = uniqOf(m, uniq)
-	req, err := c.sendRequest(m, uniq, p)
-	if err != nil {
-		return mq.SendResult{}, err
-	}
+	r := sendReqs.Get().(*sendReq)
+	defer putSendReq(r)
+	c.buildSend(m, uniq, p, r)
 	reqTimeout := c.opts.RequestTimeout
 	if timeout > 0 {
 		reqTimeout = min(reqTimeout, time.Until(deadline))
 	}
-	resp, err := c.invoke(ctx, p.addr, req, reqTimeout)
+	resp, err := c.invoke(ctx, p.addr, &r.cmd, reqTimeout)
 	if err != nil {
 		return mq.SendResult{}, err
 	}
-	return c.sendResult(p, req, resp, uniq)
+	return c.sendResult(p, &r.cmd, resp, uniq)
 }
 
 // SendAsync sends m as Send does, returning once the request is queued on its connection
@@ -250,15 +272,17 @@ func (c *Client) SendUniq(ctx context.Context, m *mq.Message, sel mq.QueueSelect
 // a connection's goroutine: it must not block. ctx bounds the routing and the connection;
 // ending it later does not cancel the wait for the answer.
 func (c *Client) SendAsync(ctx context.Context, m *mq.Message, sel mq.QueueSelector, done func(mq.SendResult, error)) error {
+	return c.SendAsyncUniq(ctx, m, sel, "", done)
+}
+
+// SendAsyncUniq is SendAsync for a producer that gives every message a unique id: unless
+// m has a UNIQ_KEY property, uniq (when not empty) travels as that property and is the
+// result's UniqID, without a copy of m or of its properties.
+func (c *Client) SendAsyncUniq(ctx context.Context, m *mq.Message, sel mq.QueueSelector, uniq string, done func(mq.SendResult, error)) error {
 	if done == nil {
 		return fmt.Errorf("%w: SendAsync needs a done function", mq.ErrInvalidArgument)
 	}
 	p, err := c.plan(ctx, m, sel, time.Time{})
-	if err != nil {
-		return err
-	}
-	uniq := uniqOf(m, "")
-	req, err := c.sendRequest(m, "", p)
 	if err != nil {
 		return err
 	}
@@ -270,13 +294,74 @@ func (c *Client) SendAsync(ctx context.Context, m *mq.Message, sel mq.QueueSelec
 	if err != nil {
 		return err
 	}
-	return cc.callAsync(ctx, req, timeout, func(resp *Command, err error) {
-		if err != nil {
-			done(mq.SendResult{}, err)
-			return
-		}
-		done(c.sendResult(p, req, resp, uniq))
-	})
+	a := getAsyncSend()
+	a.cl, a.plan, a.uniq, a.user = c, p, uniqOf(m, uniq), done
+	c.buildSend(m, a.uniq, p, &a.req)
+	return cc.sendAsync(ctx, a, timeout)
+}
+
+// asyncSend is a send of SendAsync in flight: its request, its pending call and what reads
+// its reply. It is reused (asyncSends) once nothing can reach it any more: its request
+// written, its reply or failure handed out, and its timer's function not started
+// (callRefs).
+type asyncSend struct {
+	pendingCall // done is finished, bound once
+	refs        callRefs
+	timer       *time.Timer // fails the call at its timeout; stopped by finished
+	cl          *Client
+	conn        *clientConn
+	opaque      int32
+	plan        sendPlan
+	uniq        string
+	req         sendReq
+	user        func(mq.SendResult, error)
+}
+
+var asyncSends sync.Pool
+
+// getAsyncSend returns an asyncSend ready for a call: from asyncSends, or new with its
+// (stopped) timer.
+func getAsyncSend() *asyncSend {
+	if a, ok := asyncSends.Get().(*asyncSend); ok {
+		return a
+	}
+	a := &asyncSend{}
+	a.done = a.finished
+	a.timer = time.AfterFunc(time.Hour, a.expired)
+	a.timer.Stop()
+	return a
+}
+
+// recycle clears a's call and keeps a for another.
+func (a *asyncSend) recycle() {
+	a.cl, a.conn, a.user = nil, nil, nil
+	a.plan, a.uniq = sendPlan{}, ""
+	a.req = sendReq{}
+	asyncSends.Put(a)
+}
+
+// expired ends a with context.DeadlineExceeded, unless its reply or the connection's
+// failure ended it first: its timer's function.
+func (a *asyncSend) expired() {
+	if a.conn.forget(a.opaque) {
+		a.finished(nil, context.DeadlineExceeded)
+	}
+}
+
+// finished hands the send's result to its caller; whoever removed the call from its
+// connection's pending table calls it, once.
+func (a *asyncSend) finished(resp *Command, err error) {
+	a.refs.reusable = a.timer.Stop()
+	var res mq.SendResult
+	if err != nil {
+		err = requestError(a.req.cmd.Code, a.plan.addr, err)
+	} else {
+		res, err = a.cl.sendResult(a.plan, &a.req.cmd, resp, a.uniq)
+	}
+	a.user(res, err)
+	if a.refs.release() {
+		a.recycle()
+	}
 }
 
 // SendOneway sends m as Send does, marked oneway: the broker stores it and answers
@@ -287,17 +372,16 @@ func (c *Client) SendOneway(ctx context.Context, m *mq.Message, sel mq.QueueSele
 	if err != nil {
 		return err
 	}
-	req, err := c.sendRequest(m, "", p)
-	if err != nil {
-		return err
-	}
 	ctx, cancel := timeoutCtx(ctx, c.opts.RequestTimeout)
 	defer cancel()
 	cc, err := c.conn(ctx, p.addr)
 	if err != nil {
 		return err
 	}
-	return cc.oneway(ctx, req)
+	r := sendReqs.Get().(*sendReq)
+	defer putSendReq(r)
+	c.buildSend(m, "", p, r)
+	return cc.oneway(ctx, &r.cmd)
 }
 
 // SendBatch sends msgs, all of one topic, in one request (SEND_BATCH_MESSAGE) to one
