@@ -34,8 +34,7 @@ type OnewaySender interface {
 // uniqSender is a Broker that takes a message's unique id apart from the message, and
 // bounds a send by a timeout without a context of its own (the network client: see
 // remoting.Client.SendUniq): a sync send through it copies neither the message nor its
-// properties, and its attempts make no context. (An async send keeps its copy: a retry
-// reads it after SendAsync returned, when the caller may change m.)
+// properties, and its attempts make no context (see uniqAsyncSender for async sends).
 type uniqSender interface {
 	SendUniq(ctx context.Context, m *mq.Message, sel mq.QueueSelector, uniq string, timeout time.Duration) (mq.SendResult, error)
 }
@@ -152,11 +151,15 @@ func (p *Producer) check(m *mq.Message) (uniq string, err error) {
 	return uniq, nil
 }
 
-// writeQueuer is a Broker that lists a topic's write queues (as Route followed by
-// mq.TopicRoute.WriteQueues) without copying its whole route, as the remoting client does.
-type writeQueuer interface {
-	WriteQueues(ctx context.Context, topic string) ([]mq.MessageQueue, error)
+// writeQueueAppender is a Broker that lists a topic's write queues (as Route followed by
+// mq.TopicRoute.WriteQueues) into a caller's buffer without copying its whole route, as
+// the remoting client does.
+type writeQueueAppender interface {
+	AppendWriteQueues(ctx context.Context, dst []mq.MessageQueue, topic string) ([]mq.MessageQueue, error)
 }
+
+// queueBufs keeps the buffers choose lists write queues into.
+var queueBufs = sync.Pool{New: func() any { return new([]mq.MessageQueue) }}
 
 // choice is the queue of one attempt: a selector for the broker, and the broker it
 // points at ("" when unknown).
@@ -173,8 +176,14 @@ func (p *Producer) choose(ctx context.Context, topic string, sel mq.QueueSelecto
 	}
 	var qs []mq.MessageQueue
 	var err error
-	if wq, ok := p.b.(writeQueuer); ok {
-		qs, err = wq.WriteQueues(ctx, topic)
+	if wq, ok := p.b.(writeQueueAppender); ok {
+		bp := queueBufs.Get().(*[]mq.MessageQueue)
+		qs, err = wq.AppendWriteQueues(ctx, (*bp)[:0], topic)
+		defer func() {
+			clear(qs)
+			*bp = qs[:0]
+			queueBufs.Put(bp)
+		}()
 	} else {
 		var r mq.TopicRoute
 		if r, err = p.b.Route(ctx, topic); err == nil {
@@ -303,47 +312,95 @@ func (p *Producer) SendAsync(ctx context.Context, m *mq.Message, sel mq.QueueSel
 	if p.isClosed() {
 		return ErrClosed
 	}
-	msg, err := p.prepare(m)
+	a := &asyncSend{p: p, ctx: context.WithoutCancel(ctx), sel: sel, attempt: 1, done: done}
+	if us, ok := p.b.(uniqAsyncSender); ok {
+		uniq, err := p.check(m)
+		if err != nil {
+			return err
+		}
+		// A retry reads the message after SendAsync returned, when the caller may change
+		// m and its properties: it sends a copy, the unique id apart.
+		a.own = *m
+		if len(m.Properties) > 0 {
+			a.own.Properties = maps.Clone(m.Properties)
+		}
+		a.msg, a.us, a.uniq = &a.own, us, uniq
+	} else {
+		msg, err := p.prepare(m)
+		if err != nil {
+			return err
+		}
+		a.msg = msg
+	}
+	a.fn = a.finished
+	ch, err := p.choose(ctx, a.msg.Topic, sel, "")
 	if err != nil {
 		return err
 	}
-	ch, err := p.choose(ctx, msg.Topic, sel, "")
-	if err != nil {
-		return err
-	}
-	return p.b.SendAsync(ctx, msg, ch.sel, p.asyncDone(context.WithoutCancel(ctx), msg, sel, ch.broker, 1, done))
+	a.broker = ch.broker
+	return a.send(ctx, ch.sel)
 }
 
-// asyncDone returns the done function of an async attempt: on a retryable error with
-// attempts left it retries in a goroutine of the producer, else it calls done.
-func (p *Producer) asyncDone(ctx context.Context, msg *mq.Message, sel mq.QueueSelector, broker string, attempt int, done func(mq.SendResult, error)) func(mq.SendResult, error) {
-	return func(res mq.SendResult, err error) {
-		if err == nil || attempt > p.opts.RetryTimes || !retryable(ctx, err) {
-			done(res, err)
-			return
-		}
-		p.mu.Lock()
-		if p.closed {
-			p.mu.Unlock()
-			done(res, errors.Join(err, ErrClosed))
-			return
-		}
-		p.wg.Add(1)
-		p.mu.Unlock()
-		go func() {
-			defer p.wg.Done()
-			p.opts.Logger.Debug("producer: async send failed, retrying", "topic", msg.Topic, "attempt", attempt, "err", err)
-			actx, cancel := p.attempt(ctx)
-			defer cancel()
-			ch, cerr := p.choose(actx, msg.Topic, sel, broker)
-			if cerr == nil {
-				cerr = p.b.SendAsync(actx, msg, ch.sel, p.asyncDone(ctx, msg, sel, ch.broker, attempt+1, done))
-			}
-			if cerr != nil {
-				done(mq.SendResult{}, cerr)
-			}
-		}()
+// uniqAsyncSender is uniqSender's async side (remoting.Client.SendAsyncUniq): an async send
+// through it copies the message (for retries) but not to add its unique id.
+type uniqAsyncSender interface {
+	SendAsyncUniq(ctx context.Context, m *mq.Message, sel mq.QueueSelector, uniq string, done func(mq.SendResult, error)) error
+}
+
+// asyncSend is an async send and its attempts, one at a time.
+type asyncSend struct {
+	p       *Producer
+	ctx     context.Context // the caller's, without its cancellation: retries' parent
+	msg     *mq.Message     // what each attempt sends
+	own     mq.Message      // msg when the broker takes the unique id apart
+	us      uniqAsyncSender // nil: attempts go through the Broker's SendAsync
+	uniq    string
+	sel     mq.QueueSelector // the caller's
+	broker  string           // the broker of the attempt in flight
+	attempt int
+	done    func(mq.SendResult, error)
+	fn      func(mq.SendResult, error) // finished, bound once
+}
+
+// send makes an attempt on the queue sel picks.
+func (a *asyncSend) send(ctx context.Context, sel mq.QueueSelector) error {
+	if a.us != nil {
+		return a.us.SendAsyncUniq(ctx, a.msg, sel, a.uniq, a.fn)
 	}
+	return a.p.b.SendAsync(ctx, a.msg, sel, a.fn)
+}
+
+// finished is an attempt's done function: on a retryable error with attempts left it
+// retries in a goroutine of the producer, else it calls done.
+func (a *asyncSend) finished(res mq.SendResult, err error) {
+	p := a.p
+	if err == nil || a.attempt > p.opts.RetryTimes || !retryable(a.ctx, err) {
+		a.done(res, err)
+		return
+	}
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		a.done(res, errors.Join(err, ErrClosed))
+		return
+	}
+	p.wg.Add(1)
+	p.mu.Unlock()
+	go func() {
+		defer p.wg.Done()
+		p.opts.Logger.Debug("producer: async send failed, retrying", "topic", a.msg.Topic, "attempt", a.attempt, "err", err)
+		actx, cancel := p.attempt(a.ctx)
+		defer cancel()
+		ch, cerr := p.choose(actx, a.msg.Topic, a.sel, a.broker)
+		if cerr == nil {
+			a.attempt++
+			a.broker = ch.broker
+			cerr = a.send(actx, ch.sel)
+		}
+		if cerr != nil {
+			a.done(mq.SendResult{}, cerr)
+		}
+	}()
 }
 
 // SendOneway sends m without waiting for any answer (RocketMQ's oneway send): over the

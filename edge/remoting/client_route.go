@@ -89,14 +89,20 @@ func (c *Client) writeTargets(ctx context.Context, topic string) (*writeTargets,
 }
 
 // WriteQueues returns the write queues of topic's route, as Route(ctx, topic) followed by
-// mq.TopicRoute.WriteQueues, without copying the cached route: a producer calls it for
-// every send.
+// mq.TopicRoute.WriteQueues, without copying the cached route.
 func (c *Client) WriteQueues(ctx context.Context, topic string) ([]mq.MessageQueue, error) {
+	return c.AppendWriteQueues(ctx, nil, topic)
+}
+
+// AppendWriteQueues appends the write queues of topic's route to dst, as WriteQueues lists
+// them, and returns the extended slice: a producer lists them for every send, into a
+// buffer of its own.
+func (c *Client) AppendWriteQueues(ctx context.Context, dst []mq.MessageQueue, topic string) ([]mq.MessageQueue, error) {
 	wt, err := c.writeTargets(ctx, topic)
 	if err != nil {
-		return nil, err
+		return dst, err
 	}
-	return slices.Clone(wt.queues), nil
+	return append(dst, wt.queues...), nil
 }
 
 func cloneRoute(r mq.TopicRoute) mq.TopicRoute {
