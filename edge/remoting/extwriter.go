@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"sync"
 )
 
 // HeaderWriter is a header that writes its own extension fields straight into a frame, so
@@ -78,18 +79,28 @@ func (w *ExtWriter) Bool(k string, v bool) {
 	w.Str(k, strconv.FormatBool(v))
 }
 
+// extWriters keeps the writers of headers written through a HeaderWriter.
+var extWriters = sync.Pool{New: func() any { return new(ExtWriter) }}
+
 // appendExtFields appends c's extension fields, from c.Header when it is set, else from
 // c.Ext in key order: a JSON object's members (without braces) or the binary header's
 // pairs (without their length word).
 func appendExtFields(dst []byte, c *Command, json bool) ([]byte, error) {
-	w := ExtWriter{dst: dst, start: len(dst), json: json}
 	if c.Header != nil {
-		c.Header.WriteExt(&w)
-		if w.err == nil && len(w.dst)-w.start > maxHeader {
-			w.err = fmt.Errorf("%w: extension fields over %d bytes", ErrFrameTooLarge, maxHeader)
+		// The writer escapes through the interface call: one kept between frames, not one
+		// allocated per frame.
+		w := extWriters.Get().(*ExtWriter)
+		*w = ExtWriter{dst: dst, start: len(dst), json: json}
+		c.Header.WriteExt(w)
+		dst, err := w.dst, w.err
+		if err == nil && len(dst)-w.start > maxHeader {
+			err = fmt.Errorf("%w: extension fields over %d bytes", ErrFrameTooLarge, maxHeader)
 		}
-		return w.dst, w.err
+		*w = ExtWriter{}
+		extWriters.Put(w)
+		return dst, err
 	}
+	w := ExtWriter{dst: dst, start: len(dst), json: json}
 	c.Fields() // a command read lazily: its fields as read
 	var arr [16]string
 	for _, k := range sortedKeys(arr[:0], c.Ext) {
