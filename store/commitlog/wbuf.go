@@ -165,6 +165,12 @@ func (l *Log) drainForFlush() (int64, error) {
 	return l.written.Load(), err
 }
 
+// testHookReadBuffered, set by tests only, runs in readBuffered at stage 0, when the reader
+// has loaded the buffer and not yet taken its reference, and at stage 1, when it has seen
+// the buffer not retired and not yet copied from it: the two points where the writer
+// retiring and reusing the buffer meanwhile must not make the reader return wrong bytes.
+var testHookReadBuffered func(stage int)
+
 // readBuffered decodes the record at pos, below w (Written, loaded before), from the write
 // buffer, copying its payload into r.copy, if pos lies in the buffer; ok false: read the
 // file.
@@ -175,6 +181,9 @@ func (r *Reader) readBuffered(pos, w int64) (d int64, payload []byte, n int, st 
 	if t == nil || pos < t.at.Load() {
 		return 0, nil, 0, 0, false // in the file
 	}
+	if testHookReadBuffered != nil {
+		testHookReadBuffered(0)
+	}
 	t.refs.Add(1)
 	defer t.refs.Add(-1)
 	if t.retired.Load() {
@@ -184,6 +193,9 @@ func (r *Reader) readBuffered(pos, w int64) (d int64, payload []byte, n int, st 
 	at := t.at.Load()
 	if pos < at {
 		return 0, nil, 0, 0, false // in the file
+	}
+	if testHookReadBuffered != nil {
+		testHookReadBuffered(1)
 	}
 	d, payload, n, st = decodeFrame(t.buf[pos-at : w-at])
 	r.copy = append(r.copy[:0], payload...)

@@ -188,3 +188,63 @@ func TestWriteBufferDefaultAndLazyAppends(t *testing.T) {
 		})
 	}
 }
+
+// TestWriteBufferReaderStalls: a reader that stalls while the writer writes the buffer out
+// and appends more still reads the record it asked for: stalled before it took its
+// reference, it finds the buffer reused further on and reads the file; stalled after it
+// saw the buffer live, it holds it, so the writer makes a new one instead of reusing it.
+func TestWriteBufferReaderStalls(t *testing.T) {
+	for _, stage := range []int{0, 1} {
+		t.Run(fmt.Sprintf("stage %d", stage), func(t *testing.T) {
+			l := openTest(t, t.TempDir(), Options{Flush: FlushAsync, WriteBuffer: 4096, FlushInterval: time.Hour, FlushBytes: 1 << 30})
+			defer l.Close()
+			first := bytes.Repeat([]byte("first "), 50)
+			var pos [1]int64
+			if _, err := l.Append(1, [][]byte{first}, pos[:]); err != nil {
+				t.Fatal(err)
+			}
+			stalled, resume := make(chan struct{}), make(chan struct{})
+			var once sync.Once
+			testHookReadBuffered = func(s int) {
+				if s == stage {
+					once.Do(func() {
+						close(stalled)
+						<-resume
+					})
+				}
+			}
+			defer func() { testHookReadBuffered = nil }()
+			type result struct {
+				rec Record
+				err error
+			}
+			got := make(chan result, 1)
+			go func() {
+				r := l.NewReader()
+				defer r.Close()
+				rec, err := r.Next(pos[0])
+				got <- result{rec, err}
+			}()
+			select {
+			case <-stalled:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the reader did not read from the buffer")
+			}
+			// The buffer goes to the file, and the next appends fill a buffer from the same
+			// offset on: the reused one's bytes, unless the reader holds it.
+			if err := l.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			for i := range 8 {
+				if _, err := l.Append(2, [][]byte{bytes.Repeat([]byte{byte('a' + i)}, 300)}, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			close(resume)
+			r := <-got
+			if r.err != nil || !bytes.Equal(r.rec.Payload, first) {
+				t.Fatalf("record at %d = %.30q, %v; want %.30q", pos[0], r.rec.Payload, r.err, first)
+			}
+		})
+	}
+}
