@@ -148,6 +148,7 @@ func (c *clientConn) readLoop() {
 	br := bufio.NewReaderSize(c.nc, readBufferSize)
 	r := NewReader(br, c.cl.opts.MaxFrameSize)
 	r.LazyExt = true // a send's or a pull's reply is read without a map
+	r.reuse = true   // the replies of async calls are released once handled
 	held := false    // writes are held since an async pull's reply (holdWrites)
 	var err error
 	for {
@@ -176,7 +177,13 @@ func (c *clientConn) readLoop() {
 					held = true
 					c.holdWrites()
 				}
+				// An async call's finisher reads its reply and keeps none of it but its
+				// body (and the strings made from it); a sync call's caller keeps it.
+				async := p.done != nil
 				p.finish(cmd, nil)
+				if async {
+					releaseCommand(cmd)
+				}
 			}
 			continue
 		}

@@ -88,6 +88,19 @@ type Reader struct {
 	// into a map: read them with Command.Fields or the Command's Parse methods, which read
 	// a hot request's or reply's few fields without one.
 	LazyExt bool
+	// reuse takes the commands of binary headers from reusedCommands: their reader gives
+	// back (releaseCommand) those nothing keeps once handled.
+	reuse bool
+}
+
+// reusedCommands keeps commands a Reader with reuse set decoded and its owner released.
+var reusedCommands sync.Pool
+
+// releaseCommand clears c and keeps it for a Reader with reuse set. c must be reachable
+// from nowhere else; its body and strings are not reused, only the struct.
+func releaseCommand(c *Command) {
+	*c = Command{}
+	reusedCommands.Put(c)
 }
 
 // NewReader returns a Reader of r that accepts frames of at most maxFrame bytes, the
@@ -179,7 +192,16 @@ func (r *Reader) readRest(n int) (c *Command, read bool, err error) {
 			return nil, false, err
 		}
 	}
-	if c, err = decodeHeader(t, head, r.LazyExt); err != nil {
+	if r.reuse && t == RocketMQ {
+		c, _ = reusedCommands.Get().(*Command)
+		if c == nil {
+			c = new(Command)
+		}
+		if err = decodeBinaryHeaderInto(head, r.LazyExt, c); err != nil {
+			reusedCommands.Put(c)
+			return nil, true, err
+		}
+	} else if c, err = decodeHeader(t, head, r.LazyExt); err != nil {
 		return nil, true, err
 	}
 	c.Body = body

@@ -180,10 +180,19 @@ func appendBinaryHeader(dst []byte, c *Command) ([]byte, error) {
 // decodeBinaryHeader reads a ROCKETMQ binary header. Bytes after the extension fields are
 // ignored, as Java does.
 func decodeBinaryHeader(h []byte, lazy bool) (*Command, error) {
-	if len(h) < binaryHeaderFixed {
-		return nil, fmt.Errorf("%w: binary header of %d bytes, want at least %d", ErrMalformed, len(h), binaryHeaderFixed)
+	c := new(Command)
+	if err := decodeBinaryHeaderInto(h, lazy, c); err != nil {
+		return nil, err
 	}
-	c := &Command{
+	return c, nil
+}
+
+// decodeBinaryHeaderInto is decodeBinaryHeader into c, every field of which it sets.
+func decodeBinaryHeaderInto(h []byte, lazy bool, c *Command) error {
+	if len(h) < binaryHeaderFixed {
+		return fmt.Errorf("%w: binary header of %d bytes, want at least %d", ErrMalformed, len(h), binaryHeaderFixed)
+	}
+	*c = Command{
 		Code:      int16(binary.BigEndian.Uint16(h[0:])),
 		Language:  LanguageCode(h[2]),
 		Version:   int16(binary.BigEndian.Uint16(h[3:])),
@@ -194,12 +203,12 @@ func decodeBinaryHeader(h []byte, lazy bool) (*Command, error) {
 	p := h[13:]
 	remark, p, err := cutLen32(p, "remark")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	c.Remark = string(remark)
 	extb, _, err := cutLen32(p, "extFields")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	// One string holds every key and value (they are substrings of it): one allocation for
 	// the fields, not two each; the map is made for all of them at once (a pull's or a
@@ -213,7 +222,7 @@ func decodeBinaryHeader(h []byte, lazy bool) (*Command, error) {
 	for len(ext) > 0 {
 		k, v, rest, err := cutExtField(ext)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		ext = rest
 		if lazy {
@@ -224,7 +233,7 @@ func decodeBinaryHeader(h []byte, lazy bool) (*Command, error) {
 		}
 		c.Ext[k] = v
 	}
-	return c, nil
+	return nil
 }
 
 // maxExtHint caps the map size made ahead for a header's extension fields: a header of
