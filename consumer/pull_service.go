@@ -78,11 +78,11 @@ func (pc *PushConsumer) waitDrain(qs *queueState, d time.Duration) bool {
 // pull is DefaultMQPushConsumerImpl.pullMessage with its PullCallback, from the queue's
 // goroutine.
 func (pc *PushConsumer) pull(qs *queueState) pullStep {
-	req, st, ok := pc.beforePull(qs, false)
+	begin := time.Now()
+	req, st, ok := pc.beforePull(qs, false, begin)
 	if !ok {
 		return st
 	}
-	begin := time.Now()
 	res, err := pc.b.Pull(qs.ctx, req)
 	return pc.afterPull(qs, res, err, begin)
 }
@@ -91,7 +91,8 @@ func (pc *PushConsumer) pull(qs *queueState) pullStep {
 // queue back: each reply's callback (chained) sends the next pull itself while no wait
 // applies. A pull that cannot go without waiting goes as Pull.
 func (pc *PushConsumer) pullChain(qs *queueState, ap AsyncPuller) pullStep {
-	req, st, ok := pc.beforePull(qs, false)
+	qs.begin = time.Now()
+	req, st, ok := pc.beforePull(qs, false, qs.begin)
 	if !ok {
 		return st
 	}
@@ -99,7 +100,6 @@ func (pc *PushConsumer) pullChain(qs *queueState, ap AsyncPuller) pullStep {
 		qs.back = make(chan pullStep, 1)
 		qs.chained = func(res mq.PullResult, err error) { pc.chained(qs, ap, res, err) }
 	}
-	qs.begin = time.Now()
 	err := ap.PullAsync(qs.ctx, req, qs.chained)
 	if err == nil {
 		return <-qs.back
@@ -119,12 +119,12 @@ func (pc *PushConsumer) chained(qs *queueState, ap AsyncPuller, res mq.PullResul
 		qs.back <- st
 		return
 	}
-	req, st, ok := pc.beforePull(qs, true)
+	qs.begin = time.Now()
+	req, st, ok := pc.beforePull(qs, true, qs.begin)
 	if !ok || st.delay > 0 {
 		qs.back <- st
 		return
 	}
-	qs.begin = time.Now()
 	switch err := ap.PullAsync(qs.ctx, req, qs.chained); {
 	case err == nil:
 	case errors.Is(err, mq.ErrWouldBlock):
@@ -138,14 +138,14 @@ func (pc *PushConsumer) chained(qs *queueState, ap AsyncPuller, res mq.PullResul
 // returns the pull to send, or false and when to try again (flow control, a paused
 // consumer, an orderly queue not locked). In a chain's callback (chained) it does not
 // read the broker: an orderly queue's first pull after locking, which reads its offset,
-// goes back to the queue's goroutine.
-func (pc *PushConsumer) beforePull(qs *queueState, chained bool) (mq.PullRequest, pullStep, bool) {
+// goes back to the queue's goroutine. now is the pull's start: the queue's last pull time.
+func (pc *PushConsumer) beforePull(qs *queueState, chained bool, now time.Time) (mq.PullRequest, pullStep, bool) {
 	o := &pc.opts
 	pq := qs.pq
 	if pq.Dropped() {
 		return mq.PullRequest{}, pullStep{end: true}, false
 	}
-	pq.SetLastPullTime(time.Now())
+	pq.SetLastPullTime(now)
 	if pc.paused.Load() {
 		return mq.PullRequest{}, pullStep{delay: o.SuspendedDelay}, false
 	}
