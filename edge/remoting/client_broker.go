@@ -82,18 +82,14 @@ func (c *Client) PullAsync(ctx context.Context, req mq.PullRequest, done func(mq
 // request written, its reply or failure handed out, and neither its timer's function nor
 // its ctx's AfterFunc started (callRefs).
 type asyncPull struct {
-	pendingCall // done is finished, bound once
-	refs        callRefs
-	timer       *time.Timer // fails the call at its timeout; stopped by finished
-	cl          *Client
-	conn        *clientConn
-	opaque      int32
-	pl          pullCall
-	cmd         Command
-	user        func(mq.PullResult, error)
-	ctx         context.Context // the call's, when it can end
-	stopCtx     func() bool     // ends the ctx's AfterFunc (ctxEnded); nil when ctx never ends
-	ctxEnded    func()          // a.fail with ctx's error, bound once
+	asyncCall // its finisher is finished
+	cl        *Client
+	pl        pullCall
+	cmd       Command
+	user      func(mq.PullResult, error)
+	ctx       context.Context // the call's, when it can end
+	stopCtx   func() bool     // ends the ctx's AfterFunc (ctxEnded); nil when ctx never ends
+	ctxEnded  func()          // a.fail with ctx's error, bound once
 }
 
 var asyncPulls sync.Pool
@@ -105,11 +101,9 @@ func getAsyncPull() *asyncPull {
 		return a
 	}
 	a := &asyncPull{}
-	a.done = a.finished
+	a.init(a.finished)
 	a.ctxEnded = func() { a.fail(a.ctx.Err()) }
 	a.hold = true
-	a.timer = time.AfterFunc(time.Hour, func() { a.fail(context.DeadlineExceeded) })
-	a.timer.Stop()
 	return a
 }
 
@@ -119,14 +113,6 @@ func (a *asyncPull) recycle() {
 	a.pl = pullCall{}
 	a.cmd = Command{}
 	asyncPulls.Put(a)
-}
-
-// fail ends a with err, unless its reply or another failure ended it first: the timer's
-// and ctx's AfterFunc's way.
-func (a *asyncPull) fail(err error) {
-	if a.conn.forget(a.opaque) {
-		a.finished(nil, err)
-	}
 }
 
 // finished hands the call's result to its caller; whoever removed the call from its

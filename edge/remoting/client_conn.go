@@ -556,6 +556,31 @@ func (r *callRefs) hold() { r.n.Store(2); r.reusable = false }
 // release lets one go and reports whether the state is to be recycled now.
 func (r *callRefs) release() bool { return r.n.Add(-1) == 0 && r.reusable }
 
+// asyncCall is what the pooled async calls (asyncSend, asyncPull) share: their pending
+// call, who still holds them, their timeout and where they wait.
+type asyncCall struct {
+	pendingCall // done is the call's finisher, bound once
+	refs        callRefs
+	timer       *time.Timer // fails the call at its timeout; stopped by the finisher
+	conn        *clientConn
+	opaque      int32
+}
+
+// init binds the call's finisher and makes its timer, stopped.
+func (a *asyncCall) init(finished func(*Command, error)) {
+	a.done = finished
+	a.timer = time.AfterFunc(time.Hour, func() { a.fail(context.DeadlineExceeded) })
+	a.timer.Stop()
+}
+
+// fail ends the call with err, unless its reply or another failure ended it first: the
+// timer's way, and a ctx's.
+func (a *asyncCall) fail(err error) {
+	if a.conn.forget(a.opaque) {
+		a.done(nil, err)
+	}
+}
+
 // pullAsync sends a's pull and returns once it is queued; a.finished gets the reply, the
 // connection's failure, context.DeadlineExceeded after the pull's timeout, or ctx's error
 // when ctx ends first. It runs on the connection's reader goroutine, a timer's or ctx's

@@ -305,16 +305,12 @@ func (c *Client) SendAsyncUniq(ctx context.Context, m *mq.Message, sel mq.QueueS
 // written, its reply or failure handed out, and its timer's function not started
 // (callRefs).
 type asyncSend struct {
-	pendingCall // done is finished, bound once
-	refs        callRefs
-	timer       *time.Timer // fails the call at its timeout; stopped by finished
-	cl          *Client
-	conn        *clientConn
-	opaque      int32
-	plan        sendPlan
-	uniq        string
-	req         sendReq
-	user        func(mq.SendResult, error)
+	asyncCall // its finisher is finished
+	cl        *Client
+	plan      sendPlan
+	uniq      string
+	req       sendReq
+	user      func(mq.SendResult, error)
 }
 
 var asyncSends sync.Pool
@@ -326,9 +322,7 @@ func getAsyncSend() *asyncSend {
 		return a
 	}
 	a := &asyncSend{}
-	a.done = a.finished
-	a.timer = time.AfterFunc(time.Hour, a.expired)
-	a.timer.Stop()
+	a.init(a.finished)
 	return a
 }
 
@@ -338,14 +332,6 @@ func (a *asyncSend) recycle() {
 	a.plan, a.uniq = sendPlan{}, ""
 	a.req = sendReq{}
 	asyncSends.Put(a)
-}
-
-// expired ends a with context.DeadlineExceeded, unless its reply or the connection's
-// failure ended it first: its timer's function.
-func (a *asyncSend) expired() {
-	if a.conn.forget(a.opaque) {
-		a.finished(nil, context.DeadlineExceeded)
-	}
 }
 
 // finished hands the send's result to its caller; whoever removed the call from its
