@@ -79,8 +79,8 @@ func TestClientSendAsync(t *testing.T) {
 	tb := startBroker(t, "", "")
 	tb.createTopic("T", 2)
 	px := proxied(t, tb)
-	c := dial(t, px.Addr(), &remoting.Options{RequestTimeout: 300 * time.Millisecond, ReconnectMin: 10 * time.Millisecond, ReconnectMax: 20 * time.Millisecond})
-	ctx := ctxT(t, time.Minute)
+	c := dial(t, px.Addr(), &remoting.Options{RequestTimeout: time.Minute, ReconnectMin: 10 * time.Millisecond, ReconnectMax: 20 * time.Millisecond})
+	ctx := ctxT(t, 2*time.Minute)
 	if _, err := c.Send(ctx, &mq.Message{Topic: "T", Body: []byte("route")}, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -117,6 +117,10 @@ func TestClientSendAsync(t *testing.T) {
 	})
 
 	t.Run("timed out", func(t *testing.T) {
+		c := dial(t, px.Addr(), &remoting.Options{RequestTimeout: 300 * time.Millisecond})
+		if _, err := c.Send(ctx, &mq.Message{Topic: "T", Body: []byte("route")}, nil); err != nil {
+			t.Fatal(err)
+		}
 		px.Stall(2 * time.Second)
 		s := newAsyncSends(t)
 		for i := range 50 {
