@@ -513,7 +513,7 @@ type callResult struct {
 // sendAsync sends a's request and returns once it is queued; a.finished gets the reply,
 // the connection's failure, or context.DeadlineExceeded after timeout. It runs on the
 // connection's reader goroutine or the timer's. An error returned means it is never
-// called (and a is recycled).
+// called (and a is recycled, unless its timer's function started: then it is dropped).
 func (c *clientConn) sendAsync(ctx context.Context, a *asyncSend, timeout time.Duration) error {
 	// Everything the call's finishers read is set before it is registered, where the
 	// reader (its reply, or the connection's death) may take it.
@@ -585,7 +585,8 @@ func (a *asyncCall) fail(err error) {
 // connection's failure, context.DeadlineExceeded after the pull's timeout, or ctx's error
 // when ctx ends first. It runs on the connection's reader goroutine, a timer's or ctx's
 // AfterFunc; while it runs on the reader, writes wait for the reader (holdWrites). An
-// error returned means it is never called (and a is recycled).
+// error returned means it is never called (and a is recycled, unless its timer's function
+// or ctx's AfterFunc started: then it is dropped).
 func (c *clientConn) pullAsync(ctx context.Context, a *asyncPull) error {
 	// Everything the call's finishers read is set before it is registered, where the
 	// reader (its reply, or the connection's death) may take it.
