@@ -399,6 +399,9 @@ func (c *Client) liveConn(addr string) *clientConn {
 
 // invokeNamesrv sends req to the name servers in turn until one answers.
 func (c *Client) invokeNamesrv(ctx context.Context, req *Command) (*Command, string, error) {
+	if ctx == nil {
+		return nil, "", fmt.Errorf("%w: nil context", mq.ErrInvalidArgument)
+	}
 	var errs []error
 	start := int(c.nsNext.Load())
 	for i := range c.namesrvs {

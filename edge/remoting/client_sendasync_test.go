@@ -175,3 +175,30 @@ func TestClientSendAsync(t *testing.T) {
 		t.Logf("%d sends stored, %d failed across 10 cuts", len(s.results), len(s.errs))
 	})
 }
+
+// TestClientSendAsyncRefusals: a nil context, message or done function and an unknown
+// topic's write queues are errors, never a panic, and a refused send calls no done.
+func TestClientSendAsyncRefusals(t *testing.T) {
+	tb := startBroker(t, "", "")
+	tb.createTopic("T", 1)
+	c := dial(t, tb.addr, nil)
+	ctx := ctxT(t, 30*time.Second)
+	called := func(mq.SendResult, error) { t.Error("done called for a refused send") }
+	m := &mq.Message{Topic: "T", Body: []byte("x")}
+	if err := c.SendAsyncUniq(nil, m, nil, "u", called); !errors.Is(err, mq.ErrInvalidArgument) {
+		t.Fatalf("SendAsyncUniq(nil ctx) = %v", err)
+	}
+	if err := c.SendAsyncUniq(ctx, nil, nil, "u", called); !errors.Is(err, mq.ErrInvalidArgument) {
+		t.Fatalf("SendAsyncUniq(nil message) = %v", err)
+	}
+	if err := c.SendAsyncUniq(ctx, m, nil, "u", nil); !errors.Is(err, mq.ErrInvalidArgument) {
+		t.Fatalf("SendAsyncUniq(nil done) = %v", err)
+	}
+	if qs, err := c.AppendWriteQueues(nil, nil, "Unknown"); err == nil || len(qs) != 0 {
+		t.Fatalf("AppendWriteQueues(nil ctx) = %v, %v", qs, err)
+	}
+	qs, err := c.AppendWriteQueues(ctx, make([]mq.MessageQueue, 1, 4), "T")
+	if err != nil || len(qs) != 2 || qs[1].Topic != "T" {
+		t.Fatalf("AppendWriteQueues = %v, %v; want the one given and the topic's queue", qs, err)
+	}
+}
