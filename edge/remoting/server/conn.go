@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -84,6 +83,11 @@ type conn struct {
 	handlers sync.WaitGroup // request goroutines and sends the store has not acknowledged
 
 	stopped atomic.Bool // stopReading was called: a read error is the server's doing
+	// held: the reader is going through the frames it has read; frames queued meanwhile do
+	// not kick the writer, and the reader writes them itself once its buffer is drained
+	// (releaseReplies): one write for the answers to requests read together, and none of
+	// the writer's wake-ups for a lone request's.
+	held atomic.Bool
 
 	mu      sync.Mutex          // guards the fields below
 	clients map[string]struct{} // client ids that heartbeat here
@@ -178,9 +182,13 @@ func (c *conn) readLoop() error {
 	// (data to a closed socket) cannot drop them from the receive buffer. The reader
 	// never waits for messages or on the writer but for room to answer SYSTEM_BUSY: a
 	// pull that finds messages it answers itself, one that must wait parks in a pull
-	// worker (parkPull). An idle connection holds no read buffer (connReader).
+	// worker (parkPull). The answers queued while it goes through what it read it writes
+	// itself before it reads again (held). An idle connection holds no read buffer
+	// (connReader).
 	cr := newConnReader(c.nc)
 	defer cr.release()
+	cr.drained = c.releaseReplies
+	defer c.releaseReplies()
 	r := remoting.NewReader(cr, c.s.opts.MaxFrameSize)
 	r.LazyExt = true // a send's or a pull's header is read without a map
 	for {
@@ -203,6 +211,7 @@ func (c *conn) readLoop() error {
 		if cmd.IsResponse() {
 			continue // a client's answer to a notification: nothing waits for it
 		}
+		c.held.Store(true)
 		c.s.stats.requests.add(cmd.Code)
 		size := int64(len(cmd.Body)) + requestOverhead
 		busy := ""
@@ -261,10 +270,7 @@ func (c *conn) pullNow(req *remoting.Command, size int64) bool {
 	}
 	c.s.reqBytes.Add(-size)
 	if !c.answerNow(req, resp) {
-		c.answer(req, resp)
-		c.handlers.Done()
-		runtime.Gosched() // the writer, woken by answer, writes it before this reads on
-		return true
+		c.answer(req, resp) // held: written when the reader's buffer is drained
 	}
 	c.handlers.Done()
 	return true
@@ -310,12 +316,16 @@ func (c *conn) kickWriter() {
 	}
 }
 
-// handlePull answers a pull of size bytes that pullNow found waiting.
+// handlePull answers a pull of size bytes that pullNow found waiting. The pull worker
+// writes the answer itself when nothing is queued and nobody writes: a message's way from
+// its send to a consumer parked on its queue then has no hand-off to the writer.
 func (c *conn) handlePull(req *remoting.Command, size int64) {
 	defer c.handlers.Done()
 	defer c.s.reqBytes.Add(-size)
 	resp, _ := c.s.guard(c, req, func() (*remoting.Command, bool) { return c.s.pullAt(c, req, pullAfterTry) })
-	c.answer(req, resp)
+	if !c.answerNow(req, resp) {
+		c.answer(req, resp)
+	}
 }
 
 // handle answers one request of size bytes.
@@ -362,10 +372,13 @@ func (c *conn) queueFrame(f outFrame, wait bool) bool {
 			if f.cmd != nil && f.cmd.IsResponse() { // a send's reply is counted when made
 				c.s.stats.replies.add(f.cmd.Code)
 			}
-			c.kickWriter()
+			if !c.held.Load() { // read after the append: see releaseReplies
+				c.kickWriter()
+			}
 			return true
 		}
 		c.wmu.Unlock()
+		c.kickWriter() // the reader waits for room: what it held goes now
 		select {
 		case <-c.room:
 		case <-c.died:
@@ -427,27 +440,75 @@ func (c *conn) writeLoop() {
 		case c.room <- struct{}{}:
 		default:
 		}
-		err := c.writeFrames(batch)
-		held := int32(0)
-		for _, f := range batch {
-			if f.held {
-				held++
-			}
+		if c.writeBatch(batch) != nil {
+			return
 		}
-		c.inflight.Add(-held)
-		clear(batch)
-		if err != nil {
-			c.writeFailed(err)
+	}
+}
+
+// writeBatch writes batch, a queue taken with writing set, releases the answers' places in
+// flight and ends the write; it returns the write's error, after which the connection is
+// dead. It reports nothing about frames queued meanwhile: the caller looks.
+func (c *conn) writeBatch(batch []outFrame) error {
+	err := c.writeFrames(batch)
+	held := int32(0)
+	for _, f := range batch {
+		if f.held {
+			held++
+		}
+	}
+	c.inflight.Add(-held)
+	clear(batch)
+	if err != nil {
+		c.writeFailed(err)
+		return err
+	}
+	c.wmu.Lock()
+	c.writing = false
+	if cap(batch) <= keepQueue {
+		c.spare = batch[:0]
+	}
+	c.wmu.Unlock()
+	return nil
+}
+
+// releaseReplies ends the reader's hold (see held) once it has handled every frame it has
+// read, before it reads again: it writes what is queued itself when nobody writes (an
+// answer the writer is writing leaves the rest to the writer, which looks at the queue
+// after each write). held is cleared before the queue is looked at, and queueFrame reads
+// it after appending: a frame is either seen here or kicks the writer.
+func (c *conn) releaseReplies() {
+	if !c.held.Load() {
+		return
+	}
+	c.held.Store(false)
+	c.wmu.Lock()
+	if c.dead || c.writing || len(c.queue) == 0 {
+		c.wmu.Unlock()
+		return
+	}
+	for range releaseWrites {
+		batch := c.queue
+		c.queue = nil
+		c.writing = true
+		c.wmu.Unlock()
+		if c.writeBatch(batch) != nil {
 			return
 		}
 		c.wmu.Lock()
-		c.writing = false
-		if cap(batch) <= keepQueue {
-			c.spare = batch[:0]
+		if c.dead || c.writing || len(c.queue) == 0 {
+			c.wmu.Unlock()
+			return
 		}
-		c.wmu.Unlock()
 	}
+	c.wmu.Unlock()
+	c.kickWriter()
 }
+
+// releaseWrites is how many writes releaseReplies makes at most: answers queued during
+// its write (a parked pull's, woken by a send it read) go in the next, without a wake-up
+// of the writer; past that the writer takes over, and the reader reads on.
+const releaseWrites = 3
 
 // writeFailed logs err, marks the connection dead and closes its socket.
 func (c *conn) writeFailed(err error) {

@@ -15,8 +15,11 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/edgemq/edgemq/edge"
 	"github.com/edgemq/edgemq/edge/mq"
 	"github.com/edgemq/edgemq/edge/remoting"
+	"github.com/edgemq/edgemq/store"
+	"github.com/edgemq/edgemq/store/commitlog"
 )
 
 // waitNote returns the next request the server sent c, failing after 10 s.
@@ -653,5 +656,62 @@ func TestPullAnsweredByReader(t *testing.T) {
 			t.Error("slow reader's connection still open")
 		}
 		a.Close()
+	})
+}
+
+// TestRepliesWrittenByReader checks that the answers to requests the reader handled are
+// written by the reader itself once it has gone through what it read, with no writer
+// goroutine: the answers to requests read together in one write, a lone request's at once.
+func TestRepliesWrittenByReader(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := openBrokerT(t, &edge.Options{Store: &store.Options{SegmentSize: 4 << 20, MaxMessageSize: testMaxMessage,
+			QueueSegmentEntries: 1024, MetaNoSync: true, Flush: commitlog.FlushAsync}})
+		s := pipeServer(t, b, Options{})
+		a, bp := net.Pipe()
+		c := newConn(s, bp, false) // its reader alone: no writer runs
+		done := make(chan error, 1)
+		go func() { done <- c.readLoop() }()
+		var frames []byte
+		for i := range 3 {
+			req := remoting.NewRequest(remoting.SendMessageV2, sendExt("T", 0, ""), []byte("m"))
+			req.Opaque = int32(i + 1)
+			var err error
+			if frames, err = req.AppendFrame(frames); err != nil {
+				t.Fatal(err)
+			}
+		}
+		read := func(want ...int32) {
+			t.Helper()
+			buf := make([]byte, 64<<10)
+			a.SetReadDeadline(time.Now().Add(10 * time.Second))
+			n, err := a.Read(buf) // a pipe's read returns one write's bytes at most
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := remoting.NewReader(bytes.NewReader(buf[:n]), 0)
+			for _, op := range want {
+				resp, err := r.Read()
+				if err != nil {
+					t.Fatalf("answer %d not in the write: %v", op, err)
+				}
+				if resp.Code != remoting.Success || resp.Opaque != op {
+					t.Fatalf("answer %d: code %d opaque %d", op, resp.Code, resp.Opaque)
+				}
+			}
+			if _, err := r.Read(); err == nil {
+				t.Fatal("more answers in the write than requests")
+			}
+		}
+		if _, err := a.Write(frames[:len(frames)/3*2]); err != nil { // two sends read together
+			t.Fatal(err)
+		}
+		read(1, 2)
+		if _, err := a.Write(frames[len(frames)/3*2:]); err != nil {
+			t.Fatal(err)
+		}
+		read(3)
+		a.Close()
+		<-done
+		c.handlers.Wait()
 	})
 }

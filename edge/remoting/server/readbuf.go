@@ -19,6 +19,9 @@ type connReader struct {
 	rc   syscall.RawConn // nil: not a socket
 	buf  *[]byte         // nil while drained, on a socket
 	r, w int             // (*buf)[r:w] is unread
+	// drained, if set, is called when a read finds the buffer drained, before it reads
+	// the connection.
+	drained func()
 }
 
 func newConnReader(nc net.Conn) *connReader {
@@ -37,6 +40,9 @@ func (cr *connReader) Read(p []byte) (int, error) {
 		return 0, nil
 	}
 	if cr.r == cr.w {
+		if cr.drained != nil {
+			cr.drained()
+		}
 		if cr.rc != nil && cr.buf != nil {
 			readBufs.Put(cr.buf)
 			cr.buf = nil
