@@ -211,8 +211,8 @@ func javaConsume(ctx context.Context, b *broker, javaCP string, p params, n int,
 	}
 	note = fmt.Sprintf("java Consumer: %d rate lines (1 s apart, 10 s windows), the first non-zero %d s after the first line, best %.0f, last %.0f",
 		len(lines)-1, first, m["java_consume_rate"], lines[len(lines)-1].tps)
-	if r := m["java_consume_rate"]; r > 0 && float64(n)/r < 11 {
-		note += fmt.Sprintf(" (the backlog lasts %.1f s at the best rate, under a window: the rate is underestimated; raise -java-consume-n)", float64(n)/r)
+	if r := m["java_consume_rate"]; r > 0 && float64(n)/r < 15 {
+		note += fmt.Sprintf(" (the backlog lasts %.1f s at the best rate, too short for a window past the JVM's warm-up: the rate is underestimated; raise -java-consume-n)", float64(n)/r)
 	} else if drained {
 		note += " (drained before the end)"
 	}

@@ -24,7 +24,8 @@
 //     -lat-warmup;
 //   - Apache RocketMQ's own benchmark tools (rocketmq-example, -java): its Producer
 //     (-java-threads threads of sync sends of -size bytes) and its Consumer (push consumer,
-//     20 consume threads) over -java-consume-n pre-filled messages, each run for -java-time;
+//     20 consume threads) over -java-consume-n pre-filled messages, run for -java-time and
+//     -java-consume-time;
 //     their rate is their own printed rate over 10 one-second snapshots ("Send TPS", "TPS"),
 //     printed every second (-ri 1000): the best window.
 //
@@ -94,8 +95,9 @@ func main() {
 		latWindow  = flag.Int("lat-window", 128, "latency: most SendAsync calls in flight (edgemq serve answers SYSTEM_BUSY past server.max_inflight, 256, on one connection)")
 		javaOn     = flag.Bool("java", true, "also run Apache RocketMQ's benchmark Producer and Consumer (rocketmq-example, resolved with mvn)")
 		javaThr    = flag.Int("java-threads", 64, "java Producer: send threads (its -w)")
-		javaTime   = flag.Duration("java-time", 30*time.Second, "java Producer and Consumer: how long each runs (their rate is over 10 s windows, printed every second)")
-		javaN      = flag.Int("java-consume-n", 3_000_000, "java Consumer: messages pre-filled (they must last more than its 10 s window)")
+		javaTime   = flag.Duration("java-time", 30*time.Second, "java Producer: how long it runs (its rate is over 10 s windows, printed every second)")
+		javaCTime  = flag.Duration("java-consume-time", 60*time.Second, "java Consumer: how long it runs (its rate is over 10 s windows, printed every second; its JVM warms up for 15-20 s of consuming first)")
+		javaN      = flag.Int("java-consume-n", 8_000_000, "java Consumer: messages pre-filled (they must outlast its JVM's warm-up and then its 10 s window)")
 		javaRounds = flag.Int("java-rounds", 1, "run the Java tools in the first this many rounds of -repeat only (they take two thirds of a round)")
 		workloads  = flag.String("workloads", "go_send,go_consume,lat,ours_send,ours_consume,ours_lat,java_send,java_consume", "workloads to run, comma separated")
 		inproc     = flag.Bool("inproc", true, "also run our consumer and producer over an in-process broker (the figure ours_consume and ours_lat are held against)")
@@ -196,7 +198,7 @@ func main() {
 			if i >= *javaRounds {
 				cp = ""
 			}
-			r := runOne(ctx, k, c, p, strings.Split(*workloads, ","), cp, *javaThr, *javaTime, *javaN)
+			r := runOne(ctx, k, c, p, strings.Split(*workloads, ","), cp, *javaThr, *javaTime, *javaCTime, *javaN)
 			fmt.Fprintf(os.Stderr, "   %s\n", r.M)
 			for _, n := range r.Notes {
 				fmt.Fprintf(os.Stderr, "   note: %s\n", n)
@@ -220,7 +222,7 @@ func main() {
 
 // runOne starts broker k, runs every workload on it and stops it. A workload that fails is
 // noted and the next one runs.
-func runOne(ctx context.Context, k kind, c config, p params, only []string, javaCP string, javaThreads int, javaTime time.Duration, javaN int) run {
+func runOne(ctx context.Context, k kind, c config, p params, only []string, javaCP string, javaThreads int, javaTime, javaCTime time.Duration, javaN int) run {
 	r := run{Kind: k.Name, M: metrics{}}
 	b, took, err := startBroker(ctx, k, c)
 	if err != nil {
@@ -269,7 +271,7 @@ func runOne(ctx context.Context, k kind, c config, p params, only []string, java
 	if javaCP != "" {
 		phase("java_send", func() error { return javaSend(ctx, b, javaCP, javaThreads, p.size, javaTime, r.M) })
 		phase("java_consume", func() error {
-			note, err := javaConsume(ctx, b, javaCP, p, javaN, javaTime, r.M)
+			note, err := javaConsume(ctx, b, javaCP, p, javaN, javaCTime, r.M)
 			if note != "" {
 				r.Notes = append(r.Notes, note)
 			}
