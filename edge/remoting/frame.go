@@ -198,7 +198,7 @@ func (r *Reader) readRest(n int) (c *Command, read bool, err error) {
 			c = new(Command)
 		}
 		if err = decodeBinaryHeaderInto(head, r.LazyExt, c); err != nil {
-			reusedCommands.Put(c)
+			releaseCommand(c) // cleared: the pool holds nothing of the bad frame
 			return nil, true, err
 		}
 	} else if c, err = decodeHeader(t, head, r.LazyExt); err != nil {
