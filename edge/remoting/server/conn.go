@@ -64,12 +64,18 @@ type conn struct {
 	parked context.Context
 	unpark func()
 
-	wmu   sync.Mutex // guards queue, spare, dead and writing
+	wmu   sync.Mutex // guards queue, spare, dead, writing, rest and restHeld
 	queue []outFrame // frames for the writer, bounded by maxQueue (see queueFrame)
 	spare []outFrame // the writer's last batch, emptied, for the next queue
 	dead  bool       // the writer failed: nothing more is written
-	// writing: a write to the socket is under way, the writer's or the reader's (answerNow)
+	// writing: a write to the socket is under way, the writer's or one written inline
+	// (answerNow, releaseReplies), or rest waits for the writer
 	writing bool
+	// rest is what a write inline left unwritten when the socket had no room within
+	// inlineWriteWait: the writer writes it before anything queued; restHeld counts the
+	// answers in it that hold a place in flight.
+	rest     []byte
+	restHeld int32
 
 	kick  chan struct{} // capacity 1: the queue has frames
 	room  chan struct{} // capacity 1: the writer took frames (the reader waits on it)
@@ -281,7 +287,7 @@ func (c *conn) pullNow(req *remoting.Command, size int64) bool {
 // answer then costs no hand-off to the writer. A failed write fails the connection, as the
 // writer's does.
 func (c *conn) answerNow(req, resp *remoting.Command) bool {
-	if resp == nil || req.IsOneway() {
+	if resp == nil || req.IsOneway() || !c.inlineWrites() {
 		return false
 	}
 	c.wmu.Lock()
@@ -293,19 +299,44 @@ func (c *conn) answerNow(req, resp *remoting.Command) bool {
 	c.wmu.Unlock()
 	c.s.stats.replies.add(resp.Code)
 	frames := [1]outFrame{{cmd: resp, held: true}}
-	err := c.writeFrames(frames[:])
-	c.inflight.Add(-1)
+	rest, err := c.writeFrames(frames[:], inlineWriteWait)
+	if c.wroteInline(1, rest, err) {
+		c.kickWriter()
+	}
+	return true
+}
+
+// inlineWriteWait is how long a write inline (by the reader or a pull worker) waits for
+// room in the socket: past it the writer writes the rest, so that neither the reader, which
+// must read on to the connection's cap in flight, nor a pull worker, which serves every
+// connection's parked pulls, waits on a client that does not read.
+const inlineWriteWait = time.Millisecond
+
+// inlineWrites reports whether answers may be written inline. Not over TLS: a TLS write
+// cut short by its deadline cannot be resumed, so only the writer writes, with the whole
+// WriteTimeout.
+func (c *conn) inlineWrites() bool { return c.s.opts.TLS == nil }
+
+// wroteInline ends a write inline of answers, held of them with a place in flight, that
+// left rest unwritten or failed with err, and reports whether the writer has work: rest,
+// or frames queued meanwhile (the writer, kicked by them, found the write under way).
+// With rest, writing stays set until the writer has written it.
+func (c *conn) wroteInline(held int32, rest []byte, err error) bool {
+	if rest != nil {
+		c.wmu.Lock()
+		c.rest, c.restHeld = rest, held
+		c.wmu.Unlock()
+		return true
+	}
+	c.inflight.Add(-held)
 	if err != nil {
 		c.writeFailed(err)
 	}
 	c.wmu.Lock()
 	c.writing = false
-	more := len(c.queue) > 0 // queued meanwhile: the writer, kicked, found this write under way
+	more := len(c.queue) > 0
 	c.wmu.Unlock()
-	if more {
-		c.kickWriter()
-	}
-	return true
+	return more
 }
 
 // kickWriter tells the writer to look at the queue.
@@ -413,9 +444,17 @@ func (c *conn) writeLoop() {
 	defer close(c.wdone)
 	for {
 		c.wmu.Lock()
+		if rest, held := c.rest, c.restHeld; rest != nil {
+			c.rest, c.restHeld = nil, 0
+			c.wmu.Unlock()
+			if c.writeRest(rest, held) != nil {
+				return
+			}
+			continue
+		}
 		var batch []outFrame
 		// Taken only when it holds frames (an empty queue taken on a stale kick would be
-		// dropped); and not while the reader's answer is being written: it kicks when done.
+		// dropped); and not while an answer is written inline: it kicks when done.
 		if !c.writing && len(c.queue) > 0 {
 			batch = c.queue
 			c.queue = nil
@@ -428,9 +467,9 @@ func (c *conn) writeLoop() {
 				continue
 			case <-c.stop:
 				c.wmu.Lock()
-				left := len(c.queue)
+				left := len(c.queue) > 0 || c.rest != nil
 				c.wmu.Unlock()
-				if left == 0 {
+				if !left {
 					return
 				}
 				continue
@@ -440,34 +479,56 @@ func (c *conn) writeLoop() {
 		case c.room <- struct{}{}:
 		default:
 		}
-		if c.writeBatch(batch) != nil {
+		if _, err := c.writeBatch(batch, c.s.opts.WriteTimeout); err != nil {
 			return
 		}
 	}
 }
 
-// writeBatch writes batch, a queue taken with writing set, releases the answers' places in
-// flight and ends the write; it returns the write's error, after which the connection is
-// dead. It reports nothing about frames queued meanwhile: the caller looks.
-func (c *conn) writeBatch(batch []outFrame) error {
-	err := c.writeFrames(batch)
+// writeBatch writes batch, a queue taken with writing set, waiting up to wait for room in
+// the socket, releases the answers' places in flight and ends the write. It returns the
+// write's error, after which the connection is dead, or handed when a write inline left
+// the rest to the writer (which then owns the write). It reports nothing about frames
+// queued meanwhile: the caller looks.
+func (c *conn) writeBatch(batch []outFrame, wait time.Duration) (handed bool, err error) {
+	rest, err := c.writeFrames(batch, wait)
 	held := int32(0)
 	for _, f := range batch {
 		if f.held {
 			held++
 		}
 	}
-	c.inflight.Add(-held)
 	clear(batch)
+	if rest != nil {
+		c.wroteInline(held, rest, nil)
+		return true, nil
+	}
+	c.inflight.Add(-held)
 	if err != nil {
 		c.writeFailed(err)
-		return err
+		return false, err
 	}
 	c.wmu.Lock()
 	c.writing = false
 	if cap(batch) <= keepQueue {
 		c.spare = batch[:0]
 	}
+	c.wmu.Unlock()
+	return false, nil
+}
+
+// writeRest writes what a write inline left (rest, taken with writing still set) with the
+// whole WriteTimeout, and ends the write; it returns the write's error.
+func (c *conn) writeRest(rest []byte, held int32) error {
+	bufs := net.Buffers{rest}
+	err := c.write(&bufs, c.s.opts.WriteTimeout)
+	c.inflight.Add(-held)
+	if err != nil {
+		c.writeFailed(err)
+		return err
+	}
+	c.wmu.Lock()
+	c.writing = false
 	c.wmu.Unlock()
 	return nil
 }
@@ -482,6 +543,10 @@ func (c *conn) releaseReplies() {
 		return
 	}
 	c.held.Store(false)
+	if !c.inlineWrites() {
+		c.kickWriter()
+		return
+	}
 	c.wmu.Lock()
 	if c.dead || c.writing || len(c.queue) == 0 {
 		c.wmu.Unlock()
@@ -492,7 +557,10 @@ func (c *conn) releaseReplies() {
 		c.queue = nil
 		c.writing = true
 		c.wmu.Unlock()
-		if c.writeBatch(batch) != nil {
+		if handed, err := c.writeBatch(batch, inlineWriteWait); err != nil {
+			return
+		} else if handed {
+			c.kickWriter()
 			return
 		}
 		c.wmu.Lock()
@@ -527,6 +595,8 @@ func (c *conn) writeFailed(err error) {
 	c.dead = true
 	left := c.queue
 	c.queue, c.spare = nil, nil
+	c.inflight.Add(-c.restHeld)
+	c.rest, c.restHeld = nil, 0
 	c.wmu.Unlock()
 	for _, f := range left {
 		if f.held {
@@ -541,14 +611,15 @@ func (c *conn) writeFailed(err error) {
 var writeBufs = sync.Pool{New: func() any { return new([]byte) }}
 
 // writeFrames encodes and writes frames: small ones gathered into one buffer, a large
-// reply body written from its own memory (one writev for the lot).
-func (c *conn) writeFrames(frames []outFrame) error {
+// reply body written from its own memory (one writev for the lot), each write waiting up to
+// wait for room in the socket. A write inline (wait below WriteTimeout) that runs out of
+// wait returns the rest, unwritten, for the writer, and no error.
+func (c *conn) writeFrames(frames []outFrame, wait time.Duration) (rest []byte, err error) {
 	bp := writeBufs.Get().(*[]byte)
 	buf := (*bp)[:0]
 	var segs net.Buffers  // what is encoded and not yet written: parts of buf and large bodies
 	mark, pending := 0, 0 // buf[mark:] is not in segs yet; pending counts the bytes of both
-	var err error
-	for _, f := range frames {
+	for i, f := range frames {
 		cmd := f.cmd
 		if f.sent != nil {
 			cmd = c.s.sendReply(c, f.sent)
@@ -566,25 +637,60 @@ func (c *conn) writeFrames(frames []outFrame) error {
 			buf, _ = c.appendFrame(buf, cmd, false)
 		}
 		if pending += len(buf) - n; pending >= maxWriteBatch {
-			if err = c.write(append(segs, buf[mark:])); err != nil {
+			out := append(segs, buf[mark:])
+			if err = c.write(&out, wait); err != nil {
+				rest = c.cutShort(out, frames[i+1:], wait, err)
 				break
 			}
 			buf, segs, mark, pending = buf[:0], segs[:0], 0, 0
 		}
 	}
 	if err == nil && pending > 0 {
-		err = c.write(append(segs, buf[mark:]))
+		out := append(segs, buf[mark:])
+		if err = c.write(&out, wait); err != nil {
+			rest = c.cutShort(out, nil, wait, err)
+		}
 	}
 	if cap(buf) <= maxPooledWrite { // a large reply once does not pin its memory
 		*bp = buf[:0]
 		writeBufs.Put(bp)
 	}
-	return err
+	if rest != nil {
+		err = nil
+	}
+	return rest, err
 }
 
-// write writes bufs, bounded by WriteTimeout.
-func (c *conn) write(bufs net.Buffers) error {
-	c.nc.SetWriteDeadline(time.Now().Add(c.s.opts.WriteTimeout))
+// cutShort returns what a write inline that failed with err leaves to the writer: the
+// bytes of segs it did not write (copied: they may be the pooled write buffer's) and the
+// frames after them, encoded; nil when the write failed otherwise than by running out of
+// wait, shorter than WriteTimeout, for room in the socket.
+func (c *conn) cutShort(segs net.Buffers, after []outFrame, wait time.Duration, err error) []byte {
+	if wait >= c.s.opts.WriteTimeout || !errors.Is(err, os.ErrDeadlineExceeded) {
+		return nil
+	}
+	var rest []byte
+	for _, b := range segs {
+		rest = append(rest, b...)
+	}
+	for _, f := range after {
+		cmd := f.cmd
+		if f.sent != nil {
+			cmd = c.s.sendReply(c, f.sent)
+			c.s.stats.replies.add(cmd.Code)
+		}
+		rest, _ = c.appendFrame(rest, cmd, false)
+	}
+	if rest == nil {
+		rest = []byte{} // all of it was written as the wait ran out: the writer ends the write
+	}
+	return rest
+}
+
+// write writes bufs, waiting up to wait for room in the socket; on an error bufs holds what
+// was not written.
+func (c *conn) write(bufs *net.Buffers, wait time.Duration) error {
+	c.nc.SetWriteDeadline(time.Now().Add(wait))
 	_, err := bufs.WriteTo(c.nc)
 	return err
 }

@@ -603,9 +603,10 @@ func containsStr(ss []string, s string) bool {
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 // TestPullAnsweredByReader: a pull that finds messages, with nothing queued for the writer,
-// is answered by the connection's reader itself, which reads the next request only once
-// the answer is written; a client that does not read that answer is cut after
-// WriteTimeout, as with the writer.
+// is answered by the connection's reader itself, which reads the next request once the
+// answer is written. A client that does not read that answer holds the reader no longer
+// than inlineWriteWait: the writer writes the rest, and the reader reads on; the client is
+// cut after WriteTimeout, as by the writer.
 func TestPullAnsweredByReader(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		lc := newLogCounter(t)
@@ -646,6 +647,21 @@ func TestPullAnsweredByReader(t *testing.T) {
 		// The same pull again, its answer never read.
 		if _, err := a.Write(pull); err != nil {
 			t.Fatal(err)
+		}
+		go func() {
+			_, err := a.Write(next)
+			wrote <- err
+		}()
+		synctest.Wait()
+		time.Sleep(inlineWriteWait)
+		synctest.Wait()
+		select {
+		case err := <-wrote:
+			if err != nil {
+				t.Fatal(err)
+			}
+		default:
+			t.Fatalf("the reader waits on a client that does not read past %v", inlineWriteWait)
 		}
 		time.Sleep(5 * time.Second)
 		synctest.Wait()

@@ -1,7 +1,9 @@
 package server
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"net"
 	"strconv"
 	"strings"
@@ -12,6 +14,8 @@ import (
 	"github.com/edgemq/edgemq/edge"
 	"github.com/edgemq/edgemq/edge/mq"
 	"github.com/edgemq/edgemq/edge/remoting"
+	"github.com/edgemq/edgemq/store"
+	"github.com/edgemq/edgemq/store/commitlog"
 )
 
 // TestSendOrderOnOneConnection: thousands of sends pipelined on one connection, without
@@ -74,6 +78,8 @@ func TestStuckReaderDoesNotStallStore(t *testing.T) {
 			}
 		}()
 		synctest.Wait()
+		time.Sleep(inlineWriteWait) // a reply the reader writes inline waits no longer for the stuck socket
+		synctest.Wait()
 		var sc *conn
 		s.mu.Lock()
 		for c := range s.conns {
@@ -131,4 +137,65 @@ func TestLargePullReply(t *testing.T) {
 			t.Fatalf("max offset: code %d, ext %v", r.Code, r.Ext)
 		}
 	}
+}
+
+// TestInlineWriteCutShort: answers the reader writes itself to a client that reads only a
+// few bytes of them within inlineWriteWait are finished by the writer, ahead of the answers
+// to requests the reader reads meanwhile: the client reads every answer whole, in order.
+func TestInlineWriteCutShort(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// Async flush: a send is answered as the reader hands it to the broker.
+		b := openBrokerT(t, &edge.Options{Store: &store.Options{SegmentSize: 4 << 20, MaxMessageSize: testMaxMessage,
+			QueueSegmentEntries: 1024, MetaNoSync: true, Flush: commitlog.FlushAsync}})
+		s := pipeServer(t, b, Options{WriteTimeout: time.Hour})
+		a, server := net.Pipe()
+		s.admit(server, false)
+		sends := func(from, n int) []byte {
+			var frames []byte
+			for i := from; i < from+n; i++ {
+				req := remoting.NewRequest(remoting.SendMessageV2, sendExt("T", 0, ""), []byte(strconv.Itoa(i)))
+				req.Opaque = int32(i)
+				var err error
+				if frames, err = req.AppendFrame(frames); err != nil {
+					t.Fatal(err)
+				}
+			}
+			return frames
+		}
+		if _, err := a.Write(sends(0, 3)); err != nil { // read together: one write inline
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		head := make([]byte, 7)
+		if _, err := io.ReadFull(a, head); err != nil { // a few bytes of that write, then nothing
+			t.Fatal(err)
+		}
+		time.Sleep(inlineWriteWait)
+		synctest.Wait()
+		wrote := make(chan error, 1)
+		go func() { // the reader reads on while the writer waits to finish the first answers
+			_, err := a.Write(sends(3, 2))
+			wrote <- err
+		}()
+		synctest.Wait()
+		select {
+		case err := <-wrote:
+			if err != nil {
+				t.Fatal(err)
+			}
+		default:
+			t.Fatal("the reader waits on the client's socket")
+		}
+		r := remoting.NewReader(io.MultiReader(bytes.NewReader(head), a), 0)
+		for i := range 5 {
+			resp, err := r.Read()
+			if err != nil {
+				t.Fatalf("answer %d: %v", i, err)
+			}
+			if resp.Opaque != int32(i) || resp.Code != remoting.Success || resp.Ext["queueOffset"] != strconv.Itoa(i) {
+				t.Fatalf("answer %d: opaque %d, code %d, queue offset %s", i, resp.Opaque, resp.Code, resp.Ext["queueOffset"])
+			}
+		}
+		a.Close()
+	})
 }
