@@ -394,9 +394,10 @@ func (c *clientConn) writeLoop() {
 	for {
 		c.wmu.Lock()
 		var buf []byte
-		if !c.writing && len(c.wbuf) > 0 {
+		if !c.writing && !c.held && len(c.wbuf) > 0 {
 			// Taken only when it holds frames: an empty buffer taken on a stale kick
-			// would be dropped, and the next frames would grow a new one.
+			// would be dropped, and the next frames would grow a new one. Not while the
+			// reader holds writes: it writes them, or kicks, once it releases them.
 			buf = c.wbuf
 			c.wbuf = c.spare[:0]
 			c.spare = nil
