@@ -648,21 +648,9 @@ func TestPullAnsweredByReader(t *testing.T) {
 		if _, err := a.Write(pull); err != nil {
 			t.Fatal(err)
 		}
-		go func() {
-			_, err := a.Write(next)
-			wrote <- err
-		}()
 		synctest.Wait()
 		time.Sleep(inlineWriteWait)
-		synctest.Wait()
-		select {
-		case err := <-wrote:
-			if err != nil {
-				t.Fatal(err)
-			}
-		default:
-			t.Fatalf("the reader waits on a client that does not read past %v", inlineWriteWait)
-		}
+		mustBeRead(t, a, next) // the answer is the writer's now
 		time.Sleep(5 * time.Second)
 		synctest.Wait()
 		if got := lc.count("connection closed: slow reader"); got != 1 {

@@ -172,20 +172,7 @@ func TestInlineWriteCutShort(t *testing.T) {
 		}
 		time.Sleep(inlineWriteWait)
 		synctest.Wait()
-		wrote := make(chan error, 1)
-		go func() { // the reader reads on while the writer waits to finish the first answers
-			_, err := a.Write(sends(3, 2))
-			wrote <- err
-		}()
-		synctest.Wait()
-		select {
-		case err := <-wrote:
-			if err != nil {
-				t.Fatal(err)
-			}
-		default:
-			t.Fatal("the reader waits on the client's socket")
-		}
+		mustBeRead(t, a, sends(3, 2)) // while the writer waits to finish the first answers
 		r := remoting.NewReader(io.MultiReader(bytes.NewReader(head), a), 0)
 		for i := range 5 {
 			resp, err := r.Read()
@@ -198,4 +185,24 @@ func TestInlineWriteCutShort(t *testing.T) {
 		}
 		a.Close()
 	})
+}
+
+// mustBeRead writes frames to the server's end of a, in a synctest bubble, and fails unless
+// the connection's reader reads them without the client reading anything.
+func mustBeRead(t *testing.T, a net.Conn, frames []byte) {
+	t.Helper()
+	wrote := make(chan error, 1)
+	go func() {
+		_, err := a.Write(frames)
+		wrote <- err
+	}()
+	synctest.Wait()
+	select {
+	case err := <-wrote:
+		if err != nil {
+			t.Fatal(err)
+		}
+	default:
+		t.Fatal("the connection's reader waits on the client's socket: it read nothing")
+	}
 }
