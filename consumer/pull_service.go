@@ -3,6 +3,7 @@ package consumer
 import (
 	"errors"
 	"math"
+	"runtime"
 	"time"
 
 	"github.com/edgemq/edgemq/edge/mq"
@@ -84,7 +85,14 @@ func (pc *PushConsumer) pull(qs *queueState) pullStep {
 		return st
 	}
 	res, err := pc.b.Pull(qs.ctx, req)
-	return pc.afterPull(qs, res, err, begin)
+	st = pc.afterPull(qs, res, err, begin)
+	if n := len(res.Messages); n > 0 && n < req.MaxMsgs {
+		// The queue is caught up: its next pull will wait for messages. The worker that
+		// afterPull woke runs now, on this processor, rather than once the next pull has
+		// gone out and parked (an in-process broker's Pull runs on this goroutine).
+		runtime.Gosched()
+	}
+	return st
 }
 
 // pullChain sends qs's pull with PullAsync and waits for the chain it starts to hand the
