@@ -247,7 +247,7 @@ func (pc *PushConsumer) consumeChunk(c *chunk) {
 		ccs = make([]ConcurrentlyContext, batches) // one allocation for the chunk's contexts
 	}
 	var t consumeTally
-	commit, settled := int64(-1), time.Now()
+	commit, settled := int64(-1), monoNow()
 	next := settled
 	for {
 		msgs, k := c.claim()
@@ -257,7 +257,7 @@ func (pc *PushConsumer) consumeChunk(c *chunk) {
 		off, end := pc.consumeBatch(qs, msgs, &t, next, &ccs[k], c)
 		commit = max(commit, off)
 		next = end
-		if !end.IsZero() && end.Sub(settled) >= settleInterval {
+		if end != 0 && end-settled >= int64(settleInterval) {
 			pc.settle(qs, &t, commit)
 			commit, settled = -1, end
 		}
@@ -268,7 +268,7 @@ func (pc *PushConsumer) consumeChunk(c *chunk) {
 // consumeConcurrently is ConsumeMessageConcurrentlyService.ConsumeRequest.run.
 func (pc *PushConsumer) consumeConcurrently(qs *queueState, msgs []*Message) {
 	var t consumeTally
-	off, _ := pc.consumeBatch(qs, msgs, &t, time.Time{}, &ConcurrentlyContext{}, nil)
+	off, _ := pc.consumeBatch(qs, msgs, &t, 0, &ConcurrentlyContext{}, nil)
 	pc.settle(qs, &t, off)
 }
 
@@ -283,12 +283,12 @@ func (pc *PushConsumer) settle(qs *queueState, t *consumeTally, off int64) {
 
 // consumeBatch is the body of ConsumeRequest.run: it calls the listener on msgs with cc
 // (which it fills in) and settles them (processResult), adding the call and its results to
-// t. The call starts at begin, if not zero and no hook runs before it. c is the chunk msgs
-// belong to, if any. It returns the offset to commit, or -1, and, when every message was
-// acknowledged, the time the listener returned (else zero).
-func (pc *PushConsumer) consumeBatch(qs *queueState, msgs []*Message, t *consumeTally, begin time.Time, cc *ConcurrentlyContext, c *chunk) (int64, time.Time) {
+// t. The call starts at begin (monoNow), if not zero and no hook runs before it. c is the
+// chunk msgs belong to, if any. It returns the offset to commit, or -1, and, when every
+// message was acknowledged, the time the listener returned (monoNow; else zero).
+func (pc *PushConsumer) consumeBatch(qs *queueState, msgs []*Message, t *consumeTally, begin int64, cc *ConcurrentlyContext, c *chunk) (int64, int64) {
 	if qs.pq.Dropped() || !pc.beginConsume() {
-		return -1, time.Time{}
+		return -1, 0
 	}
 	defer pc.endConsume()
 	o := &pc.opts
@@ -297,15 +297,15 @@ func (pc *PushConsumer) consumeBatch(qs *queueState, msgs []*Message, t *consume
 	if len(o.BeforeConsume) > 0 || len(o.AfterConsume) > 0 {
 		hc = &HookContext{Group: o.Group, Queue: qs.queue, Messages: msgs}
 		pc.runHooks(o.BeforeConsume, hc)
-		begin = time.Time{}
+		begin = 0
 	}
-	if begin.IsZero() {
-		begin = time.Now()
+	if begin == 0 {
+		begin = monoNow()
 	}
-	qs.pq.markConsumeStart(msgs, begin.UnixNano(), c)
+	qs.pq.markConsumeStart(msgs, begin, c)
 	status, err := pc.callConcurrent(msgs, cc)
-	end := time.Now()
-	elapsed := end.Sub(begin)
+	end := monoNow()
+	elapsed := time.Duration(end - begin)
 	if err != nil {
 		o.Logger.Warn("consumer: listener failed", "queue", qs.queue, "err", err)
 		status = ReconsumeLater
@@ -314,17 +314,17 @@ func (pc *PushConsumer) consumeBatch(qs *queueState, msgs []*Message, t *consume
 		hc.Success, hc.Elapsed = status == ConsumeSuccess, elapsed
 		hc.Status = [...]string{"CONSUME_SUCCESS", "RECONSUME_LATER"}[status]
 		pc.runHooks(o.AfterConsume, hc)
-		end = time.Now()
+		end = monoNow()
 	}
 	t.consumes++
 	t.rt += elapsed
 	if qs.pq.Dropped() {
-		return -1, time.Time{}
+		return -1, 0
 	}
 	failed := t.failed
 	off := pc.processResult(qs, msgs, status, cc, t)
 	if t.failed != failed { // sending back took its time
-		end = time.Time{}
+		end = 0
 	}
 	return off, end
 }

@@ -56,7 +56,7 @@ func (pc *PushConsumer) consumeOrderly(qs *queueState) {
 			pc.rebalanceNow() // a removal may have given up waiting for this run: finish it
 		}
 	}()
-	now := time.Now()
+	now := monoNow()
 	if clustering && (!qs.pq.Locked() || qs.pq.isLockExpiredAt(o.LockExpiry, now)) {
 		if !qs.pq.Dropped() {
 			pc.tryLockLaterAndReconsume(qs, orderlyNotLockDelay)
@@ -78,7 +78,7 @@ func (pc *PushConsumer) consumeOrderly(qs *queueState) {
 			pc.tryLockLaterAndReconsume(qs, orderlyRelockDelay)
 			return
 		}
-		if now.Sub(begin) > o.MaxTimeConsumeContinuously {
+		if now-begin > int64(o.MaxTimeConsumeContinuously) {
 			pc.submitOrderly(qs, orderlyRelockDelay)
 			return
 		}
@@ -96,10 +96,10 @@ func (pc *PushConsumer) consumeOrderly(qs *queueState) {
 			hc = &HookContext{Group: o.Group, Queue: qs.queue, Messages: msgs}
 			pc.runHooks(o.BeforeConsume, hc)
 		}
-		start := time.Now()
+		start := monoNow()
 		status, err := pc.callOrderly(msgs, oc)
-		now = time.Now()
-		elapsed := now.Sub(start)
+		now = monoNow()
+		elapsed := time.Duration(now - start)
 		pc.endConsume()
 		if err != nil {
 			o.Logger.Warn("consumer: orderly listener failed", "queue", qs.queue, "err", err)
@@ -119,7 +119,7 @@ func (pc *PushConsumer) consumeOrderly(qs *queueState) {
 		if !cont {
 			return
 		}
-		if now.Sub(settled) >= settleInterval {
+		if now-settled >= int64(settleInterval) {
 			pc.settleOrderly(qs, &t, commit)
 			commit, settled = -1, now
 		}

@@ -39,8 +39,8 @@ type processQueue struct {
 	// Read without mu. count and size change only with mu held.
 	count    atomic.Int64 // messages in msgs and taken
 	size     atomic.Int64 // body bytes of msgs and taken
-	lastPull atomic.Int64 // unix ns
-	lastLock atomic.Int64 // unix ns
+	lastPull atomic.Int64 // monoNow
+	lastLock atomic.Int64 // monoNow
 	dropped  atomic.Bool
 	locked   atomic.Bool
 
@@ -57,7 +57,8 @@ type processQueue struct {
 type pqEntry struct {
 	msg *Message
 	off int64 // msg's queue offset, kept in tombstones for the binary search
-	// start is when its consumption started (MarkConsumeStart), unix ns; 0 when not started.
+	// start is when its consumption started (markConsumeStart), on monoNow's clock; 0 when
+	// not started.
 	start int64
 	// chunk is the pool task its consumption started in, if any (concurrent consumption).
 	chunk *chunk
@@ -68,7 +69,7 @@ type pqEntry struct {
 func newProcessQueue() *processQueue {
 	pq := &processQueue{drain: make(chan struct{}, 1)}
 	pq.drainCount.Store(-1)
-	now := time.Now().UnixNano()
+	now := monoNow()
 	pq.lastPull.Store(now)
 	pq.lastLock.Store(now)
 	return pq
@@ -333,7 +334,7 @@ func (pq *processQueue) MakeMessagesToConsumeAgain(msgs []*Message) {
 	}
 }
 
-// markConsumeStart records now (unix ns) as the consume start time of the cached msgs, and
+// markConsumeStart records now (monoNow) as the consume start time of the cached msgs, and
 // c as the pool task consuming them (nil: none), for cleanExpired (RocketMQ keeps the time
 // in the CONSUME_START_TIME property). The concurrent consume service calls it just before
 // a batch goes to the listener. Messages not in the cache are ignored.
@@ -364,7 +365,7 @@ func (pq *processQueue) cleanExpired(timeout time.Duration, limit int, sendBack 
 	for range loop {
 		var m *Message
 		var c *chunk
-		now := time.Now().UnixNano()
+		now := monoNow()
 		pq.mu.Lock()
 		if len(pq.msgs) > 0 {
 			if e := pq.msgs[0]; e.start != 0 && now-e.start > int64(timeout) {
@@ -456,22 +457,22 @@ func (pq *processQueue) Locked() bool { return pq.locked.Load() }
 // the last lock time with the clock's now, as every RocketMQ lock success does.
 func (pq *processQueue) SetLocked(v bool) {
 	if v {
-		pq.lastLock.Store(time.Now().UnixNano())
+		pq.lastLock.Store(monoNow())
 	}
 	pq.locked.Store(v)
 }
 
 // SetLastPullTime records when the queue was last pulled.
-func (pq *processQueue) SetLastPullTime(t time.Time) { pq.lastPull.Store(t.UnixNano()) }
+func (pq *processQueue) SetLastPullTime(t time.Time) { pq.lastPull.Store(monoOf(t)) }
 
 // IsPullExpired reports whether the queue has not been pulled for more than expiry
 // (Options.PullExpiry).
 func (pq *processQueue) IsPullExpired(expiry time.Duration) bool {
-	return time.Now().UnixNano()-pq.lastPull.Load() > int64(expiry)
+	return monoNow()-pq.lastPull.Load() > int64(expiry)
 }
 
-// isLockExpiredAt reports whether the queue's broker lock is, at now, older than expiry
-// (Options.LockExpiry).
-func (pq *processQueue) isLockExpiredAt(expiry time.Duration, now time.Time) bool {
-	return now.UnixNano()-pq.lastLock.Load() > int64(expiry)
+// isLockExpiredAt reports whether the queue's broker lock is, at now (monoNow), older than
+// expiry (Options.LockExpiry).
+func (pq *processQueue) isLockExpiredAt(expiry time.Duration, now int64) bool {
+	return now-pq.lastLock.Load() > int64(expiry)
 }

@@ -228,9 +228,9 @@ func TestProcessQueueCleanExpired(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				pq := newPQ(t, 0, 1, 2, 3, 4)
-				pq.markConsumeStart(pqMsgs(c.started...), time.Now().UnixNano(), nil)
+				pq.markConsumeStart(pqMsgs(c.started...), monoNow(), nil)
 				time.Sleep(10 * time.Minute)
-				pq.markConsumeStart(pqMsgs(c.late...), time.Now().UnixNano(), nil)
+				pq.markConsumeStart(pqMsgs(c.late...), monoNow(), nil)
 				time.Sleep(10 * time.Minute)
 				var sent []int64
 				calls := 0
@@ -270,7 +270,7 @@ func TestProcessQueueCleanExpired(t *testing.T) {
 func TestProcessQueueCleanExpiredNotYet(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		pq := newPQ(t, 0)
-		pq.markConsumeStart(pqMsgs(0), time.Now().UnixNano(), nil)
+		pq.markConsumeStart(pqMsgs(0), monoNow(), nil)
 		time.Sleep(15 * time.Minute) // exactly the timeout: not older than it
 		if n := pq.cleanExpired(15*time.Minute, 16, func(*Message, *chunk) error { return nil }); n != 0 {
 			t.Errorf("CleanExpired at the timeout = %d, want 0", n)
@@ -300,19 +300,19 @@ func TestProcessQueueFlagsAndTimes(t *testing.T) {
 		if pq.IsPullExpired(time.Minute) {
 			t.Error("IsPullExpired right after SetLastPullTime")
 		}
-		if !pq.isLockExpiredAt(time.Minute, time.Now()) {
+		if !pq.isLockExpiredAt(time.Minute, monoNow()) {
 			t.Error("lock expired = false 2 min after the last lock")
 		}
 		pq.SetLocked(true)
-		if !pq.Locked() || pq.isLockExpiredAt(time.Minute, time.Now()) {
+		if !pq.Locked() || pq.isLockExpiredAt(time.Minute, monoNow()) {
 			t.Error("SetLocked(true) did not lock and stamp the lock time")
 		}
 		time.Sleep(30 * time.Second)
-		if pq.isLockExpiredAt(30*time.Second, time.Now()) {
+		if pq.isLockExpiredAt(30*time.Second, monoNow()) {
 			t.Error("lock expired exactly 30 s after locking, expiry 30 s: not older than it")
 		}
 		time.Sleep(time.Nanosecond)
-		if !pq.isLockExpiredAt(30*time.Second, time.Now()) {
+		if !pq.isLockExpiredAt(30*time.Second, monoNow()) {
 			t.Error("lock not expired just over 30 s after locking, expiry 30 s")
 		}
 		pq.SetLocked(false)
@@ -351,7 +351,7 @@ func TestProcessQueueConcurrent(t *testing.T) {
 	for range 4 {
 		consumers.Go(func() {
 			for ms := range work {
-				pq.markConsumeStart(ms, time.Now().UnixNano(), nil)
+				pq.markConsumeStart(ms, monoNow(), nil)
 				if off := pq.removeMessages(ms); off < 0 {
 					t.Errorf("RemoveMessages = %d with messages cached", off)
 				}
@@ -368,7 +368,7 @@ func TestProcessQueueConcurrent(t *testing.T) {
 			default:
 			}
 			_ = pq.Count() + pq.Size() + pq.MaxSpan()
-			_ = pq.Dropped() || pq.Locked() || pq.IsPullExpired(time.Minute) || pq.isLockExpiredAt(time.Minute, time.Now())
+			_ = pq.Dropped() || pq.Locked() || pq.IsPullExpired(time.Minute) || pq.isLockExpiredAt(time.Minute, monoNow())
 			pq.SetLocked(true)
 			pq.SetLastPullTime(time.Now())
 			pq.cleanExpired(time.Hour, 16, func(*Message, *chunk) error { return nil })
