@@ -71,8 +71,7 @@ func consumeCommand(fs *flag.FlagSet) runFunc {
 			return topicError(err, *topic)
 		}
 		p := &printer{w: bufio.NewWriter(out), asJSON: *jsonOut, limit: *limit}
-		cs := &consumeSession{b: b, group: *group, filter: *filter, p: p}
-		cs.lastActive.Store(time.Now().UnixNano())
+		cs := &consumeSession{b: b, group: *group, filter: *filter, p: p, start: time.Now()}
 		queues := route.ReadQueues()
 		offsets := make([]int64, len(queues))
 		for i := range queues {
@@ -103,7 +102,7 @@ func consumeCommand(fs *flag.FlagSet) runFunc {
 			<-pctx.Done()
 		} else {
 			tick := time.NewTicker(min(*wait/4, 100*time.Millisecond))
-			for pctx.Err() == nil && time.Since(time.Unix(0, cs.lastActive.Load())) < *wait {
+			for pctx.Err() == nil && cs.idle() < *wait {
 				select {
 				case <-pctx.Done():
 				case <-tick.C:
@@ -143,7 +142,17 @@ type consumeSession struct {
 	group      string
 	filter     string
 	p          *printer
-	lastActive atomic.Int64 // unix ns of the last message printed, or of the start
+	start      time.Time    // when the session started
+	lastActive atomic.Int64 // when it last printed a message: ns since start (monotonic)
+}
+
+// active records that cs printed messages now.
+func (cs *consumeSession) active() { cs.lastActive.Store(int64(time.Since(cs.start))) }
+
+// idle returns how long cs has printed nothing (since its start, at first). Both readings
+// are on the monotonic clock: a step of the wall clock neither ends nor extends the wait.
+func (cs *consumeSession) idle() time.Duration {
+	return time.Since(cs.start) - time.Duration(cs.lastActive.Load())
 }
 
 // pullQueue pulls q from offset until ctx ends or the printer is full, committing the offset
@@ -163,7 +172,7 @@ func (cs *consumeSession) pullQueue(ctx context.Context, q mq.MessageQueue, offs
 			return err
 		}
 		if n > 0 {
-			cs.lastActive.Store(time.Now().UnixNano())
+			cs.active()
 		}
 		if n < len(res.Messages) {
 			offset = res.Messages[n].QueueOffset // the limit stopped us here
