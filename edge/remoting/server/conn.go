@@ -620,11 +620,7 @@ func (c *conn) writeFrames(frames []outFrame, wait time.Duration) (rest []byte, 
 	var segs net.Buffers  // what is encoded and not yet written: parts of buf and large bodies
 	mark, pending := 0, 0 // buf[mark:] is not in segs yet; pending counts the bytes of both
 	for i, f := range frames {
-		cmd := f.cmd
-		if f.sent != nil {
-			cmd = c.s.sendReply(c, f.sent)
-			c.s.stats.replies.add(cmd.Code)
-		}
+		cmd := c.frameCmd(f)
 		n := len(buf)
 		if len(cmd.Body) > bodyInline {
 			var head bool
@@ -674,17 +670,23 @@ func (c *conn) cutShort(segs net.Buffers, after []outFrame, wait time.Duration, 
 		rest = append(rest, b...)
 	}
 	for _, f := range after {
-		cmd := f.cmd
-		if f.sent != nil {
-			cmd = c.s.sendReply(c, f.sent)
-			c.s.stats.replies.add(cmd.Code)
-		}
-		rest, _ = c.appendFrame(rest, cmd, false)
+		rest, _ = c.appendFrame(rest, c.frameCmd(f), false)
 	}
 	if rest == nil {
 		rest = []byte{} // all of it was written as the wait ran out: the writer ends the write
 	}
 	return rest
+}
+
+// frameCmd returns f's command: for a send's answer, the reply made now from its result
+// (and counted).
+func (c *conn) frameCmd(f outFrame) *remoting.Command {
+	if f.sent == nil {
+		return f.cmd
+	}
+	cmd := c.s.sendReply(c, f.sent)
+	c.s.stats.replies.add(cmd.Code)
+	return cmd
 }
 
 // write writes bufs, waiting up to wait for room in the socket; on an error bufs holds what
