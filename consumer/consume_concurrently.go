@@ -163,43 +163,83 @@ func (pc *PushConsumer) submitConcurrently(qs *queueState, msgs []*Message) {
 
 // submitChunks queues the pulled msgs as listener batches of ConsumeMessageBatchMaxSize,
 // several batches to a pool task (a chunk): a task per batch costs a closure, a channel
-// hand-off and often a goroutine wake-up per message with the default batch size of 1. The
-// batches are split over at most ConsumeGoroutinesMin tasks, so that the pool's standing
-// workers still share one pull's batches as they would one batch per task: a slow listener
-// takes as many rounds of batches as before. A refused task is retried after
-// SubmitRetryDelay.
+// hand-off and often a goroutine wake-up per message with the default batch size of 1.
+//
+// While listener calls are slow (their recent mean at least slowCall, and at first), the
+// batches are split over up to ConsumeGoroutinesMin tasks, so that the pool's standing
+// workers share one pull's batches as they would one batch per task: a slow listener takes
+// as many rounds of batches as with a task per batch. While they are fast, a pull's batches
+// go to as many tasks as the process has processors (fastTasks): each task a worker takes
+// while more wait wakes another worker, which costs more than the calls it would share. A
+// call that turns slow in a large task brings in helpers (consumeChunk). A refused task is
+// retried after SubmitRetryDelay.
 func (pc *PushConsumer) submitChunks(qs *queueState, msgs []*Message) {
 	n := pc.opts.ConsumeMessageBatchMaxSize
 	batches := (len(msgs) + n - 1) / n
-	per := (batches + pc.opts.ConsumeGoroutinesMin - 1) / pc.opts.ConsumeGoroutinesMin // batches per task
+	tasks := pc.tasksFor(batches)
+	per := (batches + tasks - 1) / max(tasks, 1) // batches per task
 	step := max(per, 1) * n
 	cs := make([]chunk, (len(msgs)+step-1)/step) // one allocation for the pull's tasks
+	ccs := make([]ConcurrentlyContext, batches)  // and one for its batches' contexts
 	for i := 0; i < len(msgs); i += step {
 		c := &cs[i/step]
 		c.pc, c.qs, c.msgs, c.n = pc, qs, msgs[i:min(i+step, len(msgs))], n
+		c.ccs = ccs[i/n : (i+len(c.msgs)+n-1)/n]
 		if !pc.pool.submit(c) {
 			pc.after(pc.opts.SubmitRetryDelay, func() { pc.submitChunks(qs, c.msgs) })
 		}
 	}
 }
 
+// tasksFor returns how many pool tasks a pull's batches go to (submitChunks).
+func (pc *PushConsumer) tasksFor(batches int) int {
+	tasks := min(batches, pc.opts.ConsumeGoroutinesMin)
+	if pc.callNs.Load() < int64(slowCall) {
+		tasks = min(tasks, pc.fastTasks)
+	}
+	return tasks
+}
+
+// slowCall is the listener call time from which a pull's batches are shared among the
+// pool's workers from the start, and from which a call in a large task brings in helpers:
+// a worker's wake-up costs a few microseconds.
+const slowCall = 50 * time.Microsecond
+
+// noteCalls adds calls listener calls that took d in all to the consumer's moving mean of a
+// call's time (callNs), which submitChunks reads. Updates that race may be lost: it is an
+// estimate.
+func (pc *PushConsumer) noteCalls(calls int64, d time.Duration) {
+	if calls <= 0 {
+		return
+	}
+	old := pc.callNs.Load()
+	pc.callNs.Store(old + (int64(d)/calls-old)/4)
+}
+
 // chunk is one pool task of concurrent consumption: msgs, consumed as listener batches of n
 // messages one after the other. A batch is claimed before it starts, so that when a call
 // hangs, the consume-timeout check can take the batches queued behind it away from the task
-// (rest) and submit them anew: the hung worker, when it returns, finds them claimed.
+// (rest) and submit them anew: the hung worker, when it returns, finds them claimed. For
+// the same reason workers can share a chunk: helpers (consumeChunk) claim its batches too.
 type chunk struct {
 	pc   *PushConsumer
 	qs   *queueState
 	msgs []*Message
 	n    int
 	next atomic.Int32 // index of the next batch to claim; past the last once all are claimed
-	// ccs are the contexts of a chunk of at most two batches (a pull of 32 over the default
-	// 20 workers, or one batch of 32), so that its contexts cost no allocation of their own.
-	ccs [2]ConcurrentlyContext
+	// ccs are the contexts of its batches, by index: part of one array for the pull.
+	ccs    []ConcurrentlyContext
+	helped atomic.Bool // a slow call brought in helpers
 }
 
-// run consumes c: a chunk is its own pool task.
+// run consumes c: a chunk is its own pool task, and its helpers' (the same chunk, queued
+// again).
 func (c *chunk) run() { c.pc.consumeChunk(c) }
+
+// unclaimed returns how many batches of c are not claimed yet.
+func (c *chunk) unclaimed() int {
+	return max((len(c.msgs)+c.n-1)/c.n-int(c.next.Load()), 0)
+}
 
 // claim returns the next batch of c and its index; no messages once every batch is claimed.
 func (c *chunk) claim() ([]*Message, int) {
@@ -240,12 +280,12 @@ const settleInterval = time.Millisecond
 // A call that follows a fully acknowledged one is timed from that call's end (without hooks):
 // ConsumeRT then includes the bookkeeping between the two, well under a microsecond, and
 // each call reads the clock once rather than twice.
+//
+// The first call of c that takes slowCall or longer while more of its batches wait queues c
+// again, once for each waiting batch (up to ConsumeGoroutinesMin-1): idle workers take the
+// copies and claim the batches, as they would have taken them as tasks of their own.
 func (pc *PushConsumer) consumeChunk(c *chunk) {
 	qs := c.qs
-	ccs := c.ccs[:]
-	if batches := (len(c.msgs) + c.n - 1) / c.n; batches > len(ccs) {
-		ccs = make([]ConcurrentlyContext, batches) // one allocation for the chunk's contexts
-	}
 	var t consumeTally
 	commit, settled := int64(-1), monoNow()
 	next := settled
@@ -254,15 +294,34 @@ func (pc *PushConsumer) consumeChunk(c *chunk) {
 		if len(msgs) == 0 {
 			break
 		}
-		off, end := pc.consumeBatch(qs, msgs, &t, next, &ccs[k], c)
+		off, end := pc.consumeBatch(qs, msgs, &t, next, &c.ccs[k], c)
+		if end != 0 && end-next >= int64(slowCall) && !c.helped.Load() {
+			pc.help(c)
+		}
 		commit = max(commit, off)
 		next = end
 		if end != 0 && end-settled >= int64(settleInterval) {
+			pc.noteCalls(t.consumes, t.rt)
 			pc.settle(qs, &t, commit)
 			commit, settled = -1, end
 		}
 	}
+	pc.noteCalls(t.consumes, t.rt)
 	pc.settle(qs, &t, commit)
+}
+
+// help queues c again for each of its unclaimed batches but one (up to
+// ConsumeGoroutinesMin-1 copies), once per chunk; a copy that finds nothing left to claim
+// ends at once, and a copy the full pool refuses is dropped (c's worker goes on).
+func (pc *PushConsumer) help(c *chunk) {
+	if c.helped.Swap(true) {
+		return
+	}
+	for range min(c.unclaimed()-1, pc.opts.ConsumeGoroutinesMin-1) {
+		if !pc.pool.submit(c) {
+			return
+		}
+	}
 }
 
 // consumeConcurrently is ConsumeMessageConcurrentlyService.ConsumeRequest.run.

@@ -3,12 +3,17 @@ package consumer
 import (
 	"context"
 	"math/rand/v2"
+	"runtime"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/edgemq/edgemq/edge/mq"
 )
 
 // TestProcessQueueOutOfOrderRemoval checks the tombstoned cache against a plain model under
@@ -158,15 +163,26 @@ func TestWorkerPoolRunsEveryTask(t *testing.T) {
 
 // TestConcurrentBatchesRunInParallel: one pull's batches of one message reach as many
 // listener calls at once as ConsumeGoroutinesMin, although several batches share a pool
-// task.
+// task; and so do they when the listener's calls were fast until then (a pull's batches
+// then go to two tasks) and turn slow: a slow call brings in helpers.
 func TestConcurrentBatchesRunInParallel(t *testing.T) {
-	synctest.Test(t, testConcurrentBatchesRunInParallel)
+	t.Run("slow", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) { testConcurrentBatchesRunInParallel(t, false) })
+	})
+	t.Run("fast then slow", func(t *testing.T) {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2)) // fast pulls go to two tasks
+		synctest.Test(t, func(t *testing.T) { testConcurrentBatchesRunInParallel(t, true) })
+	})
 }
 
-func testConcurrentBatchesRunInParallel(t *testing.T) {
+func testConcurrentBatchesRunInParallel(t *testing.T, fastFirst bool) {
 	b := testBroker(t, nil)
 	createTopic(t, b, "T", 1)
-	sendN(t, b, "T", "m", 32, nil)
+	if fastFirst {
+		sendN(t, b, "T", "fast", 64, nil)
+	} else {
+		sendN(t, b, "T", "m", 32, nil)
+	}
 	o := fastOptions(t, "g")
 	o.PullBatchSize = 32
 	o.ConsumeGoroutinesMin, o.ConsumeGoroutinesMax = 8, 8
@@ -177,7 +193,11 @@ func testConcurrentBatchesRunInParallel(t *testing.T) {
 	)
 	all := make(chan struct{})
 	c := newCounter()
-	startConsumer(t, b, o, "T", ConcurrentListener(func(ctx context.Context, msgs []*Message, _ *ConcurrentlyContext) (ConsumeConcurrentlyStatus, error) {
+	pc := startConsumer(t, b, o, "T", ConcurrentListener(func(ctx context.Context, msgs []*Message, _ *ConcurrentlyContext) (ConsumeConcurrentlyStatus, error) {
+		if strings.HasPrefix(string(msgs[0].Body), "fast") {
+			c.add(msgs)
+			return ConsumeSuccess, nil
+		}
 		mu.Lock()
 		in++
 		top = max(top, in)
@@ -197,7 +217,22 @@ func testConcurrentBatchesRunInParallel(t *testing.T) {
 		c.add(msgs)
 		return ConsumeSuccess, nil
 	}))
-	waitFor(t, 10*time.Second, "all messages", func() bool { return c.distinct() == 32 })
+	want := 32
+	if fastFirst {
+		waitFor(t, 10*time.Second, "the fast messages", func() bool { return c.distinct() == 64 })
+		if tasks := pc.tasksFor(32); tasks != 2 {
+			t.Fatalf("after fast calls a pull of 32 batches goes to %d tasks, want 2", tasks)
+		}
+		want += 64
+		batch := make([]*mq.Message, 32) // one append: one pull takes them all
+		for i := range batch {
+			batch[i] = &mq.Message{Topic: "T", Body: []byte("m" + strconv.Itoa(i))}
+		}
+		if _, err := b.SendBatch(context.Background(), batch, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 10*time.Second, "all messages", func() bool { return c.distinct() == want })
 	mu.Lock()
 	defer mu.Unlock()
 	if top != 8 {

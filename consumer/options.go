@@ -101,6 +101,10 @@ type Options struct {
 	PullExpiry time.Duration
 
 	// ConsumeGoroutinesMin and Max size the concurrent worker pool. Defaults 20 and 64.
+	// A pull's listener batches are shared among up to ConsumeGoroutinesMin workers while
+	// listener calls take 50 µs or more; while they are faster, among as many workers as the
+	// process has processors (GOMAXPROCS, at least 2), since waking a worker would cost more
+	// than the calls it takes over, and a call that turns slow brings the other workers in.
 	ConsumeGoroutinesMin int
 	ConsumeGoroutinesMax int
 	// ConsumeMessageBatchMaxSize is the most messages per listener call: 1..1024, default 1.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,6 +36,10 @@ type PushConsumer struct {
 	offsets offsetStore
 	stats   *statsTable
 	pool    *workerPool
+	// callNs is a moving mean of a concurrent listener call's time, in ns (noteCalls);
+	// fastTasks is how many tasks a pull's batches go to while calls are fast (submitChunks).
+	callNs    atomic.Int64
+	fastTasks int
 
 	qmu    sync.Mutex // guards queues
 	queues map[mq.MessageQueue]*queueState
@@ -161,6 +166,8 @@ func (pc *PushConsumer) Start() error {
 	}
 	pc.started = time.Now()
 	pc.pool = newWorkerPool(pc.opts.ConsumeGoroutinesMin, pc.opts.ConsumeGoroutinesMax, &pc.wg, pc.done)
+	pc.callNs.Store(int64(2 * slowCall)) // slow until calls are measured
+	pc.fastTasks = max(2, runtime.GOMAXPROCS(0))
 	pc.state = stateStarted
 	pc.wg.Add(1)
 	go func() {
