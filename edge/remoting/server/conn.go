@@ -300,9 +300,7 @@ func (c *conn) answerNow(req, resp *remoting.Command) bool {
 	c.s.stats.replies.add(resp.Code)
 	frames := [1]outFrame{{cmd: resp, held: true}}
 	rest, err := c.writeFrames(frames[:], inlineWriteWait)
-	if c.wroteInline(1, rest, err) {
-		c.kickWriter()
-	}
+	c.wroteInline(1, rest, err)
 	return true
 }
 
@@ -318,15 +316,16 @@ const inlineWriteWait = time.Millisecond
 func (c *conn) inlineWrites() bool { return c.s.opts.TLS == nil }
 
 // wroteInline ends a write inline of answers, held of them with a place in flight, that
-// left rest unwritten or failed with err, and reports whether the writer has work: rest,
-// or frames queued meanwhile (the writer, kicked by them, found the write under way).
-// With rest, writing stays set until the writer has written it.
-func (c *conn) wroteInline(held int32, rest []byte, err error) bool {
+// left rest unwritten or failed with err, and kicks the writer when it has work: rest, or
+// frames queued meanwhile (the writer, kicked by them, found the write under way). With
+// rest, writing stays set until the writer has written it.
+func (c *conn) wroteInline(held int32, rest []byte, err error) {
 	if rest != nil {
 		c.wmu.Lock()
 		c.rest, c.restHeld = rest, held
 		c.wmu.Unlock()
-		return true
+		c.kickWriter()
+		return
 	}
 	c.inflight.Add(-held)
 	if err != nil {
@@ -336,7 +335,9 @@ func (c *conn) wroteInline(held int32, rest []byte, err error) bool {
 	c.writing = false
 	more := len(c.queue) > 0
 	c.wmu.Unlock()
-	return more
+	if more {
+		c.kickWriter()
+	}
 }
 
 // kickWriter tells the writer to look at the queue.
@@ -488,7 +489,7 @@ func (c *conn) writeLoop() {
 // writeBatch writes batch, a queue taken with writing set, waiting up to wait for room in
 // the socket, releases the answers' places in flight and ends the write. It returns the
 // write's error, after which the connection is dead, or handed when a write inline left
-// the rest to the writer (which then owns the write). It reports nothing about frames
+// the rest to the writer (kicked, and then owning the write). It reports nothing about frames
 // queued meanwhile: the caller looks.
 func (c *conn) writeBatch(batch []outFrame, wait time.Duration) (handed bool, err error) {
 	rest, err := c.writeFrames(batch, wait)
@@ -557,11 +558,8 @@ func (c *conn) releaseReplies() {
 		c.queue = nil
 		c.writing = true
 		c.wmu.Unlock()
-		if handed, err := c.writeBatch(batch, inlineWriteWait); err != nil {
-			return
-		} else if handed {
-			c.kickWriter()
-			return
+		if handed, err := c.writeBatch(batch, inlineWriteWait); err != nil || handed {
+			return // handed: the writer, kicked, writes the rest
 		}
 		c.wmu.Lock()
 		if c.dead || c.writing || len(c.queue) == 0 {
