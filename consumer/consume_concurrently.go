@@ -294,8 +294,9 @@ func (pc *PushConsumer) consumeChunk(c *chunk) {
 		if len(msgs) == 0 {
 			break
 		}
+		rt := t.rt
 		off, end := pc.consumeBatch(qs, msgs, &t, next, &c.ccs[k], c)
-		if end != 0 && end-next >= int64(slowCall) && !c.helped.Load() {
+		if t.rt-rt >= slowCall && !c.helped.Load() {
 			pc.help(c)
 		}
 		commit = max(commit, off)
