@@ -236,9 +236,9 @@ type chunk struct {
 // again).
 func (c *chunk) run() { c.pc.consumeChunk(c) }
 
-// unclaimed returns how many batches of c are not claimed yet.
+// unclaimed returns how many batches of c are not claimed yet (ccs has one per batch).
 func (c *chunk) unclaimed() int {
-	return max((len(c.msgs)+c.n-1)/c.n-int(c.next.Load()), 0)
+	return max(len(c.ccs)-int(c.next.Load()), 0)
 }
 
 // claim returns the next batch of c and its index; no messages once every batch is claimed.
