@@ -45,3 +45,40 @@ func TestDefaultClock(t *testing.T) {
 		}
 	})
 }
+
+// TestDefaultClockPairsReadings: a thread descheduled between the default clock's wall and
+// monotonic readings does not put later store times early: the wall clock is read again
+// between two monotonic readings that lie close together.
+func TestDefaultClockPairsReadings(t *testing.T) {
+	const wallAtZero = int64(1_800_000_000_000_000_000) // the wall clock when the fake monotonic one reads 0
+	for _, stall := range []time.Duration{0, clockPairGap / 2, 3 * time.Millisecond, 250 * time.Millisecond} {
+		var now time.Duration // the fake monotonic clock
+		walls := 0
+		c := &storeClock{def: true,
+			mono: func() time.Duration { now += time.Microsecond; return now },
+			wall: func() int64 {
+				w := wallAtZero + int64(now)
+				if walls++; walls == 1 {
+					now += stall // descheduled right after the first wall reading
+				}
+				return w
+			},
+		}
+		c.rebase()
+		for range 3 {
+			now += 700 * time.Microsecond
+			got := c.read()
+			if want := unixMilli(wallAtZero + int64(now)); got != want {
+				t.Fatalf("a stall of %v after the wall reading: store time %d, want the wall clock's %d", stall, got, want)
+			}
+		}
+	}
+}
+
+func TestUnixMilli(t *testing.T) {
+	for _, ns := range []int64{0, 1, 999_999, 1_000_000, -1, -999_999, -1_000_000, -1_000_001, 1_800_000_000_123_456_789} {
+		if got, want := unixMilli(ns), time.Unix(0, ns).UnixMilli(); got != want {
+			t.Errorf("unixMilli(%d) = %d, want %d", ns, got, want)
+		}
+	}
+}
