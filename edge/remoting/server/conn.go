@@ -399,11 +399,13 @@ func (c *conn) queueFrame(f outFrame, wait bool) bool {
 			if c.queue == nil && c.spare != nil {
 				c.queue, c.spare = c.spare, nil
 			}
-			c.queue = append(c.queue, f)
-			c.wmu.Unlock()
-			if f.cmd != nil && f.cmd.IsResponse() { // a send's reply is counted when made
+			// Counted before a writer can take it: a client that has its answer sees it
+			// in the stats. A send's reply is counted when made.
+			if f.cmd != nil && f.cmd.IsResponse() {
 				c.s.stats.replies.add(f.cmd.Code)
 			}
+			c.queue = append(c.queue, f)
+			c.wmu.Unlock()
 			if !c.held.Load() { // read after the append: see releaseReplies
 				c.kickWriter()
 			}
