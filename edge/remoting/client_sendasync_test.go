@@ -59,6 +59,13 @@ func (s *asyncSends) done(uniq string, res mq.SendResult, err error) {
 	s.results[uniq] = res
 }
 
+// stored returns how many sends were stored so far.
+func (s *asyncSends) stored() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.results)
+}
+
 // wait waits for every done, up to d.
 func (s *asyncSends) wait(d time.Duration) {
 	s.t.Helper()
@@ -158,7 +165,11 @@ func TestClientSendAsync(t *testing.T) {
 			})
 		}
 		for range 10 {
+			// Each cut after some sends were stored since the last one (20 ms at least): on
+			// a slow machine the client may take longer than that to reconnect.
+			before := s.stored()
 			time.Sleep(20 * time.Millisecond)
+			waitFor(t, 10*time.Second, "sends stored between cuts", func() bool { return s.stored() > before })
 			px.Cut()
 		}
 		stop.Store(true)
