@@ -82,3 +82,13 @@ func TestUnixMilli(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkDefaultClockRead: what an append pays for its store time with the default clock.
+func BenchmarkDefaultClockRead(b *testing.B) {
+	c := newStoreClock(time.Now, true)
+	var sink int64
+	for b.Loop() {
+		sink += c.read()
+	}
+	_ = sink
+}
