@@ -27,7 +27,9 @@ func TestSendOrderOnOneConnection(t *testing.T) {
 	if err := b.CreateTopic(edge.TopicConfig{Name: "T", ReadQueues: 1, WriteQueues: 1}); err != nil {
 		t.Fatal(err)
 	}
-	s := startServer(t, b, Options{})
+	// Room for all of them in flight: past the cap a send is refused busy (tested apart),
+	// which a slow machine, whose store acknowledges slower than the client writes, reaches.
+	s := startServer(t, b, Options{MaxInFlight: n})
 	c := dial(t, s.Addr())
 	replies := make([]chan *remoting.Command, n)
 	for i := range n {
