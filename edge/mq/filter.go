@@ -12,12 +12,15 @@ type TagFilter struct {
 	tags []string
 }
 
+// matchAll is the filter of "*": filters are never changed once parsed, so one serves all.
+var matchAll = &TagFilter{all: true}
+
 // ParseTagFilter parses a TAG expression. A tag may not be empty or contain "||". Errors
-// wrap ErrInvalidArgument.
+// wrap ErrInvalidArgument. The filter returned is read-only (every "*" shares one).
 func ParseTagFilter(expr string) (*TagFilter, error) {
 	expr = strings.TrimSpace(expr)
 	if expr == "" || expr == "*" {
-		return &TagFilter{all: true}, nil
+		return matchAll, nil
 	}
 	f := &TagFilter{}
 	for _, t := range strings.Split(expr, "||") {

@@ -154,6 +154,7 @@ type Client struct {
 	ctx       context.Context // ends at Close: bounds the client's own requests
 	cancel    context.CancelFunc
 	closeOnce sync.Once
+	filters   pullFilters // the TAG expressions pulled with, parsed
 
 	mu        sync.Mutex                // guards the fields below
 	closed    bool                      // Close was called

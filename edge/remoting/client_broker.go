@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/edgemq/edgemq/edge/mq"
@@ -134,10 +135,46 @@ func (a *asyncPull) finished(resp *Command, err error) {
 	}
 }
 
+// pullFilter is a pull's TAG expression, parsed, with its canonical form as a pull
+// request's subscription carries it.
+type pullFilter struct {
+	f    *mq.TagFilter
+	expr string
+}
+
+// pullFilters caches the parsed TAG expressions of a client's pulls: a consumer pulls with
+// the same few (its subscriptions) again and again. It keeps up to maxPullFilters of them;
+// past that, expressions are parsed on every pull.
+type pullFilters struct {
+	m sync.Map // expression → *pullFilter
+	n atomic.Int32
+}
+
+const maxPullFilters = 256
+
+// get returns expr parsed.
+func (pf *pullFilters) get(expr string) (*pullFilter, error) {
+	if v, ok := pf.m.Load(expr); ok {
+		return v.(*pullFilter), nil
+	}
+	f, err := mq.ParseTagFilter(expr)
+	if err != nil {
+		return nil, err
+	}
+	p := &pullFilter{f: f, expr: f.String()}
+	if pf.n.Load() < maxPullFilters {
+		if v, loaded := pf.m.LoadOrStore(expr, p); loaded {
+			return v.(*pullFilter), nil
+		}
+		pf.n.Add(1)
+	}
+	return p, nil
+}
+
 // pullCall is a pull request ready to go, with what reading its reply needs.
 type pullCall struct {
 	req     mq.PullRequest
-	filter  *mq.TagFilter
+	filter  *pullFilter
 	h       PullHeader
 	cmd     *Command
 	timeout time.Duration
@@ -162,11 +199,11 @@ func (c *Client) preparePull(ctx context.Context, req mq.PullRequest, pl *pullCa
 		return fmt.Errorf("%w: pull MaxWait %v", mq.ErrInvalidArgument, req.MaxWait)
 	}
 	if req.Filter != "" {
-		f, err := mq.ParseTagFilter(req.Filter)
+		pf, err := c.filters.get(req.Filter)
 		if err != nil {
 			return err
 		}
-		pl.filter = f
+		pl.filter = pf
 	}
 	pl.req = req
 	pl.h = PullHeader{ConsumerGroup: req.Group, Topic: req.Queue.Topic, QueueID: req.Queue.QueueID, QueueOffset: req.Offset,
@@ -178,7 +215,7 @@ func (c *Client) preparePull(ctx context.Context, req mq.PullRequest, pl *pullCa
 	}
 	if pl.filter != nil {
 		h.SysFlag |= PullSubscription
-		h.Subscription = pl.filter.String()
+		h.Subscription = pl.filter.expr
 	}
 	pl.timeout = c.opts.RequestTimeout
 	if req.Suspend {
@@ -252,7 +289,7 @@ func (c *Client) pullResult(pl *pullCall, resp *Command) (mq.PullResult, error) 
 	kept := msgs[:0]
 	for i := range msgs {
 		m := &msgs[i]
-		if pl.filter != nil && !pl.filter.Match(m.Tags) {
+		if pl.filter != nil && !pl.filter.f.Match(m.Tags) {
 			continue
 		}
 		if err := DecompressBody(m, c.opts.MaxMessageSize); err != nil {
