@@ -312,10 +312,12 @@ func (p *Producer) SendAsync(ctx context.Context, m *mq.Message, sel mq.QueueSel
 	if p.isClosed() {
 		return ErrClosed
 	}
-	a := &asyncSend{p: p, ctx: context.WithoutCancel(ctx), sel: sel, attempt: 1, done: done}
+	a := getAsyncSend()
+	a.p, a.ctx, a.sel, a.attempt, a.done = p, ctx, sel, 1, done
 	if us, ok := p.b.(uniqAsyncSender); ok {
 		uniq, err := p.check(m)
 		if err != nil {
+			a.recycle()
 			return err
 		}
 		// A retry reads the message after SendAsync returned, when the caller may change
@@ -328,17 +330,22 @@ func (p *Producer) SendAsync(ctx context.Context, m *mq.Message, sel mq.QueueSel
 	} else {
 		msg, err := p.prepare(m)
 		if err != nil {
+			a.recycle()
 			return err
 		}
 		a.msg = msg
 	}
-	a.fn = a.finished
 	ch, err := p.choose(ctx, a.msg.Topic, sel, "")
 	if err != nil {
+		a.recycle()
 		return err
 	}
 	a.broker = ch.broker
-	return a.send(ctx, ch.sel)
+	if err := a.send(ctx, ch.sel); err != nil {
+		a.recycle() // done is not called
+		return err
+	}
+	return nil
 }
 
 // uniqAsyncSender is uniqSender's async side (remoting.Client.SendAsyncUniq): an async send
@@ -347,10 +354,13 @@ type uniqAsyncSender interface {
 	SendAsyncUniq(ctx context.Context, m *mq.Message, sel mq.QueueSelector, uniq string, done func(mq.SendResult, error)) error
 }
 
-// asyncSend is an async send and its attempts, one at a time.
+// asyncSend is an async send and its attempts, one at a time. They are pooled, each with
+// its finished method value made once: an async send's own state allocates nothing. One
+// goes back to the pool once its done function was called, or its send failed before any
+// was (then done never is): the brokers read a message no more once they answered it.
 type asyncSend struct {
 	p       *Producer
-	ctx     context.Context // the caller's, without its cancellation: retries' parent
+	ctx     context.Context // the caller's: retries' parent, without its cancellation
 	msg     *mq.Message     // what each attempt sends
 	own     mq.Message      // msg when the broker takes the unique id apart
 	us      uniqAsyncSender // nil: attempts go through the Broker's SendAsync
@@ -360,6 +370,24 @@ type asyncSend struct {
 	attempt int
 	done    func(mq.SendResult, error)
 	fn      func(mq.SendResult, error) // finished, bound once
+}
+
+var asyncSends sync.Pool
+
+// getAsyncSend returns a cleared asyncSend, its finished method value bound.
+func getAsyncSend() *asyncSend {
+	if a, ok := asyncSends.Get().(*asyncSend); ok {
+		return a
+	}
+	a := new(asyncSend)
+	a.fn = a.finished
+	return a
+}
+
+// recycle clears a and puts it back in the pool.
+func (a *asyncSend) recycle() {
+	*a = asyncSend{fn: a.fn}
+	asyncSends.Put(a)
 }
 
 // send makes an attempt on the queue sel picks.
@@ -374,14 +402,15 @@ func (a *asyncSend) send(ctx context.Context, sel mq.QueueSelector) error {
 // retries in a goroutine of the producer, else it calls done.
 func (a *asyncSend) finished(res mq.SendResult, err error) {
 	p := a.p
-	if err == nil || a.attempt > p.opts.RetryTimes || !retryable(a.ctx, err) {
-		a.done(res, err)
+	// The caller's ctx ending does not stop retries: only err decides.
+	if err == nil || a.attempt > p.opts.RetryTimes || !retryable(context.Background(), err) {
+		a.end(res, err)
 		return
 	}
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
-		a.done(res, errors.Join(err, ErrClosed))
+		a.end(res, errors.Join(err, ErrClosed))
 		return
 	}
 	p.wg.Add(1)
@@ -389,7 +418,7 @@ func (a *asyncSend) finished(res mq.SendResult, err error) {
 	go func() {
 		defer p.wg.Done()
 		p.opts.Logger.Debug("producer: async send failed, retrying", "topic", a.msg.Topic, "attempt", a.attempt, "err", err)
-		actx, cancel := p.attempt(a.ctx)
+		actx, cancel := p.attempt(context.WithoutCancel(a.ctx))
 		defer cancel()
 		ch, cerr := p.choose(actx, a.msg.Topic, a.sel, a.broker)
 		if cerr == nil {
@@ -398,9 +427,16 @@ func (a *asyncSend) finished(res mq.SendResult, err error) {
 			cerr = a.send(actx, ch.sel)
 		}
 		if cerr != nil {
-			a.done(mq.SendResult{}, cerr)
+			a.end(mq.SendResult{}, cerr)
 		}
 	}()
+}
+
+// end recycles a and calls its done function: a send is over.
+func (a *asyncSend) end(res mq.SendResult, err error) {
+	done := a.done
+	a.recycle()
+	done(res, err)
 }
 
 // SendOneway sends m without waiting for any answer (RocketMQ's oneway send): over the

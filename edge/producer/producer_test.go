@@ -240,3 +240,48 @@ func TestProducerRetriesOnAnotherBroker(t *testing.T) {
 		t.Fatalf("without retries %d of 8 round-robin sends failed, want the 4 to edgemq", failed)
 	}
 }
+
+// inlineBroker answers every send at once, from inside the call, as a broker with async
+// flush does; it routes topic T to 4 queues.
+type inlineBroker struct{ producer.Broker }
+
+func (inlineBroker) AppendWriteQueues(_ context.Context, dst []mq.MessageQueue, topic string) ([]mq.MessageQueue, error) {
+	for i := range 4 {
+		dst = append(dst, mq.MessageQueue{Topic: topic, BrokerName: "b", QueueID: int32(i)})
+	}
+	return dst, nil
+}
+
+func (inlineBroker) SendAsyncUniq(_ context.Context, m *mq.Message, sel mq.QueueSelector, uniq string, done func(mq.SendResult, error)) error {
+	done(mq.SendResult{Queue: mq.MessageQueue{Topic: m.Topic, QueueID: int32(sel(4, m))}, UniqID: uniq}, nil)
+	return nil
+}
+
+// TestSendAsyncAllocs: an async send's own state is reused between sends: what one
+// allocates is its unique id.
+func TestSendAsyncAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("-race: sync.Pool drops items at random")
+	}
+	p := newProducer(t, inlineBroker{}, nil)
+	ctx := context.Background()
+	m := &mq.Message{Topic: "T", Body: []byte("x")}
+	var got mq.SendResult
+	done := func(r mq.SendResult, err error) {
+		if err != nil {
+			t.Error(err)
+		}
+		got = r
+	}
+	allocs := testing.AllocsPerRun(1000, func() {
+		if err := p.SendAsync(ctx, m, nil, done); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if !uniqIDPattern.MatchString(got.UniqID) {
+		t.Errorf("result's unique id %q", got.UniqID)
+	}
+	if allocs > 1 {
+		t.Errorf("SendAsync allocates %v times, want 1 (its unique id)", allocs)
+	}
+}
