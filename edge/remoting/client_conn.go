@@ -147,9 +147,10 @@ func (c *clientConn) readLoop() {
 	// Buffered: a reply is one read, and a burst of replies a few, not two each.
 	br := bufio.NewReaderSize(c.nc, readBufferSize)
 	r := NewReader(br, c.cl.opts.MaxFrameSize)
-	r.LazyExt = true // a send's or a pull's reply is read without a map
-	r.reuse = true   // the replies of async calls are released once handled
-	held := false    // writes are held since an async pull's reply (holdWrites)
+	r.LazyExt = true  // a send's or a pull's reply is read without a map
+	r.reuse = true    // the replies of async calls are released once handled
+	r.oneAlloc = true // a reply's header shares its body's allocation
+	held := false     // writes are held since an async pull's reply (holdWrites)
 	var err error
 	for {
 		if held && br.Buffered() == 0 { // all read is handled: write before waiting for more

@@ -91,6 +91,11 @@ type Reader struct {
 	// reuse takes the commands of binary headers from reusedCommands: their reader gives
 	// back (releaseCommand) those nothing keeps once handled.
 	reuse bool
+	// oneAlloc reads a binary-header frame's header and body into one allocation, which
+	// the command's strings point into instead of copies: for a reader whose commands keep
+	// their bodies as long as their headers (a client's replies). A server, which drops a
+	// stored send's body while its reply waits, copies the strings out.
+	oneAlloc bool
 }
 
 // reusedCommands keeps commands a Reader with reuse set decoded and its owner released.
@@ -175,19 +180,33 @@ func (r *Reader) readRest(n int) (c *Command, read bool, err error) {
 		}
 		return nil, true, fmt.Errorf("%w: header of %d bytes in a frame of %d", ErrMalformed, headerLen, n+frameLenSize)
 	}
-	var head []byte
-	if headerLen <= headBufSize {
+	var head, body []byte
+	owned := false // head is an allocation of its own that nothing writes
+	switch {
+	case r.oneAlloc && t == RocketMQ && (rest > headerLen || headerLen > binaryHeaderFixed):
+		// A body, or a remark or fields: one allocation, where a body (after the header)
+		// cannot reach back into the header that the command's strings share.
+		buf, err := r.readFrame(rest)
+		if err != nil {
+			return nil, false, err
+		}
+		head, body, owned = buf[:headerLen:headerLen], buf[headerLen:], true
+		if len(body) == 0 {
+			body = nil
+		}
+	case headerLen <= headBufSize:
 		hb := headBufs.Get().(*[]byte)
 		defer headBufs.Put(hb)
 		head = (*hb)[:headerLen]
 		if _, err := io.ReadFull(r.r, head); err != nil {
 			return nil, false, err
 		}
-	} else if head, err = r.readFrame(headerLen); err != nil {
-		return nil, false, err
+	default:
+		if head, err = r.readFrame(headerLen); err != nil {
+			return nil, false, err
+		}
 	}
-	var body []byte
-	if rest > headerLen {
+	if rest > headerLen && !owned {
 		if body, err = r.readFrame(rest - headerLen); err != nil {
 			return nil, false, err
 		}
@@ -197,8 +216,13 @@ func (r *Reader) readRest(n int) (c *Command, read bool, err error) {
 		if c == nil {
 			c = new(Command)
 		}
-		if err = decodeBinaryHeaderInto(head, r.LazyExt, c); err != nil {
+		if err = decodeBinaryHeaderInto(head, r.LazyExt, owned, c); err != nil {
 			releaseCommand(c) // cleared: the pool holds nothing of the bad frame
+			return nil, true, err
+		}
+	} else if t == RocketMQ {
+		c = new(Command)
+		if err = decodeBinaryHeaderInto(head, r.LazyExt, owned, c); err != nil {
 			return nil, true, err
 		}
 	} else if c, err = decodeHeader(t, head, r.LazyExt); err != nil {

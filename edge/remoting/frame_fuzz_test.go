@@ -31,13 +31,30 @@ func FuzzReader(f *testing.F) {
 		r := NewReader(bytes.NewReader(data), 1<<16)
 		lazy := NewReader(bytes.NewReader(data), 1<<16)
 		lazy.LazyExt = true
+		// As a client reads: header and body in one allocation, which its strings share.
+		one := NewReader(bytes.NewReader(data), 1<<16)
+		one.LazyExt, one.reuse, one.oneAlloc = true, true, true
+		type kept struct {
+			c     *Command // one's
+			frame []byte   // the frame of r's command read with it
+		}
+		var keep []kept
+		defer func() { // later reads must not have changed what one read before them
+			for _, k := range keep {
+				k.c.Fields()
+				if b, err := k.c.AppendFrame(nil); err != nil || !bytes.Equal(b, k.frame) {
+					t.Fatalf("a command read in one allocation: %x (%v), want %x", b, err, k.frame)
+				}
+			}
+		}()
 		ref := data // the reference: whole frames cut from data, decoded by decodeFrame
 		for range 64 {
 			c, err := r.Read()
 			lc, lerr := lazy.Read()
+			oc, oerr := one.Read()
 			rc, rerr, rsticky := refRead(&ref, 1<<16)
-			if (err == nil) != (lerr == nil) || (err == nil) != (rerr == nil) || (r.err != nil) != rsticky {
-				t.Fatalf("Read: %v (sticky %v); lazily %v; whole frames %v (sticky %v)", err, r.err != nil, lerr, rerr, rsticky)
+			if (err == nil) != (lerr == nil) || (err == nil) != (oerr == nil) || (err == nil) != (rerr == nil) || (r.err != nil) != rsticky {
+				t.Fatalf("Read: %v (sticky %v); lazily %v; in one allocation %v; whole frames %v (sticky %v)", err, r.err != nil, lerr, oerr, rerr, rsticky)
 			}
 			if err != nil {
 				if r.err != nil {
@@ -48,6 +65,9 @@ func FuzzReader(f *testing.F) {
 			lc.Fields()
 			if !equalCommand(c, lc) || !equalCommand(c, rc) {
 				t.Fatalf("Read %+v; lazily %+v; whole frames %+v", c, lc, rc)
+			}
+			if frame, err := c.AppendFrame(nil); err == nil {
+				keep = append(keep, kept{oc, frame})
 			}
 			checkFixedPoint(t, c)
 		}

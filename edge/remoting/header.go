@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"unsafe"
 )
 
 // appendHeader appends c's header in c.Serialize.
@@ -181,14 +182,15 @@ func appendBinaryHeader(dst []byte, c *Command) ([]byte, error) {
 // ignored, as Java does.
 func decodeBinaryHeader(h []byte, lazy bool) (*Command, error) {
 	c := new(Command)
-	if err := decodeBinaryHeaderInto(h, lazy, c); err != nil {
+	if err := decodeBinaryHeaderInto(h, lazy, false, c); err != nil {
 		return nil, err
 	}
 	return c, nil
 }
 
-// decodeBinaryHeaderInto is decodeBinaryHeader into c, every field of which it sets.
-func decodeBinaryHeaderInto(h []byte, lazy bool, c *Command) error {
+// decodeBinaryHeaderInto is decodeBinaryHeader into c, every field of which it sets. With
+// owned, h is memory that nothing writes from now on: c's strings point into it.
+func decodeBinaryHeaderInto(h []byte, lazy, owned bool, c *Command) error {
 	if len(h) < binaryHeaderFixed {
 		return fmt.Errorf("%w: binary header of %d bytes, want at least %d", ErrMalformed, len(h), binaryHeaderFixed)
 	}
@@ -205,7 +207,7 @@ func decodeBinaryHeaderInto(h []byte, lazy bool, c *Command) error {
 	if err != nil {
 		return err
 	}
-	c.Remark = string(remark)
+	c.Remark = headString(remark, owned)
 	extb, _, err := cutLen32(p, "extFields")
 	if err != nil {
 		return err
@@ -213,7 +215,7 @@ func decodeBinaryHeaderInto(h []byte, lazy bool, c *Command) error {
 	// One string holds every key and value (they are substrings of it): one allocation for
 	// the fields, not two each; the map is made for all of them at once (a pull's or a
 	// send's dozen fields would make it grow, leaving its first table to the collector).
-	ext := string(extb)
+	ext := headString(extb, owned)
 	if lazy {
 		c.raw = ext
 	} else if n := countExtFields(ext); n > 0 {
@@ -234,6 +236,14 @@ func decodeBinaryHeaderInto(h []byte, lazy bool, c *Command) error {
 		c.Ext[k] = v
 	}
 	return nil
+}
+
+// headString returns b as a string: b itself when owned (nothing writes it), else a copy.
+func headString(b []byte, owned bool) string {
+	if owned {
+		return unsafe.String(unsafe.SliceData(b), len(b))
+	}
+	return string(b)
 }
 
 // maxExtHint caps the map size made ahead for a header's extension fields: a header of
