@@ -109,8 +109,7 @@ func (b *Broker) SendAsyncFrom(ctx context.Context, m *mq.Message, sel mq.QueueS
 	}
 	op.s = s
 	op.b, op.tp, op.bytes, op.done = b, tp, int64(len(m.Body)), done
-	op.ptr[0] = &op.s
-	if err = b.st.AppendAsync(op.ptr[:], op.complete); err != nil {
+	if err = b.st.AppendAsync(op.ptr0(), op.complete); err != nil {
 		op.release()
 	}
 	return appendErr(err)
@@ -139,9 +138,20 @@ type asyncSend struct {
 	bytes    int64             // the caller's body size, for the topic's counters
 	done     func(mq.SendResult, error)
 	complete func(error) // op.finish, bound once
+	// A send of SendEncodedAsyncFrom: s's encoded properties, the properties read to
+	// encode them, and its UNIQ_KEY (s has no properties map to read it from).
+	enc   []byte
+	props []store.Property
+	uniq  string
 }
 
 var asyncSends = sync.Pool{New: func() any { return new(asyncSend) }}
+
+// ptr0 returns op's message as the store's batch appends take it.
+func (op *asyncSend) ptr0() []*store.Message {
+	op.ptr[0] = &op.s
+	return op.ptr[:]
+}
 
 // finish reports the store's outcome to the caller's done function and returns op to the
 // pool: the store calls it exactly once.
@@ -150,6 +160,9 @@ func (op *asyncSend) finish(err error) {
 	if err == nil {
 		op.tp.in.add(1, op.bytes)
 		res = op.b.result(&op.s)
+		if op.uniq != "" {
+			res.UniqID = op.uniq
+		}
 	}
 	done := op.done
 	op.release()
@@ -158,7 +171,12 @@ func (op *asyncSend) finish(err error) {
 
 // release clears op, so that the pool holds no message, and puts it back.
 func (op *asyncSend) release() {
-	op.b, op.tp, op.done, op.s, op.ptr[0] = nil, nil, nil, store.Message{}, nil
+	op.b, op.tp, op.done, op.s, op.ptr[0], op.uniq = nil, nil, nil, store.Message{}, nil, ""
+	clear(op.props)
+	if cap(op.enc) > maxKeptEncBytes || cap(op.props) > maxKeptItems {
+		op.enc, op.props = nil, nil // a rare large one is left to the GC
+	}
+	op.enc, op.props = op.enc[:0], op.props[:0]
 	asyncSends.Put(op)
 }
 
@@ -247,6 +265,12 @@ func (b *Broker) plainResult(s *store.Message) mq.SendResult {
 // exist is made, when it may be, only once the queue is chosen, so that a refused send makes
 // none. The name is validated when the topic is made, never again.
 func (b *Broker) sendQueue(m *mq.Message, sel mq.QueueSelector) (*topic, int32, error) {
+	return b.sendQueueAt(m, sel, -1)
+}
+
+// sendQueueAt is sendQueue choosing the write queue at index at, when not negative, as
+// mq.QueueIndex(at) would, without a selector's copy of m.
+func (b *Broker) sendQueueAt(m *mq.Message, sel mq.QueueSelector, at int32) (*topic, int32, error) {
 	tp, ok := b.topics.get(m.Topic)
 	var cfg TopicConfig
 	sendable := ok && tp.sendable
@@ -263,7 +287,12 @@ func (b *Broker) sendQueue(m *mq.Message, sel mq.QueueSelector) (*topic, int32, 
 		return nil, 0, err
 	}
 	q := int32(-1)
-	if sel != nil {
+	if at >= 0 {
+		if at >= cfg.WriteQueues {
+			return nil, 0, fmt.Errorf("%w: queue index %d of topic %q, which has %d write queues", mq.ErrInvalidQueue, at, cfg.Name, cfg.WriteQueues)
+		}
+		q = at
+	} else if sel != nil {
 		// sel gets a copy: m itself, passed to a function value, would escape, and every
 		// caller's message would move to the heap, with a selector or without.
 		c := *m

@@ -78,6 +78,83 @@ func (b *Broker) SendBatchItemsAsyncFrom(ctx context.Context, topic string, item
 	return nil
 }
 
+// SendEncodedAsyncFrom is SendAsyncFrom for a message as a network server reads a send:
+// its topic, flag and body, and its properties as they travel (name\x01value\x02 repeated,
+// its tags and keys among them as TAGS and KEYS, read as SendBatchItemsAsyncFrom reads a
+// batch item's). It stores what SendAsyncFrom stores for that message, byte for byte, with
+// its checks, results and errors, but without making the message's properties map: they go
+// into the record as they are. queueID is the write queue's index, or negative for round
+// robin. The bytes of body must not change until done is called.
+func (b *Broker) SendEncodedAsyncFrom(ctx context.Context, topic string, flag int32, body []byte, props string, queueID int32, o Origin, done func(mq.SendResult, error)) error {
+	if done == nil {
+		return fmt.Errorf("%w: SendEncodedAsyncFrom needs a done function", mq.ErrInvalidArgument)
+	}
+	if mq.IsRetryTopic(topic) {
+		return b.sendItemMessage(ctx, topic, flag, body, props, queueID, o, done)
+	}
+	if err := b.checkCtx(ctx); err != nil {
+		return err
+	}
+	if err := checkOrigin(&o); err != nil {
+		return err
+	}
+	if len(body) > b.opts.MaxMessageSize {
+		return fmt.Errorf("%w: body of %d bytes, max %d", mq.ErrMessageTooLarge, len(body), b.opts.MaxMessageSize)
+	}
+	op := asyncSends.Get().(*asyncSend)
+	p := readItemProps(props, op.props[:0])
+	op.props = p.props
+	if p.slow { // a delay level or a transaction's mark: the message path reads them
+		op.release()
+		return b.sendItemMessage(ctx, topic, flag, body, props, queueID, o, done)
+	}
+	tp, q, err := b.sendQueueAt(&mq.Message{Topic: topic}, nil, queueID)
+	if err != nil {
+		op.release()
+		return err
+	}
+	op.enc = store.AppendProperties(op.enc[:0], p.props)
+	s := &op.s
+	*s = store.Message{Topic: topic, QueueID: q, Flag: flag, Tags: p.tags, Keys: p.keys, Body: body,
+		Durability: tp.cfg.Durability, BornTime: o.BornTime, BornHost: o.BornHost, ReconsumeTimes: o.ReconsumeTimes}
+	if len(op.enc) > 0 {
+		s.EncodedProperties = op.enc
+	}
+	b.compress(s) // neither retried nor delayed: what prepare does is only this
+	if !b.waitsForFsync(s.Durability) {
+		// Acknowledged once written, as SendAsyncFrom's.
+		err := b.st.Append(op.ptr0())
+		if err == nil {
+			tp.in.add(1, int64(len(body)))
+			res := b.result(s)
+			res.UniqID = p.uniq
+			op.release()
+			done(res, nil)
+			return nil
+		}
+		op.release()
+		return appendErr(err)
+	}
+	if op.complete == nil {
+		op.complete = op.finish
+	}
+	op.b, op.tp, op.bytes, op.done, op.uniq = b, tp, int64(len(body)), done, p.uniq
+	if err = b.st.AppendAsync(op.ptr0(), op.complete); err != nil {
+		op.release()
+	}
+	return appendErr(err)
+}
+
+// sendItemMessage sends, through SendAsyncFrom, the message that SendEncodedAsyncFrom
+// was given in parts.
+func (b *Broker) sendItemMessage(ctx context.Context, topic string, flag int32, body []byte, props string, queueID int32, o Origin, done func(mq.SendResult, error)) error {
+	var sel mq.QueueSelector
+	if queueID >= 0 {
+		sel = mq.QueueIndex(int(queueID))
+	}
+	return b.SendAsyncFrom(ctx, itemMessage(topic, &BatchItem{Flag: flag, Body: body, Properties: []byte(props)}), sel, o, done)
+}
+
 // itemBatch is a SendBatchItemsAsyncFrom in flight: the copies to store, their UNIQ_KEYs
 // (for the results), their encoded properties and the size of their bodies. They are
 // pooled, each with its complete method value made once, so that a batch reuses the

@@ -122,14 +122,16 @@ func (s *Server) send(c *conn, req *remoting.Command, size int64) (reply *remoti
 		}
 		err = s.b.SendBatchItemsAsyncFrom(c.ctx, h.Topic, sc.items, sel, origin, a.doneBatch)
 		sc.release()
-	} else {
+	} else if h.SysFlag&sysFlagTxPrepared == 0 {
+		// The properties go to the broker as they came: it stores them without making a
+		// message and a map of them (it makes them itself for a delay level or a retry).
+		err = s.b.SendEncodedAsyncFrom(c.ctx, h.Topic, h.Flag, body, h.Properties, h.QueueID, origin, a.done)
+	} else { // a half message: the broker holds it until its transaction ends
 		m := &mq.Message{Topic: h.Topic, Flag: h.Flag, Body: body}
 		remoting.SetMessageProperties(m, h.Properties)
-		if h.SysFlag&sysFlagTxPrepared != 0 { // a half message: the broker holds it until its transaction ends
-			m.SetProperty(mq.PropertyTransactionPrepared, "true")
-			if m.Properties[mq.PropertyProducerGroup] == "" {
-				m.SetProperty(mq.PropertyProducerGroup, h.ProducerGroup)
-			}
+		m.SetProperty(mq.PropertyTransactionPrepared, "true")
+		if m.Properties[mq.PropertyProducerGroup] == "" {
+			m.SetProperty(mq.PropertyProducerGroup, h.ProducerGroup)
 		}
 		err = s.b.SendAsyncFrom(c.ctx, m, sel, origin, a.done)
 	}
