@@ -180,3 +180,46 @@ func FuzzBatchItems(f *testing.F) {
 		}
 	})
 }
+
+// FuzzSendEncoded: for any properties of a single send, the broker stores what
+// SendEncodedAsyncFrom is given as SendFrom stores the message the server made of them
+// before (remoting.SetMessageProperties), or refuses it alike.
+func FuzzSendEncoded(f *testing.F) {
+	for _, props := range []string{"", "TAGS\x01a\x02KEYS\x01b\x02", "A\x011\x02TAGS\x01x\x02A\x012\x02TAGS\x01y",
+		"noSep\x02A\x01b\x01c\x02\x02B\x01ok\x02\x01empty name\x02", "DELAY\x011\x02", "DELAY\x01x\x02",
+		"z\x01\x02y\x01\x02UNIQ_KEY\x01U\x02", "TRAN_MSG\x01true\x02PGROUP\x01g\x02", "TRAN_MSG\x01no\x02"} {
+		f.Add(props, []byte("body"), int32(3))
+	}
+	// Delayed messages stay in the schedule topic for the run: a day at every level.
+	opts := func() *edge.Options { return &edge.Options{DelayLevels: []time.Duration{24 * time.Hour}} }
+	hub, ref := openBroker(f, opts()), openBroker(f, opts())
+	o := edge.Origin{BornTime: 1764633600000, BornHost: netip.MustParseAddrPort("192.0.2.1:5000"), ReconsumeTimes: 1}
+	ctx := context.Background()
+	q := mq.MessageQueue{Topic: "T"}
+	f.Fuzz(func(t *testing.T, props string, body []byte, flag int32) {
+		m := &mq.Message{Topic: "T", Flag: flag, Body: body}
+		remoting.SetMessageProperties(m, props)
+		from := int64(0)
+		if qs, err := ref.Queues("T"); err == nil && len(qs) > 0 {
+			from = qs[0].MaxOffset
+		}
+		want, werr := ref.SendFrom(ctx, m, mq.QueueIndex(0), o)
+		done := make(chan error, 1)
+		var got mq.SendResult
+		err := hub.SendEncodedAsyncFrom(ctx, "T", flag, body, props, 0, o, func(r mq.SendResult, err error) { got = r; done <- err })
+		if err == nil {
+			err = <-done
+		}
+		if fmt.Sprint(err) != fmt.Sprint(werr) {
+			t.Fatalf("SendEncodedAsyncFrom: %v; SendFrom: %v", err, werr)
+		}
+		if werr != nil {
+			return
+		}
+		if got.Queue != want.Queue || got.QueueOffset != want.QueueOffset || got.UniqID != want.UniqID {
+			t.Fatalf("result %+v, want %+v", got, want)
+		}
+		sameRecords(t, hub, ref, q, from)
+		sameRecords(t, hub, ref, mq.MessageQueue{Topic: mq.ScheduleTopic}, 0)
+	})
+}
