@@ -20,9 +20,9 @@
 //     Options.NoAutoCreateTopics;
 //   - sends of one message or a batch (one queue, in order), returning once stored (on
 //     disk, with the store's default sync flush) or with a callback (SendAsync), to a queue
-//     chosen by round robin or an mq.QueueSelector, a network server's batches stored
-//     from their items' properties as sent (SendBatchItemsAsyncFrom); large bodies
-//     compressed (zstd);
+//     chosen by round robin or an mq.QueueSelector, a network server's sends and batches
+//     stored from their properties as sent (SendEncodedAsyncFrom,
+//     SendBatchItemsAsyncFrom); large bodies compressed (zstd);
 //     delivery delayed by delay level; transactional messages, held until their
 //     producer commits or rolls back the transaction (EndTransaction), asked about
 //     (SetTransactionChecker) when it does not say;
