@@ -1,7 +1,6 @@
 package edge
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -65,30 +64,16 @@ func TestSendEncodedStoresAsSendAsync(t *testing.T) {
 			enc, ref := openBroker(t, opts()), openBroker(t, opts())
 			o := Origin{BornTime: 1_764_633_600_123, BornHost: netip.MustParseAddrPort("192.0.2.7:40123"), ReconsumeTimes: 2}
 			for i := range 70 {
-				m := &mq.Message{Topic: "T", Flag: int32(i - 30)}
+				var m *mq.Message
 				switch i % 7 {
-				case 0:
-					m.Body = []byte{byte(i)}
-				case 1:
-					m.Tags, m.Keys = "telemetry", fmt.Sprintf("k%d", i)
-					m.Properties = map[string]string{mq.PropertyUniqKey: fmt.Sprintf("C0A8000100%04X", i)}
-					m.Body = bytes.Repeat([]byte("21.5 "), 20)
-				case 2:
-					m.Tags = "t"
-					m.Properties = map[string]string{"A": "1", "KEYSX": "x", "M": "", "TAGSX": "y", "Z": "größe 21°C", "": "no name"}
-					m.Body = bytes.Repeat([]byte{byte(i), 0xff, 0}, 100) // compressed
-				case 3:
-					m.Keys = "only keys"
-				case 4:
-					m.Properties = map[string]string{"WAIT": "true", mq.PropertyUniqKey: fmt.Sprint(i)}
-					m.Body = []byte("b")
 				case 5: // the message path: a delay level
-					m.Properties = map[string]string{mq.PropertyDelayLevel: "3", mq.PropertyUniqKey: fmt.Sprint(i)}
-					m.Body = []byte("later")
+					m = &mq.Message{Topic: "T", Flag: int32(i), Body: []byte("later"),
+						Properties: map[string]string{mq.PropertyDelayLevel: "3", mq.PropertyUniqKey: fmt.Sprint(i)}}
 				case 6: // the message path: a retry topic
-					m.Topic = mq.RetryTopic("g")
-					m.Properties = map[string]string{mq.PropertyReconsumeTime: "1", mq.PropertyUniqKey: fmt.Sprint(i)}
-					m.Body = []byte("again")
+					m = &mq.Message{Topic: mq.RetryTopic("g"), Flag: int32(i), Body: []byte("again"),
+						Properties: map[string]string{mq.PropertyReconsumeTime: "1", mq.PropertyUniqKey: fmt.Sprint(i)}}
+				default:
+					m = variedMessage(i, i%7)
 				}
 				props := string(wireProps(m, i%2 == 1))
 				if i%7 == 4 { // a malformed entry and a name given twice, which readers treat alike

@@ -99,6 +99,32 @@ func wireProps(m *mq.Message, reverse bool) []byte {
 	return b
 }
 
+// variedMessage returns message i of topic T of one of five kinds: a one-byte body; tags,
+// keys and a UNIQ_KEY; odd property names and values, and a body over CompressOver 200;
+// keys alone; a WAIT property and a UNIQ_KEY (to which callers add, on the wire, a
+// malformed entry and WAIT given twice).
+func variedMessage(i, kind int) *mq.Message {
+	m := &mq.Message{Topic: "T", Flag: int32(i - 30)}
+	switch kind {
+	case 0:
+		m.Body = []byte{byte(i)}
+	case 1:
+		m.Tags, m.Keys = "telemetry", fmt.Sprintf("k%d", i)
+		m.Properties = map[string]string{mq.PropertyUniqKey: fmt.Sprintf("C0A8000100%04X", i)}
+		m.Body = bytes.Repeat([]byte("21.5 "), 20)
+	case 2:
+		m.Tags = "t"
+		m.Properties = map[string]string{"A": "1", "KEYSX": "x", "M": "", "TAGSX": "y", "Z": "größe 21°C", "": "no name"}
+		m.Body = bytes.Repeat([]byte{byte(i), 0xff, 0}, 100) // compressed
+	case 3:
+		m.Keys = "only keys"
+	case 4:
+		m.Properties = map[string]string{"WAIT": "true", mq.PropertyUniqKey: fmt.Sprint(i)}
+		m.Body = []byte("b")
+	}
+	return m
+}
+
 // sendItems stores items through SendBatchItemsAsyncFrom and waits for its results.
 func sendItems(t testing.TB, b *Broker, topic string, items []BatchItem, sel mq.QueueSelector, o Origin) ([]mq.SendResult, error) {
 	t.Helper()
@@ -146,24 +172,7 @@ func TestSendBatchItemsStoresAsSendBatch(t *testing.T) {
 	var msgs []*mq.Message
 	var items []BatchItem
 	for i := range 60 {
-		m := &mq.Message{Topic: "T", Flag: int32(i - 30)}
-		switch i % 5 {
-		case 0:
-			m.Body = []byte{byte(i)}
-		case 1:
-			m.Tags, m.Keys = "telemetry", fmt.Sprintf("k%d", i)
-			m.Properties = map[string]string{mq.PropertyUniqKey: fmt.Sprintf("C0A8000100%04X", i)}
-			m.Body = bytes.Repeat([]byte("21.5 "), 20)
-		case 2:
-			m.Tags = "t"
-			m.Properties = map[string]string{"A": "1", "KEYSX": "x", "M": "", "TAGSX": "y", "Z": "größe 21°C", "": "no name"}
-			m.Body = bytes.Repeat([]byte{byte(i), 0xff, 0}, 100) // compressed
-		case 3:
-			m.Keys = "only keys"
-		case 4:
-			m.Properties = map[string]string{"WAIT": "true", mq.PropertyUniqKey: fmt.Sprint(i)}
-			m.Body = []byte("b")
-		}
+		m := variedMessage(i, i%5)
 		msgs = append(msgs, m)
 		it := BatchItem{Flag: m.Flag, Body: m.Body, Properties: wireProps(m, i%2 == 1)}
 		if i%5 == 4 { // a malformed entry and a name given twice, which readers treat alike
