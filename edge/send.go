@@ -339,8 +339,8 @@ func checkWritable(cfg TopicConfig, sendable bool) error {
 // checkMessage checks what of m the broker reads before storing it: its body size, its
 // delay level, and on a retry topic its reconsume counts.
 func (b *Broker) checkMessage(m *mq.Message, o *Origin) error {
-	if len(m.Body) > b.opts.MaxMessageSize {
-		return fmt.Errorf("%w: body of %d bytes, max %d", mq.ErrMessageTooLarge, len(m.Body), b.opts.MaxMessageSize)
+	if err := b.checkBodySize(len(m.Body)); err != nil {
+		return err
 	}
 	if _, err := delayOf(m.Properties); err != nil {
 		return err
@@ -349,6 +349,14 @@ func (b *Broker) checkMessage(m *mq.Message, o *Origin) error {
 		if _, _, _, err := b.reconsumeCounts(m.Properties, o.ReconsumeTimes); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// checkBodySize refuses a body of n bytes over Options.MaxMessageSize.
+func (b *Broker) checkBodySize(n int) error {
+	if n > b.opts.MaxMessageSize {
+		return fmt.Errorf("%w: body of %d bytes, max %d", mq.ErrMessageTooLarge, n, b.opts.MaxMessageSize)
 	}
 	return nil
 }

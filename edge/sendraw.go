@@ -98,8 +98,8 @@ func (b *Broker) SendEncodedAsyncFrom(ctx context.Context, topic string, flag in
 	if err := checkOrigin(&o); err != nil {
 		return err
 	}
-	if len(body) > b.opts.MaxMessageSize {
-		return fmt.Errorf("%w: body of %d bytes, max %d", mq.ErrMessageTooLarge, len(body), b.opts.MaxMessageSize)
+	if err := b.checkBodySize(len(body)); err != nil {
+		return err
 	}
 	op := asyncSends.Get().(*asyncSend)
 	p := readItemProps(props, op.props[:0])
@@ -113,13 +113,9 @@ func (b *Broker) SendEncodedAsyncFrom(ctx context.Context, topic string, flag in
 		op.release()
 		return err
 	}
-	op.enc = store.AppendProperties(op.enc[:0], p.props)
 	s := &op.s
-	*s = store.Message{Topic: topic, QueueID: q, Flag: flag, Tags: p.tags, Keys: p.keys, Body: body,
-		Durability: tp.cfg.Durability, BornTime: o.BornTime, BornHost: o.BornHost, ReconsumeTimes: o.ReconsumeTimes}
-	if len(op.enc) > 0 {
-		s.EncodedProperties = op.enc
-	}
+	op.enc = itemRecord(s, topic, flag, body, &p, &o, op.enc[:0])
+	s.QueueID, s.Durability = q, tp.cfg.Durability
 	b.compress(s) // neither retried nor delayed: what prepare does is only this
 	if !b.waitsForFsync(s.Durability) {
 		// Acknowledged once written, as SendAsyncFrom's.
@@ -143,6 +139,20 @@ func (b *Broker) SendEncodedAsyncFrom(ctx context.Context, topic string, flag in
 		op.release()
 	}
 	return appendErr(err)
+}
+
+// itemRecord fills s with what is stored of a message of topic sent as flag, body and the
+// properties p read of it, from origin o, its queue and durability aside; its properties
+// are encoded onto enc, which it returns.
+func itemRecord(s *store.Message, topic string, flag int32, body []byte, p *itemProps, o *Origin, enc []byte) []byte {
+	start := len(enc)
+	enc = store.AppendProperties(enc, p.props)
+	*s = store.Message{Topic: topic, Flag: flag, Tags: p.tags, Keys: p.keys, Body: body,
+		BornTime: o.BornTime, BornHost: o.BornHost, ReconsumeTimes: o.ReconsumeTimes}
+	if len(enc) > start {
+		s.EncodedProperties = enc[start:len(enc):len(enc)]
+	}
+	return enc
 }
 
 // sendItemMessage sends, through SendAsyncFrom, the message that SendEncodedAsyncFrom
@@ -239,8 +249,8 @@ func (ib *itemBatch) prepare(b *Broker, topic string, items []BatchItem, sel mq.
 	at := 0
 	for i := range items {
 		it := &items[i]
-		if len(it.Body) > b.opts.MaxMessageSize {
-			return false, fmt.Errorf("%w: body of %d bytes, max %d", mq.ErrMessageTooLarge, len(it.Body), b.opts.MaxMessageSize)
+		if err := b.checkBodySize(len(it.Body)); err != nil {
+			return false, err
 		}
 		p := readItemProps(all[at:at+len(it.Properties)], ib.props[:0])
 		ib.props = p.props[:0] // grown for the next
@@ -248,14 +258,8 @@ func (ib *itemBatch) prepare(b *Broker, topic string, items []BatchItem, sel mq.
 		if p.slow {
 			return false, nil
 		}
-		start := len(ib.enc)
-		ib.enc = store.AppendProperties(ib.enc, p.props)
 		s := &ib.stored[i]
-		*s = store.Message{Topic: topic, Flag: it.Flag, Tags: p.tags, Keys: p.keys, Body: it.Body,
-			BornTime: o.BornTime, BornHost: o.BornHost, ReconsumeTimes: o.ReconsumeTimes}
-		if len(ib.enc) > start {
-			s.EncodedProperties = ib.enc[start:len(ib.enc):len(ib.enc)]
-		}
+		ib.enc = itemRecord(s, topic, it.Flag, it.Body, &p, o, ib.enc)
 		ib.ptrs[i] = s
 		ib.uniq[i] = p.uniq
 		ib.bytes += int64(len(it.Body))

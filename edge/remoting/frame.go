@@ -211,18 +211,17 @@ func (r *Reader) readRest(n int) (c *Command, read bool, err error) {
 			return nil, false, err
 		}
 	}
-	if r.reuse && t == RocketMQ {
-		c, _ = reusedCommands.Get().(*Command)
+	if t == RocketMQ {
+		if r.reuse {
+			c, _ = reusedCommands.Get().(*Command)
+		}
 		if c == nil {
 			c = new(Command)
 		}
 		if err = decodeBinaryHeaderInto(head, r.LazyExt, owned, c); err != nil {
-			releaseCommand(c) // cleared: the pool holds nothing of the bad frame
-			return nil, true, err
-		}
-	} else if t == RocketMQ {
-		c = new(Command)
-		if err = decodeBinaryHeaderInto(head, r.LazyExt, owned, c); err != nil {
+			if r.reuse {
+				releaseCommand(c) // cleared: the pool holds nothing of the bad frame
+			}
 			return nil, true, err
 		}
 	} else if c, err = decodeHeader(t, head, r.LazyExt); err != nil {
