@@ -157,6 +157,12 @@ func (c *clientConn) readLoop() {
 			held = false
 			c.releaseWrites()
 		}
+		// A reply read after waiting is the first of a burst: what its callback writes (an
+		// async pull's next pull) goes out right after it, so that the broker works on it
+		// while the reader hands out the rest of the burst; the rest is held until the
+		// burst is handed out (a write each would cost a system call and a wake-up of the
+		// broker each).
+		first := br.Buffered() == 0
 		var cmd *Command
 		cmd, err = r.Read()
 		if err != nil {
@@ -184,6 +190,10 @@ func (c *clientConn) readLoop() {
 				p.finish(cmd, nil)
 				if async {
 					releaseCommand(cmd)
+				}
+				if held && first && br.Buffered() > 0 {
+					held = false
+					c.releaseWrites()
 				}
 			}
 			continue

@@ -316,25 +316,44 @@ func replies(t *testing.T, opaques ...int32) []byte {
 }
 
 // The pulls that the callbacks of async pulls send, from the reader, while it hands out the
-// replies it read together, go out in one write once it has handed them all out: by the
-// reader, or, when the far end is not reading within the reader's short wait, by the writer.
+// replies it read together: the first reply's goes out at once, before the reader hands out
+// the second, so that the broker has work while the reader works; the rest go out in one
+// write once the reader has handed them all out: by the reader, or, when the far end is not
+// reading within the reader's short wait, by the writer.
 func TestClientConnReaderWritesHeldPulls(t *testing.T) {
 	c, far := pipeConn(t)
 	c.startReader()
 	ctx := context.Background()
+	var sent atomic.Int32 // pulls the callbacks sent
+	firstOut := make(chan struct{})
 	for _, o := range []int32{1, 2, 3} {
 		heldPull(t, c, o, func() {
+			if o == 2 { // the first pull is out before the second reply is handed out
+				select {
+				case <-firstOut:
+				case <-time.After(10 * time.Second):
+					t.Error("the first reply's pull was not written before the second reply was handed out")
+				}
+			}
 			if err := c.write(ctx, NewRequest(PullMessage, nil, nil)); err != nil {
 				t.Error(err)
 			}
+			sent.Add(1)
 		})
 	}
 	far.SetWriteDeadline(time.Now().Add(10 * time.Second))
 	if _, err := far.Write(replies(t, 1, 2, 3)); err != nil { // one read for the reader
 		t.Fatal(err)
 	}
-	if got := readWrites(t, far, 3); got != 1 {
-		t.Fatalf("3 pulls from the callbacks took %d writes, want 1", got)
+	if got := readWrites(t, far, 1); got != 1 {
+		t.Fatalf("the first pull took %d writes, want 1", got)
+	}
+	close(firstOut)
+	if got := readWrites(t, far, 2); got != 1 {
+		t.Fatalf("the other 2 pulls from the callbacks took %d writes, want 1", got)
+	}
+	if n := sent.Load(); n != 3 {
+		t.Fatalf("%d pulls sent, want 3", n)
 	}
 	c.wmu.Lock()
 	held, queued := c.held, len(c.wbuf)
