@@ -54,6 +54,7 @@ type config struct {
 	rmqBrPort  int
 	maxConns   int
 	edgemqArgs []string // more flags for edgemq serve
+	pinBroker  string   // CPUs of the brokers (taskset list), or none
 	keep       bool
 }
 
@@ -118,7 +119,7 @@ func startBroker(ctx context.Context, k kind, c config) (*broker, time.Duration,
 			return nil, 0, err
 		}
 		defer logf.Close()
-		b.cmd = exec.Command(c.edgemqBin, "serve", "-data", filepath.Join(dir, "data"),
+		b.cmd = pinned(c.pinBroker, c.edgemqBin, "serve", "-data", filepath.Join(dir, "data"),
 			"-server.listen", addr, "-store.flush", k.flush(),
 			"-server.max_conns", strconv.Itoa(c.maxConns), "-log_level", "warn",
 			// No HTTP listener: its default port would collide with other runs.
@@ -150,7 +151,7 @@ func startBroker(ctx context.Context, k kind, c config) (*broker, time.Duration,
 	}
 	b.ns = "127.0.0.1:" + strconv.Itoa(c.rmqNSPort)
 	b.brokerAddr = "127.0.0.1:" + strconv.Itoa(c.rmqBrPort)
-	cmd := exec.Command(c.rmqScript, "start", dir)
+	cmd := pinned(c.pinBroker, c.rmqScript, "start", dir) // its JVMs inherit the CPUs
 	cmd.Env = append(os.Environ(),
 		"RMQ_NAMESRV_PORT="+strconv.Itoa(c.rmqNSPort), "RMQ_BROKER_PORT="+strconv.Itoa(c.rmqBrPort),
 		"RMQ_FLUSH_DISK_TYPE="+k.flush(), "RMQ_HEAP="+c.rmqHeap)

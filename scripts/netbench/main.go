@@ -100,6 +100,9 @@ func main() {
 		javaN      = flag.Int("java-consume-n", 8_000_000, "java Consumer: messages pre-filled (they must outlast its JVM's warm-up and then its 10 s window)")
 		javaRounds = flag.Int("java-rounds", 1, "run the Java tools in the first this many rounds of -repeat only (they take two thirds of a round)")
 		workloads  = flag.String("workloads", "go_send,go_consume,lat,ours_send,ours_consume,ours_lat,java_send,java_consume", "workloads to run, comma separated")
+		placeF     = flag.String("placements", "unpinned", "placements of the broker and the clients to run, comma separated: unpinned (the kernel places every thread on any CPU), pinned (the broker on -pin-broker, this process with its clients on -pin-clients); with both, each round runs every broker in each, and a table gives each side its better placement")
+		pinCl      = flag.String("pin-clients", "", "pinned placement: this process (the Go clients and the Java tools) runs on these CPUs (taskset list; default the first half), with as many Go processors; the in-process run keeps every CPU")
+		pinBr      = flag.String("pin-broker", "", "pinned placement: each broker (edgemq serve; RocketMQ's name server and broker) runs on these CPUs (taskset list; default the second half)")
 		inproc     = flag.Bool("inproc", true, "also run our consumer and producer over an in-process broker (the figure ours_consume and ours_lat are held against)")
 		keep       = flag.Bool("keep", false, "keep the data dirs and logs")
 		jsonOut    = flag.String("json", "", "also write every run's figures to this file")
@@ -137,6 +140,26 @@ func main() {
 		cmd.Dir = *src
 		if out, err := cmd.CombinedOutput(); err != nil {
 			fatalf("build edgemq in %s: %v: %s", *src, err, out)
+		}
+	}
+	var places []string
+	for pl := range strings.SplitSeq(*placeF, ",") {
+		pl = strings.TrimSpace(pl)
+		if pl != placeUnpinned && pl != placePinned {
+			fatalf("unknown placement %q", pl)
+		}
+		places = append(places, pl)
+	}
+	n := cpus()
+	if *pinCl == "" {
+		*pinCl = cpuRange(0, max(n/2, 1)-1)
+	}
+	if *pinBr == "" {
+		*pinBr = cpuRange(min(n/2, n-1), n-1)
+	}
+	for _, l := range []string{*pinCl, *pinBr} {
+		if _, err := cpuCount(l); err != nil {
+			fatalf("%v", err)
 		}
 	}
 	c := config{dir: *dir, edgemqBin: *edgemqBin, rmqHeap: *rmqHeap, edgemqPort: *edgemqPort,
@@ -191,22 +214,45 @@ func main() {
 		fmt.Fprintf(os.Stderr, "   %s\n", r.M)
 		runs = append(runs, r)
 	}
+	if slices.Contains(places, placePinned) {
+		fmt.Printf("Pinned placement: the brokers on CPUs %s, this process with the clients on CPUs %s; the in-process run on every CPU.\n\n", *pinBr, *pinCl)
+	}
+	placed := placeUnpinned
 	for i := range *repeat {
-		for _, k := range todo {
-			fmt.Fprintf(os.Stderr, "== %s (run %d of %d)\n", k.Name, i+1, *repeat)
-			cp := javaCP
-			if i >= *javaRounds {
-				cp = ""
+		for _, pl := range places {
+			if pl != placed {
+				list := *pinCl
+				if pl == placeUnpinned {
+					list = cpuRange(0, n-1)
+				}
+				if err := pinSelf(list); err != nil {
+					fatalf("place the clients: %v", err)
+				}
+				placed = pl
 			}
-			r := runOne(ctx, k, c, p, strings.Split(*workloads, ","), cp, *javaThr, *javaTime, *javaCTime, *javaN)
-			fmt.Fprintf(os.Stderr, "   %s\n", r.M)
-			for _, n := range r.Notes {
-				fmt.Fprintf(os.Stderr, "   note: %s\n", n)
+			c := c
+			if pl == placePinned {
+				c.pinBroker = *pinBr
 			}
-			if r.Err != "" {
-				fmt.Fprintf(os.Stderr, "   ERROR: %s\n", r.Err)
+			for _, k := range todo {
+				fmt.Fprintf(os.Stderr, "== %s %s (run %d of %d)\n", k.Name, pl, i+1, *repeat)
+				cp := javaCP
+				if i >= *javaRounds {
+					cp = ""
+				}
+				r := runOne(ctx, k, c, p, strings.Split(*workloads, ","), cp, *javaThr, *javaTime, *javaCTime, *javaN)
+				if pl == placePinned {
+					r.Kind += pinnedSuffix
+				}
+				fmt.Fprintf(os.Stderr, "   %s\n", r.M)
+				for _, n := range r.Notes {
+					fmt.Fprintf(os.Stderr, "   note: %s\n", n)
+				}
+				if r.Err != "" {
+					fmt.Fprintf(os.Stderr, "   ERROR: %s\n", r.Err)
+				}
+				runs = append(runs, r)
 			}
-			runs = append(runs, r)
 		}
 	}
 	if *jsonOut != "" {
@@ -215,7 +261,17 @@ func main() {
 			fmt.Fprintf(os.Stderr, "netbench: %v\n", err)
 		}
 	}
-	printTable(os.Stdout, runs, p, *javaThr, *rmqHeap, javaCP != "")
+	lines := tableLines(p, *javaThr, *rmqHeap, javaCP != "")
+	unpinned, pinned := byPlacement(runs)
+	if len(unpinned) > 0 {
+		printTable(os.Stdout, unpinned, lines, "")
+	}
+	if len(pinned) > 0 {
+		printTable(os.Stdout, pinned, lines, fmt.Sprintf(", pinned (brokers on CPUs %s, clients on CPUs %s)", *pinBr, *pinCl))
+	}
+	if len(unpinned) > 0 && len(pinned) > 0 {
+		printBest(os.Stdout, unpinned, pinned, lines)
+	}
 	printClientTable(os.Stdout, runs, p)
 	fmt.Printf("\nTotal wall time %s; %s\n", time.Since(start).Round(time.Second), machine())
 }
@@ -302,7 +358,7 @@ func machine() string {
 	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
 		load = strings.Join(strings.Fields(string(b))[:3], " ")
 	}
-	return fmt.Sprintf("%d CPUs, load average %s, %s %s/%s", runtime.NumCPU(), load, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	return fmt.Sprintf("%d CPUs, load average %s, %s %s/%s", cpus(), load, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 }
 
 func fatalf(format string, args ...any) {
@@ -331,4 +387,17 @@ func javaClasspath(on bool, tmp string) string {
 		fmt.Fprintf(os.Stderr, "netbench: no Java benchmark tools: %v\n", err)
 	}
 	return cp
+}
+
+// cpus is the machine's CPU count (runtime.NumCPU counts only those this process may run on).
+func cpus() int {
+	b, err := os.ReadFile("/sys/devices/system/cpu/online")
+	if err != nil {
+		return runtime.NumCPU()
+	}
+	n, err := cpuCount(strings.TrimSpace(string(b)))
+	if err != nil {
+		return runtime.NumCPU()
+	}
+	return n
 }

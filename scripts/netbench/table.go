@@ -36,11 +36,8 @@ type line struct {
 	kind   int // ratioNone, ratioAtLeast (EdgeMQ/RocketMQ ≥ target), ratioAtMost, absoluteAtMost (EdgeMQ ≤ target)
 }
 
-func printTable(w io.Writer, runs []run, p params, javaThreads int, heap string, java bool) {
-	by := map[string][]run{}
-	for _, r := range runs {
-		by[r.Kind] = append(by[r.Kind], r)
-	}
+// tableLines returns the rows of the EdgeMQ against RocketMQ tables.
+func tableLines(p params, javaThreads int, heap string, java bool) []line {
 	lines := []line{
 		{label: "start to first acknowledged send (RocketMQ: name server + broker JVMs, registration)", keys: []string{"first_ack_ms"}, unit: unitMillis, target: targetFirstAck, kind: absoluteAtMost},
 		{label: "↳ start to the broker port accepting connections", keys: []string{"listen_ms"}, unit: unitMillis},
@@ -80,16 +77,25 @@ func printTable(w io.Writer, runs []run, p params, javaThreads int, heap string,
 		line{label: "↳ send / consume / latency workloads", keys: []string{"rss_go_send_mib", "rss_go_consume_mib", "rss_lat_mib"}, unit: unitMiB},
 		line{label: "↳ RocketMQ name server JVM (not in the ratio)", keys: []string{"ns_rss_peak_mib"}, unit: unitMiB},
 	)
+	return lines
+}
 
+// printTable prints EdgeMQ against RocketMQ, one table per flush mode, from runs of one
+// placement (their kinds without the placement's suffix); title names the placement.
+func printTable(w io.Writer, runs []run, lines []line, title string) {
+	by := map[string][]run{}
+	for _, r := range runs {
+		by[r.Kind] = append(by[r.Kind], r)
+	}
 	for _, pair := range [][2]string{{"edgemq-async", "rocketmq-async"}, {"edgemq-sync", "rocketmq-sync"}} {
 		if by[pair[0]] == nil && by[pair[1]] == nil {
 			continue
 		}
-		title := "async flush: edgemq serve -store.flush async vs RocketMQ ASYNC_FLUSH"
+		head := "async flush: edgemq serve -store.flush async vs RocketMQ ASYNC_FLUSH"
 		if strings.HasSuffix(pair[0], "sync") && !strings.HasSuffix(pair[0], "async") {
-			title = "sync flush: edgemq serve -store.flush sync vs RocketMQ SYNC_FLUSH"
+			head = "sync flush: edgemq serve -store.flush sync vs RocketMQ SYNC_FLUSH"
 		}
-		fmt.Fprintf(w, "\n## %s\n\n", title)
+		fmt.Fprintf(w, "\n## %s%s\n\n", head, title)
 		fmt.Fprintf(w, "| workload | unit | EdgeMQ | RocketMQ | EdgeMQ / RocketMQ | target | verdict |\n|---|---|---:|---:|---:|---|---|\n")
 		for _, l := range lines {
 			e, r := cell(by[pair[0]], l), cell(by[pair[1]], l)
@@ -290,19 +296,28 @@ func printClientTable(w io.Writer, runs []run, p params) {
 	}
 	fmt.Fprintf(w, "\n## our client over TCP (edgemq serve, async flush) vs in-process (*edge.Broker, async flush)\n\n")
 	fmt.Fprintf(w, "| figure | unit | over TCP | in-process | TCP / in-process | target | verdict |\n|---|---|---:|---:|---:|---|---|\n")
-	tcp := by["edgemq-async"]
-	if tcp == nil {
-		tcp = by["edgemq-sync"]
+	for _, place := range []string{"", pinnedSuffix} {
+		tcp := by["edgemq-async"+place]
+		if tcp == nil {
+			tcp = by["edgemq-sync"+place]
+		}
+		if tcp == nil {
+			continue
+		}
+		where := ""
+		if place != "" {
+			where = ", pinned"
+		}
+		if t, ok := med(tcp, "ours_consume_rate"); ok {
+			i, _ := med(in, "inproc_consume_rate")
+			fmt.Fprintf(w, "| consume %s ×%d, push consumer%s | %s | %s | %s | %.3g | ≥ 0.5 | %s |\n", sizeName(p.size), p.consumeN, where, unitRate,
+				val(tcp, "ours_consume_rate"), val(in, "inproc_consume_rate"), t/i, pass(i > 0 && t/i >= 0.5))
+		}
+		if t, ok := med(tcp, "ours_lat_p99_us"); ok {
+			fmt.Fprintf(w, "| e2e p99 @ %d msgs/s%s | %s | %s | %s | | ≤ 300 µs over TCP | %s |\n", p.latRate, where, unitMicros,
+				val(tcp, "ours_lat_p99_us"), val(in, "inproc_lat_p99_us"), pass(t <= 300))
+		}
+		fmt.Fprintf(w, "| client CPU per consumed message%s | %s | %s | %s | | | |\n", where, unitMicrosPerMs, val(tcp, "ours_consume_client_cpu_us"), val(in, "inproc_consume_client_cpu_us"))
+		fmt.Fprintf(w, "| heap allocations per consumed message%s | allocs | %s | %s | | | |\n", where, val(tcp, "ours_consume_allocs"), val(in, "inproc_consume_allocs"))
 	}
-	if t, ok := med(tcp, "ours_consume_rate"); ok {
-		i, _ := med(in, "inproc_consume_rate")
-		fmt.Fprintf(w, "| consume %s ×%d, push consumer | %s | %s | %s | %.3g | ≥ 0.5 | %s |\n", sizeName(p.size), p.consumeN, unitRate,
-			val(tcp, "ours_consume_rate"), val(in, "inproc_consume_rate"), t/i, pass(i > 0 && t/i >= 0.5))
-	}
-	if t, ok := med(tcp, "ours_lat_p99_us"); ok {
-		fmt.Fprintf(w, "| e2e p99 @ %d msgs/s | %s | %s | %s | | ≤ 300 µs over TCP | %s |\n", p.latRate, unitMicros,
-			val(tcp, "ours_lat_p99_us"), val(in, "inproc_lat_p99_us"), pass(t <= 300))
-	}
-	fmt.Fprintf(w, "| client CPU per consumed message | %s | %s | %s | | | |\n", unitMicrosPerMs, val(tcp, "ours_consume_client_cpu_us"), val(in, "inproc_consume_client_cpu_us"))
-	fmt.Fprintf(w, "| heap allocations per consumed message | allocs | %s | %s | | | |\n", val(tcp, "ours_consume_allocs"), val(in, "inproc_consume_allocs"))
 }
