@@ -38,6 +38,12 @@
 // send, consume and latency workloads too, against both brokers, so that the brokers'
 // difference shows where the client costs little.
 //
+// -placements unpinned,pinned runs every broker a second time in each round pinned to its own
+// CPUs (-pin-broker, default the second half: one of two) with this process, its clients and
+// the Java tools on the others (-pin-clients, the first half), each Go process with as many
+// processors as CPUs; the in-process run keeps every CPU. A last table gives each side its
+// better placement for each compared figure, with the other beside it (see pin.go).
+//
 // -repeat N runs every broker N times, in turn, and reports each figure's median with its
 // range; the Java tools run in the first -java-rounds rounds only (default 1). -load runs the load test instead (see load.go).
 //
