@@ -143,27 +143,7 @@ func printBest(w io.Writer, unpinned, pinned []run, lines []line) {
 			if !eok && !rok {
 				continue
 			}
-			ratio, target, verdict := "", "", ""
-			if eok && rok && rm > 0 {
-				ratio = fmt.Sprintf("%.3g", em/rm)
-			}
-			switch l.kind {
-			case ratioAtLeast:
-				target = fmt.Sprintf("≥ %g", l.target)
-				if ratio != "" {
-					verdict = pass(em/rm >= l.target)
-				}
-			case ratioAtMost:
-				target = fmt.Sprintf("≤ %.3g", l.target)
-				if ratio != "" {
-					verdict = pass(em/rm <= l.target)
-				}
-			case absoluteAtMost:
-				target = fmt.Sprintf("EdgeMQ ≤ %g %s", l.target, l.unit)
-				if eok {
-					verdict = pass(em <= l.target)
-				}
-			}
+			ratio, target, verdict := l.judge(em, rm, eok, rok)
 			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s |\n", l.label, l.unit, ecell, rcell, ratio, target, verdict)
 		}
 	}

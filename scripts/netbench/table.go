@@ -108,27 +108,7 @@ func printTable(w io.Writer, runs []run, lines []line, title string) {
 			}
 			em, eok := med(by[pair[0]], key)
 			rm, rok := med(by[pair[1]], key)
-			ratio, target, verdict := "", "", ""
-			if eok && rok && rm > 0 {
-				ratio = fmt.Sprintf("%.3g", em/rm)
-			}
-			switch l.kind {
-			case ratioAtLeast:
-				target = fmt.Sprintf("≥ %g", l.target)
-				if ratio != "" {
-					verdict = pass(em/rm >= l.target)
-				}
-			case ratioAtMost:
-				target = fmt.Sprintf("≤ %.3g", l.target)
-				if ratio != "" {
-					verdict = pass(em/rm <= l.target)
-				}
-			case absoluteAtMost:
-				target = fmt.Sprintf("EdgeMQ ≤ %g %s", l.target, l.unit)
-				if eok {
-					verdict = pass(em <= l.target)
-				}
-			}
+			ratio, target, verdict := l.judge(em, rm, eok, rok)
 			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s |\n", l.label, l.unit, e, r, ratio, target, verdict)
 		}
 	}
@@ -144,6 +124,32 @@ func printTable(w io.Writer, runs []run, lines []line, title string) {
 	if len(notes) > 0 {
 		fmt.Fprintf(w, "\nNotes and errors:\n%s\n", strings.Join(notes, "\n"))
 	}
+}
+
+// judge returns the ratio of EdgeMQ's figure em to RocketMQ's rm, the target and the verdict
+// of row l; eok and rok say which figures there are.
+func (l line) judge(em, rm float64, eok, rok bool) (ratio, target, verdict string) {
+	if eok && rok && rm > 0 {
+		ratio = fmt.Sprintf("%.3g", em/rm)
+	}
+	switch l.kind {
+	case ratioAtLeast:
+		target = fmt.Sprintf("≥ %g", l.target)
+		if ratio != "" {
+			verdict = pass(em/rm >= l.target)
+		}
+	case ratioAtMost:
+		target = fmt.Sprintf("≤ %.3g", l.target)
+		if ratio != "" {
+			verdict = pass(em/rm <= l.target)
+		}
+	case absoluteAtMost:
+		target = fmt.Sprintf("EdgeMQ ≤ %g %s", l.target, l.unit)
+		if eok {
+			verdict = pass(em <= l.target)
+		}
+	}
+	return ratio, target, verdict
 }
 
 func pass(ok bool) string {
