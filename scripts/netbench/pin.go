@@ -96,14 +96,7 @@ func byPlacement(runs []run) (unpinned, pinned []run) {
 // median in its better placement (the higher rate; the lower latency, memory or time), the
 // other placement's beside it, and the ratio and verdict of the better ones.
 func printBest(w io.Writer, unpinned, pinned []run, lines []line) {
-	group := func(runs []run) map[string][]run {
-		by := map[string][]run{}
-		for _, r := range runs {
-			by[r.Kind] = append(by[r.Kind], r)
-		}
-		return by
-	}
-	un, pin := group(unpinned), group(pinned)
+	un, pin := byKind(unpinned), byKind(pinned)
 	for _, pair := range [][2]string{{"edgemq-async", "rocketmq-async"}, {"edgemq-sync", "rocketmq-sync"}} {
 		if un[pair[0]] == nil && pin[pair[0]] == nil {
 			continue

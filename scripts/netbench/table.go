@@ -83,10 +83,7 @@ func tableLines(p params, javaThreads int, heap string, java bool) []line {
 // printTable prints EdgeMQ against RocketMQ, one table per flush mode, from runs of one
 // placement (their kinds without the placement's suffix); title names the placement.
 func printTable(w io.Writer, runs []run, lines []line, title string) {
-	by := map[string][]run{}
-	for _, r := range runs {
-		by[r.Kind] = append(by[r.Kind], r)
-	}
+	by := byKind(runs)
 	for _, pair := range [][2]string{{"edgemq-async", "rocketmq-async"}, {"edgemq-sync", "rocketmq-sync"}} {
 		if by[pair[0]] == nil && by[pair[1]] == nil {
 			continue
@@ -150,6 +147,15 @@ func (l line) judge(em, rm float64, eok, rok bool) (ratio, target, verdict strin
 		}
 	}
 	return ratio, target, verdict
+}
+
+// byKind groups runs by their kind.
+func byKind(runs []run) map[string][]run {
+	by := map[string][]run{}
+	for _, r := range runs {
+		by[r.Kind] = append(by[r.Kind], r)
+	}
+	return by
 }
 
 func pass(ok bool) string {
