@@ -19,6 +19,7 @@ import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
+import org.apache.rocketmq.client.producer.SendResult;
 import org.apache.rocketmq.client.producer.SendStatus;
 import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.common.message.Message;
@@ -78,8 +79,12 @@ class DelayTest {
         }
     }
 
-    /** Sends 6 "old" messages, then 6 "new" ones a second after BOUNDARY[0], which it fills in. */
-    private static void sendAroundBoundary(String topic, long[] boundary) throws Exception {
+    /**
+     * Sends 6 "old" messages, then 6 "new" ones a second after BOUNDARY[0], which it fills in.
+     * Returns each queue's offset of its first new message, by queue id.
+     */
+    private static Map<Integer, Long> sendAroundBoundary(String topic, long[] boundary) throws Exception {
+        Map<Integer, Long> firstNew = new HashMap<>();
         DefaultMQProducer p = Interop.producer(Interop.unique("pg_ts"));
         try {
             for (int i = 0; i < 6; i++) {
@@ -94,11 +99,14 @@ class DelayTest {
             for (int i = 0; i < 6; i++) {
                 Message m = new Message(topic, "new", ("new" + i).getBytes());
                 m.putUserProperty("i", "new" + i);
-                assertEquals(SendStatus.SEND_OK, p.send(m).getSendStatus());
+                SendResult r = p.send(m);
+                assertEquals(SendStatus.SEND_OK, r.getSendStatus());
+                firstNew.putIfAbsent(r.getMessageQueue().getQueueId(), r.getQueueOffset());
             }
         } finally {
             p.shutdown();
         }
+        return firstNew;
     }
 
     /** Searching each queue's offset by timestamp (lite pull offsetForTimestamp, then seek). */
@@ -107,26 +115,46 @@ class DelayTest {
         String topic = Interop.unique("t_ts");
         Interop.createTopic(topic, 2);
         long[] boundary = new long[1];
-        sendAroundBoundary(topic, boundary);
+        Map<Integer, Long> firstNew = sendAroundBoundary(topic, boundary);
 
+        // The search, from a consumer that only asks.
+        List<MessageQueue> mqs;
+        Map<MessageQueue, Long> found = new HashMap<>();
+        DefaultLitePullConsumer q = LitePullTest.consumer(Interop.unique("g_tsq"));
+        q.start();
+        try {
+            mqs = new ArrayList<>(q.fetchMessageQueues(topic));
+            for (MessageQueue mq : mqs) {
+                found.put(mq, q.offsetForTimestamp(mq, boundary[0]));
+            }
+        } finally {
+            q.shutdown();
+        }
+        for (MessageQueue mq : mqs) {
+            assertEquals(firstNew.get(mq.getQueueId()), found.get(mq),
+                    "queue " + mq.getQueueId() + ": the search gives the offset of its first message after the timestamp");
+        }
+
+        // Reading from the offsets found. The queues are assigned and paused before the consumer
+        // starts: an assigned queue's first pull task would otherwise start at once from the
+        // group's first offset and can hand its old messages out after seek() cleared the cache.
         DefaultLitePullConsumer c = LitePullTest.consumer(Interop.unique("g_ts"));
+        c.assign(mqs);
+        c.pause(mqs);
         c.start();
         List<MessageExt> got;
         try {
-            List<MessageQueue> mqs = new ArrayList<>(c.fetchMessageQueues(topic));
-            c.assign(mqs);
             for (MessageQueue mq : mqs) {
-                Long off = c.offsetForTimestamp(mq, boundary[0]);
-                c.seek(mq, off);
+                c.seek(mq, found.get(mq));
             }
+            c.resume(mqs);
             got = LitePullTest.pollUntil(c, 6, Duration.ofSeconds(20));
         } finally {
             c.shutdown();
         }
-        // What the broker decides is which offsets the search gives: the set of messages read
-        // from them. A message read twice is the lite pull consumer's own: its table of pull
-        // tasks is updated without a lock (apache/rocketmq#10630), so a task that assign() or
-        // seek() replaced can go on pulling, untracked, from the same offset. Counted, not failed.
+        // A message read twice is the lite pull consumer's own: its table of pull tasks is
+        // updated without a lock (apache/rocketmq#10630), so a task that seek() replaced can go
+        // on pulling, untracked, from the same offset. Counted, not failed.
         Set<String> ids = new TreeSet<>();
         int twice = 0;
         for (MessageExt m : got) {
