@@ -135,6 +135,7 @@ func createTopics(ctx context.Context, b *broker, topics ...string) error {
 type params struct {
 	size       int           // body bytes
 	clients    int           // send: producer clients (connections)
+	brokerWarm time.Duration // each broker: unmeasured load before the first workload (warmUp)
 	inflight   int           // send: SendSync goroutines per client
 	sendWarm   time.Duration // send: unmeasured lead-in
 	sendTime   time.Duration // send: measured phase

@@ -91,6 +91,7 @@ func main() {
 		size       = flag.Int("size", 100, "body bytes")
 		clients    = flag.Int("clients", 4, "send: producer clients (connections)")
 		inflight   = flag.Int("inflight", 16, "send: SendSync goroutines per producer client")
+		brokerWarm = flag.Duration("broker-warmup", 40*time.Second, "each broker, after its start is timed and before its first workload: unmeasured sends and consumes with ours and rocketmq-client-go, so that a JVM broker has compiled its hot paths (0: off)")
 		sendWarm   = flag.Duration("send-warmup", 2*time.Second, "send: unmeasured lead-in")
 		sendTime   = flag.Duration("send-time", 5*time.Second, "send: measured phase")
 		consumeN   = flag.Int("consume-n", 500_000, "consume: messages pre-filled and consumed")
@@ -201,7 +202,7 @@ func main() {
 		c.rmqCP = rocketmqClasspath(c.rmqScript, tmp)
 	}
 	javaCP := javaClasspath(*javaOn, tmp)
-	p := params{size: *size, clients: *clients, inflight: *inflight, sendWarm: *sendWarm, sendTime: *sendTime,
+	p := params{size: *size, clients: *clients, inflight: *inflight, brokerWarm: *brokerWarm, sendWarm: *sendWarm, sendTime: *sendTime,
 		consumeN: *consumeN, prefillBat: *prefillBat, latRate: *latRate, latN: *latN, latWarm: *latWarm, latWindow: *latWindow}
 
 	fmt.Printf("# EdgeMQ vs Apache RocketMQ over loopback\n\n%s\n\n", machine())
@@ -298,7 +299,7 @@ func runOne(ctx context.Context, k kind, c config, p params, only []string, java
 			r.Notes = append(r.Notes, "stop: "+err.Error())
 		}
 	}()
-	topics := []string{topicSend, topicConsume, topicLat, topicOursConsume, topicOursLat}
+	topics := []string{topicSend, topicConsume, topicLat, topicOursConsume, topicOursLat, topicWarm}
 	if javaCP != "" {
 		topics = append(topics, topicJava, topicJavaConsume)
 	}
@@ -310,6 +311,11 @@ func runOne(ctx context.Context, k kind, c config, p params, only []string, java
 		r.M["rss_idle_mib"] = float64(st["VmRSS"]) / 1024
 	}
 	p.note = func(s string) { r.Notes = append(r.Notes, s) }
+	if n, err := warmUp(ctx, b, p, p.brokerWarm); err != nil {
+		r.Notes = append(r.Notes, "warm-up: "+err.Error())
+	} else if n > 0 {
+		r.M["warmup_msgs"] = float64(n)
+	}
 	phase := func(name string, f func() error) {
 		if !slices.Contains(only, name) {
 			return
