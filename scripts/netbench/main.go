@@ -11,6 +11,9 @@
 //     name-server JVM, the broker JVM and the broker's registration) until a
 //     rocketmq-client-go producer, sending every millisecond from just before the spawn, gets
 //     its first SEND_OK (the topic is auto-created by that send);
+//   - warm-up, unmeasured: -broker-warmup of sends and consumes with both Go clients on
+//     their own topic, so that a JVM broker is measured with its hot paths compiled
+//     (warmup.go);
 //   - send: -clients rocketmq-client-go producers (one connection each), each with -inflight
 //     goroutines calling SendSync with a -size body in a loop, so clients×inflight sends in
 //     flight; msgs/s over -send-time after -send-warmup;
