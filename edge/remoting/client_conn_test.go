@@ -321,46 +321,51 @@ func replies(t *testing.T, opaques ...int32) []byte {
 // write once the reader has handed them all out: by the reader, or, when the far end is not
 // reading within the reader's short wait, by the writer.
 func TestClientConnReaderWritesHeldPulls(t *testing.T) {
-	c, far := pipeConn(t)
-	c.startReader()
-	ctx := context.Background()
-	var sent atomic.Int32 // pulls the callbacks sent
-	firstOut := make(chan struct{})
-	for _, o := range []int32{1, 2, 3} {
-		heldPull(t, c, o, func() {
-			if o == 2 { // the first pull is out before the second reply is handed out
-				select {
-				case <-firstOut:
-				case <-time.After(10 * time.Second):
-					t.Error("the first reply's pull was not written before the second reply was handed out")
+	// In a bubble: the reader's own write waits a millisecond for the far end to read, and on a
+	// loaded machine the test could take longer than that to get there (the writer then takes
+	// the write, which the reader holds back while it hands out the second reply).
+	synctest.Test(t, func(t *testing.T) {
+		c, far := pipeConn(t)
+		c.startReader()
+		ctx := context.Background()
+		var sent atomic.Int32 // pulls the callbacks sent
+		firstOut := make(chan struct{})
+		for _, o := range []int32{1, 2, 3} {
+			heldPull(t, c, o, func() {
+				if o == 2 { // the first pull is out before the second reply is handed out
+					select {
+					case <-firstOut:
+					case <-time.After(10 * time.Second):
+						t.Error("the first reply's pull was not written before the second reply was handed out")
+					}
 				}
-			}
-			if err := c.write(ctx, NewRequest(PullMessage, nil, nil)); err != nil {
-				t.Error(err)
-			}
-			sent.Add(1)
-		})
-	}
-	far.SetWriteDeadline(time.Now().Add(10 * time.Second))
-	if _, err := far.Write(replies(t, 1, 2, 3)); err != nil { // one read for the reader
-		t.Fatal(err)
-	}
-	if got := readWrites(t, far, 1); got != 1 {
-		t.Fatalf("the first pull took %d writes, want 1", got)
-	}
-	close(firstOut)
-	if got := readWrites(t, far, 2); got != 1 {
-		t.Fatalf("the other 2 pulls from the callbacks took %d writes, want 1", got)
-	}
-	if n := sent.Load(); n != 3 {
-		t.Fatalf("%d pulls sent, want 3", n)
-	}
-	c.wmu.Lock()
-	held, queued := c.held, len(c.wbuf)
-	c.wmu.Unlock()
-	if held || queued != 0 {
-		t.Fatalf("after the reader's write: held %v, %d bytes queued", held, queued)
-	}
+				if err := c.write(ctx, NewRequest(PullMessage, nil, nil)); err != nil {
+					t.Error(err)
+				}
+				sent.Add(1)
+			})
+		}
+		far.SetWriteDeadline(time.Now().Add(10 * time.Second))
+		if _, err := far.Write(replies(t, 1, 2, 3)); err != nil { // one read for the reader
+			t.Fatal(err)
+		}
+		if got := readWrites(t, far, 1); got != 1 {
+			t.Fatalf("the first pull took %d writes, want 1", got)
+		}
+		close(firstOut)
+		if got := readWrites(t, far, 2); got != 1 {
+			t.Fatalf("the other 2 pulls from the callbacks took %d writes, want 1", got)
+		}
+		if n := sent.Load(); n != 3 {
+			t.Fatalf("%d pulls sent, want 3", n)
+		}
+		c.wmu.Lock()
+		held, queued := c.held, len(c.wbuf)
+		c.wmu.Unlock()
+		if held || queued != 0 {
+			t.Fatalf("after the reader's write: held %v, %d bytes queued", held, queued)
+		}
+	})
 }
 
 // When the socket has no room for what the reader writes, the reader does not wait: the
