@@ -151,25 +151,40 @@ type params struct {
 // goSend runs p.clients rocketmq-client-go producers with p.inflight goroutines each
 // calling SendSync in a loop on topicSend (sendPhase).
 func goSend(ctx context.Context, b *broker, p params, m metrics) error {
-	sends := make([]func() error, p.clients)
-	body := make([]byte, p.size)
-	for i := range sends {
+	sends, done, err := goSenders(ctx, b, p.clients, topicSend, make([]byte, p.size))
+	defer done()
+	if err != nil {
+		return err
+	}
+	return sendPhase(b, p, m, "go_send", sends)
+}
+
+// goSenders makes n rocketmq-client-go producers, each a function that sends body to topic
+// with SendSync; done shuts down those made, also after an error.
+func goSenders(ctx context.Context, b *broker, n int, topic string, body []byte) (sends []func() error, done func(), err error) {
+	var prs []rocketmq.Producer
+	done = func() {
+		for _, pr := range prs {
+			pr.Shutdown()
+		}
+	}
+	for range n {
 		pr, err := newProducer(b.ns, 2)
 		if err != nil {
-			return err
+			return nil, done, err
 		}
-		defer pr.Shutdown()
-		sends[i] = func() error {
+		prs = append(prs, pr)
+		sends = append(sends, func() error {
 			sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()
-			r, err := pr.SendSync(sctx, primitive.NewMessage(topicSend, body))
+			r, err := pr.SendSync(sctx, primitive.NewMessage(topic, body))
 			if err == nil && r.Status != primitive.SendOK {
 				err = fmt.Errorf("send status %d", r.Status)
 			}
 			return err
-		}
+		})
 	}
-	return sendPhase(b, p, m, "go_send", sends)
+	return sends, done, nil
 }
 
 // failPause is how long a sender waits after a failed send before the next.

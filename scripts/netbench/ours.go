@@ -69,25 +69,41 @@ func dialOurs(ctx context.Context, ns string) (*remoting.Client, error) {
 // oursSend is goSend with our producer: p.clients clients (a connection each) × p.inflight
 // goroutines of sync Send.
 func oursSend(ctx context.Context, b *broker, p params, m metrics) error {
-	sends := make([]func() error, p.clients)
-	body := make([]byte, p.size)
-	for i := range sends {
-		c, err := dialOurs(ctx, b.ns)
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		pr, err := producer.New(c, &producer.Options{SendTimeout: 10 * time.Second})
-		if err != nil {
-			return err
-		}
-		defer pr.Close()
-		sends[i] = func() error {
-			_, err := pr.Send(ctx, &mq.Message{Topic: topicSend, Body: body}, nil)
-			return err
-		}
+	sends, done, err := oursSenders(ctx, b, p.clients, topicSend, make([]byte, p.size))
+	defer done()
+	if err != nil {
+		return err
 	}
 	return sendPhase(b, p, m, "ours_send", sends)
+}
+
+// oursSenders makes n of our producers, each over a client of its own (a connection), each
+// a function that sends body to topic with Send; done closes those made, also after an
+// error.
+func oursSenders(ctx context.Context, b *broker, n int, topic string, body []byte) (sends []func() error, done func(), err error) {
+	var closers []func()
+	done = func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}
+	for range n {
+		c, err := dialOurs(ctx, b.ns)
+		if err != nil {
+			return nil, done, err
+		}
+		closers = append(closers, func() { c.Close() })
+		pr, err := producer.New(c, &producer.Options{SendTimeout: 10 * time.Second})
+		if err != nil {
+			return nil, done, err
+		}
+		closers = append(closers, func() { pr.Close() })
+		sends = append(sends, func() error {
+			_, err := pr.Send(ctx, &mq.Message{Topic: topic, Body: body}, nil)
+			return err
+		})
+	}
+	return sends, done, nil
 }
 
 // consumeOptions are our push consumer's for the consume workloads: pull batch 32 and

@@ -104,30 +104,47 @@ func (ph phase) end(m metrics, prefix string, n int64) {
 	m[prefix+"_client_cpu_us"] = perMsg(ccpu, n)
 }
 
-// sendPhase runs p.inflight goroutines per function of sends, each calling it in a loop
-// (a sync send of one message), and measures the acknowledged sends over p.sendTime after
-// p.sendWarm: figures prefix_rate, _cpu_us, _client_cpu_us, _allocs and _failed.
-func sendPhase(b *broker, p params, m metrics, prefix string, sends []func() error) error {
-	var (
-		acked atomic.Int64
-		stop  atomic.Bool
-		wg    sync.WaitGroup
-		fails failures
-	)
+// senders runs inflight goroutines per function of a set of sends, each calling its function
+// (a sync send of one message) in a loop until halt, counting the acknowledged and the
+// failed sends; a sender pauses failPause after a failure.
+type senders struct {
+	acked atomic.Int64
+	fails failures
+	stop  atomic.Bool
+	wg    sync.WaitGroup
+}
+
+func startSenders(sends []func() error, inflight int) *senders {
+	s := &senders{}
 	for _, send := range sends {
-		for range p.inflight {
-			wg.Go(func() {
-				for !stop.Load() {
+		for range inflight {
+			s.wg.Go(func() {
+				for !s.stop.Load() {
 					if err := send(); err != nil {
-						fails.add(err)
+						s.fails.add(err)
 						time.Sleep(failPause) // back off as the RocketMQ benchmark tools do
 						continue
 					}
-					acked.Add(1)
+					s.acked.Add(1)
 				}
 			})
 		}
 	}
+	return s
+}
+
+// halt stops the senders and waits for their sends in flight.
+func (s *senders) halt() {
+	s.stop.Store(true)
+	s.wg.Wait()
+}
+
+// sendPhase runs p.inflight goroutines per function of sends (startSenders) and measures
+// the acknowledged sends over p.sendTime after p.sendWarm: figures prefix_rate, _cpu_us,
+// _client_cpu_us, _allocs and _failed.
+func sendPhase(b *broker, p params, m metrics, prefix string, sends []func() error) error {
+	ss := startSenders(sends, p.inflight)
+	acked, fails := &ss.acked, &ss.fails
 	time.Sleep(p.sendWarm)
 	n0, f0 := acked.Load(), fails.n.Load()
 	stopTrace := startTrace(prefix)
@@ -136,8 +153,7 @@ func sendPhase(b *broker, p params, m metrics, prefix string, sends []func() err
 	n, f := acked.Load()-n0, fails.n.Load()-f0
 	ph.end(m, prefix, n)
 	stopTrace()
-	stop.Store(true)
-	wg.Wait()
+	ss.halt()
 	if n == 0 {
 		return fmt.Errorf("send: nothing acknowledged: %v", fails.err())
 	}

@@ -3,15 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 
 	"github.com/edgemq/edgemq/consumer"
-	"github.com/edgemq/edgemq/edge/mq"
-	"github.com/edgemq/edgemq/edge/producer"
 )
 
 // topicWarm is the warm-up's topic.
@@ -35,14 +31,13 @@ func warmUp(ctx context.Context, b *broker, p params, d time.Duration) (int64, e
 		return 0, err
 	}
 	defer c.Close()
-	var read atomic.Int64
 	stopOurs, err := oursPushConsumer(c, &consumer.Options{Group: "nb_warm_ours_g", FromWhere: consumer.ConsumeFromFirstOffset},
-		topicWarm, func(msgs []*consumer.Message) { read.Add(int64(len(msgs))) })
+		topicWarm, func([]*consumer.Message) {})
 	if err != nil {
 		return 0, fmt.Errorf("warm-up consumer: %w", err)
 	}
 	defer stopOurs()
-	stopGo, err := goPushConsumer(b.ns, "nb_warm_go_g", topicWarm, func(msgs []*primitive.MessageExt) { read.Add(int64(len(msgs))) })
+	stopGo, err := goPushConsumer(b.ns, "nb_warm_go_g", topicWarm, func([]*primitive.MessageExt) {})
 	if err != nil {
 		return 0, fmt.Errorf("warm-up rocketmq-client-go consumer: %w", err)
 	}
@@ -50,62 +45,24 @@ func warmUp(ctx context.Context, b *broker, p params, d time.Duration) (int64, e
 
 	body := make([]byte, p.size)
 	ours := max(p.clients/2, 1)
-	var sends []func() error
-	for range ours {
-		oc, err := dialOurs(ctx, b.ns)
-		if err != nil {
-			return 0, err
-		}
-		defer oc.Close()
-		pr, err := producer.New(oc, &producer.Options{SendTimeout: 10 * time.Second})
-		if err != nil {
-			return 0, err
-		}
-		defer pr.Close()
-		sends = append(sends, func() error {
-			_, err := pr.Send(ctx, &mq.Message{Topic: topicWarm, Body: body}, nil)
-			return err
-		})
+	oursSends, oursDone, err := oursSenders(ctx, b, ours, topicWarm, body)
+	defer oursDone()
+	if err != nil {
+		return 0, err
 	}
-	for range max(p.clients-ours, 1) {
-		gp, err := newProducer(b.ns, 2)
-		if err != nil {
-			return 0, err
-		}
-		defer gp.Shutdown()
-		sends = append(sends, func() error {
-			sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			defer cancel()
-			_, err := gp.SendSync(sctx, primitive.NewMessage(topicWarm, body))
-			return err
-		})
+	goSends, goDone, err := goSenders(ctx, b, max(p.clients-ours, 1), topicWarm, body)
+	defer goDone()
+	if err != nil {
+		return 0, err
 	}
-	var (
-		acked atomic.Int64
-		stop  atomic.Bool
-		wg    sync.WaitGroup
-	)
-	for _, send := range sends {
-		for range p.inflight {
-			wg.Go(func() {
-				for !stop.Load() && ctx.Err() == nil {
-					if err := send(); err != nil {
-						time.Sleep(failPause)
-						continue
-					}
-					acked.Add(1)
-				}
-			})
-		}
-	}
+	ss := startSenders(append(oursSends, goSends...), p.inflight)
 	select {
 	case <-time.After(d):
 	case <-ctx.Done():
 	}
-	stop.Store(true)
-	wg.Wait()
-	if acked.Load() == 0 {
-		return 0, fmt.Errorf("warm-up: no send acknowledged in %s", d)
+	ss.halt()
+	if ss.acked.Load() == 0 {
+		return 0, fmt.Errorf("warm-up: no send acknowledged in %s: %v", d, ss.fails.err())
 	}
-	return acked.Load(), ctx.Err()
+	return ss.acked.Load(), ctx.Err()
 }
