@@ -33,7 +33,7 @@ import org.junit.jupiter.api.Timeout;
  * clustering shares the queues so each message is consumed once, and the survivor takes all
  * queues when a member leaves; broadcasting gives every member every message.
  */
-@Timeout(120) // two or three JVMs start per test: on a busy 2-core machine that alone takes long
+@Timeout(240) // two or three JVMs start per test: on a busy 2-core machine that alone takes long
 class ClusteringTest {
     /** A ConsumerMember process and the lines it printed. */
     static final class Member implements AutoCloseable {
@@ -130,6 +130,17 @@ class ClusteringTest {
             return last;
         }
 
+        /** Every allocation it printed, oldest first. */
+        List<String> allocations() {
+            List<String> all = new ArrayList<>();
+            for (String l : lines()) {
+                if (l.startsWith("ALLOC")) {
+                    all.add("[" + l.substring(5).trim() + "]");
+                }
+            }
+            return all;
+        }
+
         /** Index → times received, for the messages it consumed. */
         Map<Integer, Integer> received() {
             Map<Integer, Integer> m = new HashMap<>();
@@ -190,6 +201,31 @@ class ClusteringTest {
         }
     }
 
+    /**
+     * Waits until the members together have consumed every index in WANT; the failure names
+     * the missing indices and each member's allocations.
+     */
+    static void awaitGroup(String what, Duration timeout, Set<Integer> want, Member... members) throws Exception {
+        try {
+            Interop.awaitTrue(what, timeout, () -> {
+                Set<Integer> got = new HashSet<>();
+                for (Member m : members) {
+                    got.addAll(m.received().keySet());
+                }
+                return got.containsAll(want);
+            });
+        } catch (AssertionError e) {
+            Set<Integer> missing = new TreeSet<>(want);
+            StringBuilder sb = new StringBuilder(e.getMessage());
+            for (Member m : members) {
+                missing.removeAll(m.received().keySet());
+                sb.append("; ").append(m.name).append(" allocations ").append(m.allocations())
+                        .append(", queues consumed ").append(m.queuesConsumed());
+            }
+            throw new AssertionError(sb.append("; missing ").append(missing).toString(), e);
+        }
+    }
+
     static Set<Integer> range(int from, int to) {
         Set<Integer> s = new TreeSet<>();
         for (int i = from; i < to; i++) {
@@ -217,11 +253,9 @@ class ClusteringTest {
             });
 
             send(topic, 0, 40);
-            Interop.awaitTrue("40 messages consumed by the group", Duration.ofSeconds(30), () -> {
-                Set<Integer> s = new HashSet<>(a.received().keySet());
-                s.addAll(b.received().keySet());
-                return s.size() == 40;
-            });
+            // 60 s: a member whose offset query for a newly allocated queue timed out (a busy
+            // machine) leaves that queue until its next rebalance, 20 s later.
+            awaitGroup("40 messages consumed by the group", Duration.ofSeconds(60), range(0, 40), a, b);
             Collector.sleep(Duration.ofSeconds(1));
             Map<Integer, Integer> ra = a.received();
             Map<Integer, Integer> rb = b.received();
@@ -241,8 +275,7 @@ class ClusteringTest {
                     ls -> ids(a.alloc()).size() == 4);
 
             send(topic, 40, 60);
-            a.await("messages 40..59", Duration.ofSeconds(30),
-                    ls -> a.received().keySet().containsAll(range(40, 60)));
+            awaitGroup("messages 40..59 consumed by the survivor", Duration.ofSeconds(60), range(40, 60), a);
             Collector.sleep(Duration.ofSeconds(1));
             Map<Integer, Integer> after = a.received();
             for (int i = 40; i < 60; i++) {
@@ -268,11 +301,7 @@ class ClusteringTest {
             Interop.awaitTrue("the two members to split the queues", Duration.ofSeconds(40),
                     () -> ids(a.alloc()).size() == 2 && ids(b.alloc()).size() == 2);
             send(topic, 0, 20);
-            Interop.awaitTrue("20 messages consumed by the group", Duration.ofSeconds(30), () -> {
-                Set<Integer> s = new HashSet<>(a.received().keySet());
-                s.addAll(b.received().keySet());
-                return s.size() == 20;
-            });
+            awaitGroup("20 messages consumed by the group", Duration.ofSeconds(60), range(0, 20), a, b);
 
             // A killed member's connection closes: the broker drops it from the group and the
             // survivor takes its queues (at once if the broker notifies, else at the next 20 s
@@ -280,8 +309,7 @@ class ClusteringTest {
             b.kill();
             a.await("all 4 queues after B died", Duration.ofSeconds(45), ls -> ids(a.alloc()).size() == 4);
             send(topic, 20, 40);
-            a.await("messages 20..39", Duration.ofSeconds(30),
-                    ls -> a.received().keySet().containsAll(range(20, 40)));
+            awaitGroup("messages 20..39 consumed by the survivor", Duration.ofSeconds(60), range(20, 40), a);
             Collector.sleep(Duration.ofSeconds(1));
             Map<Integer, Integer> after = a.received();
             for (int i = 20; i < 40; i++) {
@@ -305,7 +333,7 @@ class ClusteringTest {
             a.await("READY", Duration.ofSeconds(60), ls -> ls.contains("READY"));
             a.await("both queues", Duration.ofSeconds(30), ls -> ids(a.alloc()).size() == 2);
             send(topic, 0, 10);
-            a.await("10 messages", Duration.ofSeconds(30), ls -> a.received().keySet().containsAll(range(0, 10)));
+            awaitGroup("10 messages", Duration.ofSeconds(60), range(0, 10), a);
             Collector.sleep(Duration.ofSeconds(1));
             Map<Integer, Integer> r = a.received();
             for (int i = 0; i < 10; i++) {
@@ -326,8 +354,7 @@ class ClusteringTest {
             b.await("READY", Duration.ofSeconds(60), ls -> ls.contains("READY"));
             send(topic, 0, 20);
             for (Member m : List.of(a, b)) {
-                m.await("all 20 messages", Duration.ofSeconds(30),
-                        ls -> m.received().keySet().containsAll(range(0, 20)));
+                awaitGroup(m.name + " to get all 20 messages", Duration.ofSeconds(60), range(0, 20), m);
             }
             Collector.sleep(Duration.ofSeconds(1));
             for (Member m : List.of(a, b)) {
