@@ -39,6 +39,10 @@ const populateChunk = 64 << 10
 // and by helpPrefault after it populated (busy, always).
 var prefaultHook func(busy bool, from, to int64, err error)
 
+// populateHook, when set (by tests, before Open), is called before each chunk [from, to)
+// (log positions) is populated.
+var populateHook func(from, to int64)
+
 // prefaultStep is how far the writer advances between two wakes of prefaultLoop.
 func (l *Log) prefaultStep() int64 { return max(l.opts.PrefaultBytes/4, minPrefaultStep) }
 
@@ -186,8 +190,26 @@ func (l *Log) populate(s *segment, from, to int64) error {
 		default:
 		}
 		hi := min(lo+populateChunk, to-s.base)
+		// The writer may have passed the chunk while this goroutine waited its turn for a
+		// CPU (64 producers of 1 KiB records write a window in a millisecond): its pages
+		// are mapped, or were dropped behind it, and populating them would map them again
+		// behind the drops, resident until the segment is unmapped.
+		if l.written.Load()-s.base >= hi {
+			continue
+		}
+		if hook := populateHook; hook != nil {
+			hook(s.base+lo, s.base+hi)
+		}
 		if err := s.file.Populate(data[lo:hi]); err != nil {
 			return err
+		}
+		// A drop behind the writer that passed the chunk during the populate may have run
+		// before it: drop again what the drops have passed. A drop that moves dropped
+		// after this load runs after the populate, and drops the chunk itself.
+		if d := l.dropped.Load() - s.base; d > lo {
+			if err := s.dropResident(lo, min(hi, d)); err != nil {
+				l.stopDropping(s, err)
+			}
 		}
 	}
 	return nil

@@ -3,10 +3,13 @@ package commitlog
 import (
 	"bytes"
 	"cmp"
+	"encoding/binary"
 	"errors"
+	"os"
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/edgemq/edgemq/store/internal/smaps"
 )
@@ -242,4 +245,83 @@ func TestPrefaultThroughRollsAndRetention(t *testing.T) {
 		t.Fatalf("min position %d: retention deleted nothing", l.MinPos())
 	}
 	reopenCheck(t, l, dir, o, rec)
+}
+
+// TestPopulateBehindWriterDropped: a populate the writer has overtaken maps nothing behind
+// the drops. A chunk the writer passed before the populate starts is skipped; one it passes
+// while the populate waits (here: the writer goes a window and two steps past it in
+// between) is dropped again after it. Either would otherwise stay resident until the
+// segment is unmapped: 64 producers of 1 KiB records left 4-8 MiB so.
+func TestPopulateBehindWriterDropped(t *testing.T) {
+	smaps.SkipIfAdviceIgnored(t)
+	const window = 256 << 10
+	dir := t.TempDir()
+	// No prefault goroutine: the test calls populate itself.
+	o := Options{SegmentSize: 8 << 20, Flush: FlushAsync, FlushInterval: time.Hour, FlushBytes: 1 << 40, ResidentBytes: window, PrefaultBytes: -1}
+	l := openTest(t, dir, o)
+	defer l.Close()
+	appendStep(t, l, 2<<20)
+	segs := *l.segs.Load()
+	s := segs[len(segs)-1]
+	if s.base != 0 {
+		t.Fatalf("active segment at %d, want the first", s.base)
+	}
+	populate := func(from, to int64) {
+		t.Helper()
+		err := l.populate(s, from, to)
+		if errors.Is(err, errors.ErrUnsupported) {
+			t.Skip(err) // qemu-user, Linux before 5.14
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	chunks := 0
+	populateHook = func(lo, hi int64) { chunks++ }
+	t.Cleanup(func() { populateHook = nil })
+	populate(512<<10, 1<<20) // long written, and dropped
+	if n := residentPages(t, s, 512<<10, 1<<20); n != 0 || chunks != 0 {
+		t.Errorf("a populate behind the writer populated %d chunks and left %d pages resident, want none", chunks, n)
+	}
+
+	page := int64(1) << pageShift
+	from := (l.Written()/page + 1) * page
+	to := from + populateChunk
+	populateHook = func(lo, hi int64) {
+		if lo == from {
+			appendStep(t, l, to-from+window+2*l.step)
+		}
+	}
+	populate(from, to)
+	if l.Written() < to+window {
+		t.Fatalf("the writer is at %d, want past %d", l.Written(), to+window)
+	}
+	if n := residentPages(t, s, from, to); n != 0 {
+		t.Errorf("a populate the writer overtook left %d pages resident, want 0", n)
+	}
+}
+
+// residentPages counts the pages of s's mapping between file offsets lo and hi that are
+// mapped in this process (/proc/self/pagemap's present bit).
+func residentPages(t *testing.T, s *segment, lo, hi int64) int {
+	t.Helper()
+	f, err := os.Open("/proc/self/pagemap")
+	if err != nil {
+		t.Skip(err)
+	}
+	defer f.Close()
+	page := int64(1) << pageShift
+	addr := int64(uintptr(unsafe.Pointer(unsafe.SliceData(s.data)))) + lo
+	buf := make([]byte, 8*((hi-lo)/page))
+	if _, err := f.ReadAt(buf, addr/page*8); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for i := 0; i < len(buf); i += 8 {
+		if binary.LittleEndian.Uint64(buf[i:])>>63 == 1 {
+			n++
+		}
+	}
+	return n
 }
