@@ -632,6 +632,7 @@ func (c *conn) writeFrames(frames []outFrame, wait time.Duration) (rest []byte, 
 		} else {
 			buf, _ = c.appendFrame(buf, cmd, false)
 		}
+		f.releaseSent()
 		if pending += len(buf) - n; pending >= maxWriteBatch {
 			out := append(segs, buf[mark:])
 			if err = c.write(&out, wait); err != nil {
@@ -671,6 +672,7 @@ func (c *conn) cutShort(segs net.Buffers, after []outFrame, wait time.Duration, 
 	}
 	for _, f := range after {
 		rest, _ = c.appendFrame(rest, c.frameCmd(f), false)
+		f.releaseSent()
 	}
 	if rest == nil {
 		rest = []byte{} // all of it was written as the wait ran out: the writer ends the write
@@ -687,6 +689,14 @@ func (c *conn) frameCmd(f outFrame) *remoting.Command {
 	cmd := c.s.sendReply(c, f.sent)
 	c.s.stats.replies.add(cmd.Code)
 	return cmd
+}
+
+// releaseSent puts a send's answer back in its pool once it is encoded: the reply made
+// of it points into it, and nothing reads it after.
+func (f outFrame) releaseSent() {
+	if f.sent != nil {
+		f.sent.release()
+	}
 }
 
 // write writes bufs, waiting up to wait for room in the socket; on an error bufs holds what

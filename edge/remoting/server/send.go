@@ -38,6 +38,31 @@ type sendAck struct {
 	err     error
 	reply   remoting.SendResponseHeader // the answer's header, written by sendReply
 	resp    remoting.Command            // the answer, made by sendReply
+
+	// done and doneBatch bound once, for the life of the pooled sendAck.
+	doneFn      func(mq.SendResult, error)
+	doneBatchFn func([]mq.SendResult, error)
+}
+
+// sendAcks pools sendAcks: one a send otherwise, the largest allocation of a send's path.
+var sendAcks = sync.Pool{New: func() any { return new(sendAck) }}
+
+// newSendAck returns a cleared sendAck from the pool.
+func newSendAck(c *conn, req *remoting.Command, size int64, topic string, queueID int32) *sendAck {
+	a := sendAcks.Get().(*sendAck)
+	if a.doneFn == nil { // new
+		a.doneFn, a.doneBatchFn = a.done, a.doneBatch
+	}
+	a.c, a.req, a.size, a.topic, a.queueID = c, req, size, topic, queueID
+	return a
+}
+
+// release clears a, so that the pool holds no request, result or connection, and puts it
+// back. It is called once a's answer is encoded (or, for a one-way send, once
+// acknowledged): nothing refers to a after that.
+func (a *sendAck) release() {
+	*a = sendAck{doneFn: a.doneFn, doneBatchFn: a.doneBatchFn}
+	sendAcks.Put(a)
 }
 
 // done is the broker's acknowledgement of a single message.
@@ -60,8 +85,9 @@ func (a *sendAck) finish() {
 	a.req.Body = nil // stored: the answer needs only the header
 	if a.req.IsOneway() {
 		c.inflight.Add(-1)
+		a.release()
 	} else {
-		c.queueFrame(outFrame{sent: a, held: true}, false)
+		c.queueFrame(outFrame{sent: a, held: true}, false) // a dead connection drops it
 	}
 	c.handlers.Done()
 }
@@ -100,32 +126,35 @@ func (s *Server) send(c *conn, req *remoting.Command, size int64) (reply *remoti
 		sel = mq.QueueIndex(int(h.QueueID))
 	}
 	origin := edge.Origin{BornTime: max(h.BornTimestamp, 0), BornHost: c.born, ReconsumeTimes: max(h.ReconsumeTimes, 0)}
-	a := &sendAck{c: c, req: req, size: size, topic: h.Topic, queueID: h.QueueID}
-	if req.Code == remoting.SendBatchMessage || req.Code == remoting.SendBatchZstd || h.Batch {
-		if h.SysFlag&sysFlagTxPrepared != 0 {
-			return req.Reply(remoting.MessageIllegal, "server: a batch cannot hold a transaction's half messages"), false
-		}
+	batch := req.Code == remoting.SendBatchMessage || req.Code == remoting.SendBatchZstd || h.Batch
+	if batch && h.SysFlag&sysFlagTxPrepared != 0 {
+		return req.Reply(remoting.MessageIllegal, "server: a batch cannot hold a transaction's half messages"), false
+	}
+	a := newSendAck(c, req, size, h.Topic, h.QueueID)
+	if batch {
 		// The items go to the broker as they are: it stores their properties without
 		// making messages and maps of them.
 		sc := batchScratches.Get().(*batchScratch)
 		var derr error
 		if sc.wire, derr = remoting.DecodeBatchItems(sc.wire[:0], body); derr != nil {
 			sc.release()
+			a.release()
 			return req.Reply(remoting.MessageIllegal, derr.Error()), false
 		}
 		if len(sc.wire) == 0 {
 			sc.release()
+			a.release()
 			return req.Reply(remoting.MessageIllegal, "server: empty batch"), false
 		}
 		for _, it := range sc.wire {
 			sc.items = append(sc.items, edge.BatchItem(it))
 		}
-		err = s.b.SendBatchItemsAsyncFrom(c.ctx, h.Topic, sc.items, sel, origin, a.doneBatch)
+		err = s.b.SendBatchItemsAsyncFrom(c.ctx, h.Topic, sc.items, sel, origin, a.doneBatchFn)
 		sc.release()
 	} else if h.SysFlag&sysFlagTxPrepared == 0 {
 		// The properties go to the broker as they came: it stores them without making a
 		// message and a map of them (it makes them itself for a delay level or a retry).
-		err = s.b.SendEncodedAsyncFrom(c.ctx, h.Topic, h.Flag, body, h.Properties, h.QueueID, origin, a.done)
+		err = s.b.SendEncodedAsyncFrom(c.ctx, h.Topic, h.Flag, body, h.Properties, h.QueueID, origin, a.doneFn)
 	} else { // a half message: the broker holds it until its transaction ends
 		m := &mq.Message{Topic: h.Topic, Flag: h.Flag, Body: body}
 		remoting.SetMessageProperties(m, h.Properties)
@@ -133,9 +162,10 @@ func (s *Server) send(c *conn, req *remoting.Command, size int64) (reply *remoti
 		if m.Properties[mq.PropertyProducerGroup] == "" {
 			m.SetProperty(mq.PropertyProducerGroup, h.ProducerGroup)
 		}
-		err = s.b.SendAsyncFrom(c.ctx, m, sel, origin, a.done)
+		err = s.b.SendAsyncFrom(c.ctx, m, sel, origin, a.doneFn)
 	}
 	if err != nil {
+		a.release() // the broker refused it: done is not called
 		return errReply(req, err), false
 	}
 	return nil, true
