@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strconv"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -83,6 +84,50 @@ func TestParkedPullsReuseWorkers(t *testing.T) {
 		// the bubble's end checks that no goroutine is left.
 		if d := time.Since(start); d != 0 {
 			t.Fatalf("Shutdown took %v with an idle pull worker", d)
+		}
+	})
+}
+
+// TestBurstPullWorkersEnd: after a burst parked 8 pulls at once (8 workers), one pull
+// parked every 2 s goes to the worker that went idle last, and the other 7 end after
+// pullWorkerIdle. Handed to the longest idle, each of the 8 would get one every 16 s and
+// none would ever end.
+func TestBurstPullWorkersEnd(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := openBrokerT(t, nil)
+		s := pipeServer(t, b, Options{})
+		c, p := pipeClient(t, s), pipeClient(t, s)
+		const burst = 8
+		topic := func(i int) string { return "T" + strconv.Itoa(i) }
+		var parked []chan *remoting.Command
+		for i := range burst {
+			p.mustCall(remoting.Success, remoting.SendMessageV2, sendExt(topic(i), 0, ""), []byte("m"))
+			parked = append(parked, c.write(remoting.NewRequest(remoting.PullMessage, pullHeader("g", topic(i), 0, 1, pullSuspend|pullSubscription, 20000, "*"), nil)))
+		}
+		synctest.Wait() // all parked
+		for i := range burst {
+			p.mustCall(remoting.Success, remoting.SendMessageV2, sendExt(topic(i), 0, ""), []byte("m"))
+			if r := c.wait(parked[i]); r.Code != remoting.Success {
+				t.Fatalf("parked pull %d answered %d", i, r.Code)
+			}
+		}
+		synctest.Wait()
+		if n := s.stats.pullWorkersGo.Load(); n != burst {
+			t.Fatalf("%d parked pulls at once started %d workers", burst, n)
+		}
+		for off := int64(2); off < 22; off++ { // 40 s
+			ch := c.write(remoting.NewRequest(remoting.PullMessage, pullHeader("g", topic(0), 0, off, pullSuspend|pullSubscription, 20000, "*"), nil))
+			synctest.Wait()
+			p.mustCall(remoting.Success, remoting.SendMessageV2, sendExt(topic(0), 0, ""), []byte("m"))
+			if r := c.wait(ch); r.Code != remoting.Success {
+				t.Fatalf("pull at %d answered %d", off, r.Code)
+			}
+			time.Sleep(2 * time.Second)
+		}
+		synctest.Wait()
+		started, ended := s.stats.pullWorkersGo.Load(), s.stats.pullWorkersEnd.Load()
+		if started != burst || started-ended != 1 {
+			t.Fatalf("after 40 s of one pull parked every 2 s: %d workers started, %d left, want %d started and 1 left", started, started-ended, burst)
 		}
 	})
 }

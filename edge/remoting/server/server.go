@@ -56,9 +56,9 @@ type Server struct {
 	accepts sync.WaitGroup                // the accept loops
 	wg      sync.WaitGroup                // connections (each waits for its own goroutines)
 
-	// pullJobs hands parked pulls to idle pull workers (parkPull); pullWorkers counts the
+	// pullPool hands parked pulls to idle pull workers (parkPull); pullWorkers counts the
 	// workers, which end once pulls is done.
-	pullJobs    chan pullJob
+	pullPool    pullPool
 	pullWorkers sync.WaitGroup
 	once        sync.Once // closes the listeners
 	lnErr       error     // from closing the listeners
@@ -110,7 +110,7 @@ func Start(b *edge.Broker, opts Options) (*Server, error) {
 // newServer returns a server of b without listeners: o has its defaults.
 func newServer(b *edge.Broker, o Options) *Server {
 	s := &Server{b: b, opts: o, lg: o.Logger, conns: map[*conn]struct{}{}, clients: map[string]map[*conn]struct{}{},
-		started: time.Now(), maxReqBytes: max(maxRequestBytes, int64(o.MaxFrameSize)), pullJobs: make(chan pullJob)}
+		started: time.Now(), maxReqBytes: max(maxRequestBytes, int64(o.MaxFrameSize))}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.pulls, s.stopPulls = context.WithCancel(context.Background())
 	return s

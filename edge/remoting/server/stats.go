@@ -22,10 +22,11 @@ type Stats struct {
 
 // serverStats holds the counters behind Stats; each is safe for concurrent use.
 type serverStats struct {
-	accepted      atomic.Int64
-	pullWorkersGo atomic.Int64 // pull workers started (parkPull)
-	requests      codeCounts
-	replies       codeCounts
+	accepted       atomic.Int64
+	pullWorkersGo  atomic.Int64 // pull workers started (parkPull)
+	pullWorkersEnd atomic.Int64 // pull workers ended
+	requests       codeCounts
+	replies        codeCounts
 }
 
 // codeCounts counts events by remoting code. A code's counter is made on its first event;
