@@ -206,7 +206,7 @@ func (l *Log) populate(s *segment, from, to int64) error {
 		// A drop behind the writer that passed the chunk during the populate may have run
 		// before it: drop again what the drops have passed. A drop that moves dropped
 		// after this load runs after the populate, and drops the chunk itself.
-		if d := l.dropped.Load() - s.base; d > lo {
+		if d := l.dropped.Load() - s.base; d > lo && !l.dropOff.Load() {
 			if err := s.dropResident(lo, min(hi, d)); err != nil {
 				l.stopDropping(s, err)
 			}
