@@ -19,7 +19,8 @@ import (
 // goroutine waits its turn behind them, so it falls behind: then that appender maps the
 // next two steps itself (helpPrefault), after the append, outside the log's lock, where
 // its page faults would hold up every other appender. Both claim what they populate
-// (pfilled), so no page is populated twice.
+// (pfilled), so no page is populated twice, and skip what the writer has passed by the time
+// they get to it: behind the writer a populate would map pages again that were dropped.
 //
 // Populated pages are dirty zeros until written: a flush meanwhile writes them, and after
 // it each takes a cheaper write-protect fault when the writer reaches it. While busy the log flushes every FlushBytes (4 MiB) or more, so that
