@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -23,12 +24,13 @@ import (
 type fsyncGate struct {
 	vfs.FS
 	held    *atomic.Bool
+	fail    *atomic.Bool  // Syncs fail with EIO
 	waiting *atomic.Int32 // Syncs waiting at the gate
 	open    chan struct{} // closed by release
 }
 
 func newFsyncGate() fsyncGate {
-	return fsyncGate{FS: vfs.OS, held: new(atomic.Bool), waiting: new(atomic.Int32), open: make(chan struct{})}
+	return fsyncGate{FS: vfs.OS, held: new(atomic.Bool), fail: new(atomic.Bool), waiting: new(atomic.Int32), open: make(chan struct{})}
 }
 
 // release lets the waiting Syncs go, and every later one pass.
@@ -56,6 +58,9 @@ func (f gatedFile) Sync() error {
 		f.g.waiting.Add(1)
 		<-f.g.open
 		f.g.waiting.Add(-1)
+	}
+	if f.g.fail.Load() {
+		return &os.PathError{Op: "fdatasync", Path: "segment", Err: syscall.EIO}
 	}
 	return f.File.Sync()
 }
@@ -187,5 +192,30 @@ func testSendsAnsweredOnceDurable(t *testing.T, flush commitlog.FlushMode, durT,
 	}
 	if recs := decodeRecords(t, r.Body); len(recs) == 0 || recs[0].body != "v1" {
 		t.Fatalf("the parked pull brought %+v, want the first send after it (v1) first", recs)
+	}
+}
+
+// TestSendAnsweredErrorOnFailedFsync: with the sync flush policy, a send whose fsync fails
+// is answered with an error, never success (its durability is unknown), and so are the
+// sends after it while the log stays failed.
+func TestSendAnsweredErrorOnFailedFsync(t *testing.T) {
+	g := newFsyncGate()
+	b := openBroker(t, &edge.Options{Store: &store.Options{FS: g, FlushInterval: time.Hour, SegmentSize: 4 << 20,
+		MaxMessageSize: testMaxMessage, QueueSegmentEntries: 1024, MetaNoSync: true}})
+	if err := b.CreateTopic(edge.TopicConfig{Name: "T", ReadQueues: 1, WriteQueues: 1}); err != nil {
+		t.Fatal(err)
+	}
+	s := startServer(t, b, Options{})
+	c := dial(t, s.Addr())
+	c.mustCall(remoting.Success, remoting.SendMessageV2, sendExt("T", 0, ""), []byte("before"))
+	g.fail.Store(true)
+	for i, body := range []string{"lost?", "after"} {
+		r := c.call(remoting.SendMessageV2, sendExt("T", 0, ""), []byte(body))
+		if r.Code == remoting.Success {
+			t.Fatalf("send %d answered success with its fsync failing", i)
+		}
+		if r.Code != remoting.SystemError || r.Remark == "" {
+			t.Errorf("send %d answered %d %q, want SYSTEM_ERROR with the cause", i, r.Code, r.Remark)
+		}
 	}
 }
