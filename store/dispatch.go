@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/edgemq/edgemq/store/commitlog"
@@ -179,8 +178,11 @@ func (s *Store) takeToken(end int64) bool {
 	if s.dmu.TryLock() {
 		return true
 	}
-	w := tokenWaiters.Get().(chan struct{})
-	defer tokenWaiters.Put(w)
+	w, ok := s.tokenWaiters.Get().(chan struct{})
+	if !ok {
+		w = make(chan struct{}, 1)
+	}
+	defer s.tokenWaiters.Put(w)
 	s.wmu.Lock()
 	s.dwaiters = append(s.dwaiters, w)
 	s.dparked.Store(int32(len(s.dwaiters)))
@@ -200,10 +202,6 @@ func (s *Store) takeToken(end int64) bool {
 	s.wmu.Unlock()
 	return got
 }
-
-// tokenWaiters holds the capacity-1 channels on which takeToken waits, so that waiting
-// makes no garbage.
-var tokenWaiters = sync.Pool{New: func() any { return make(chan struct{}, 1) }}
 
 // unlockDispatch releases the dispatch token and wakes whoever waits for it in takeToken.
 // Every holder of dmu releases it so, or a waiter would sleep until the next release.
