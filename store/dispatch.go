@@ -178,11 +178,11 @@ func (s *Store) takeToken(end int64) bool {
 	if s.dmu.TryLock() {
 		return true
 	}
-	w, ok := s.tokenWaiters.Get().(chan struct{})
+	w, ok := s.dwpool.Get().(chan struct{})
 	if !ok {
 		w = make(chan struct{}, 1)
 	}
-	defer s.tokenWaiters.Put(w)
+	defer s.dwpool.Put(w)
 	s.wmu.Lock()
 	s.dwaiters = append(s.dwaiters, w)
 	s.dparked.Store(int32(len(s.dwaiters)))

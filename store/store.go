@@ -68,39 +68,36 @@ type Store struct {
 	// dmu is the dispatch token: its holder (the dispatcher goroutine, or an acknowledgement
 	// that dispatches records, see dispatchTo and dispatchInline) owns dr, dstopped, the
 	// queues' read-ahead and the appends to consume queues. Release it with unlockDispatch.
-	dmu      sync.Mutex
-	dr       *commitlog.Reader
-	synced   atomic.Int64    // dispatched when the queues were last synced (by sync)
-	dstopped bool            // the dispatcher has stopped: nobody dispatches any more
-	wmu      sync.Mutex      // guards dwaiters
-	dwaiters []chan struct{} // acknowledgements waiting for dmu in takeToken
-	// tokenWaiters holds the capacity-1 channels on which takeToken waits, so that waiting
-	// makes no garbage; the store's own, so that no channel outlives the store (a test's
-	// synctest bubble must not share one with another).
-	tokenWaiters sync.Pool
-	dparked      atomic.Int32 // len(dwaiters)
-	dkick        chan struct{}
-	syncReq      chan chan error // Flush asks the dispatcher, the checkpoint's only writer (sync)
-	progressMu   sync.Mutex      // with progress: appenders wait for a lagging dispatcher
-	progress     *sync.Cond
-	lagWaiters   atomic.Int32 // appenders waiting in waitForDispatcher
-	ackMu        sync.Mutex   // guards acks: AppendAsync's acknowledgements
-	acks         []pendingAck
-	ackKick      chan struct{}
-	prepMu       sync.Mutex // guards prepQ
-	prepQ        []*queue   // queues whose next file the dispatcher should prepare (wantPrepare)
-	hmu          sync.Mutex // guards handoff
-	handoff      []handoffEntry
-	carry        []handoffEntry // handed-over entries taken by the holder of dmu
-	carryHead    int
-	handedOverN  int64                 // records dispatched from handed-over entries (tests look)
-	inlineN      int64                 // records dispatched by their appender under s.mu (tests look)
-	readers      sync.Pool             // *commitlog.Reader
-	writeErr     atomic.Pointer[error] // the last append's disk error, nil once one succeeds (Err)
-	syncErr      atomic.Pointer[error] // the last queue sync's error, nil once one succeeds (Err)
-	closed       atomic.Bool
-	done         chan struct{}
-	wg           sync.WaitGroup
+	dmu         sync.Mutex
+	dr          *commitlog.Reader
+	synced      atomic.Int64    // dispatched when the queues were last synced (by sync)
+	dstopped    bool            // the dispatcher has stopped: nobody dispatches any more
+	wmu         sync.Mutex      // guards dwaiters
+	dwaiters    []chan struct{} // acknowledgements waiting for dmu in takeToken
+	dwpool      sync.Pool       // their capacity-1 channels, per store: no test's synctest bubble shares one
+	dparked     atomic.Int32    // len(dwaiters)
+	dkick       chan struct{}
+	syncReq     chan chan error // Flush asks the dispatcher, the checkpoint's only writer (sync)
+	progressMu  sync.Mutex      // with progress: appenders wait for a lagging dispatcher
+	progress    *sync.Cond
+	lagWaiters  atomic.Int32 // appenders waiting in waitForDispatcher
+	ackMu       sync.Mutex   // guards acks: AppendAsync's acknowledgements
+	acks        []pendingAck
+	ackKick     chan struct{}
+	prepMu      sync.Mutex // guards prepQ
+	prepQ       []*queue   // queues whose next file the dispatcher should prepare (wantPrepare)
+	hmu         sync.Mutex // guards handoff
+	handoff     []handoffEntry
+	carry       []handoffEntry // handed-over entries taken by the holder of dmu
+	carryHead   int
+	handedOverN int64                 // records dispatched from handed-over entries (tests look)
+	inlineN     int64                 // records dispatched by their appender under s.mu (tests look)
+	readers     sync.Pool             // *commitlog.Reader
+	writeErr    atomic.Pointer[error] // the last append's disk error, nil once one succeeds (Err)
+	syncErr     atomic.Pointer[error] // the last queue sync's error, nil once one succeeds (Err)
+	closed      atomic.Bool
+	done        chan struct{}
+	wg          sync.WaitGroup
 
 	rec RecoveryStats // what Open's recovery cut; written by Open only
 }
