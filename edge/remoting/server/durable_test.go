@@ -126,20 +126,18 @@ func testSendsAnsweredOnceDurable(t *testing.T, flush commitlog.FlushMode, durT,
 
 	half := v1SendExt("T")
 	half["sysFlag"] = strconv.Itoa(sysFlagTxPrepared)
-	sends := []struct {
+	type namedSend struct {
 		name string
 		req  *remoting.Command
-	}{
+	}
+	sends := []namedSend{
 		{"SEND_MESSAGE", remoting.NewRequest(remoting.SendMessage, v1SendExt("T"), []byte("v1"))},
 		{"SEND_MESSAGE_V2", remoting.NewRequest(remoting.SendMessageV2, sendExt("T", 0, ""), []byte("v2"))},
 		{"SEND_BATCH_MESSAGE", remoting.NewRequest(remoting.SendBatchMessage, sendExt("T", 0, ""), plain)},
 		{"SEND_BATCH_ZSTD", remoting.NewRequest(remoting.SendBatchZstd, sendExt("T", 0, ""), zstd)},
 	}
 	if flush == commitlog.FlushSync { // to the half topic, of the store's durability
-		sends = append(sends, struct {
-			name string
-			req  *remoting.Command
-		}{"a half message", remoting.NewRequest(remoting.SendMessage, half, []byte("half"))})
+		sends = append(sends, namedSend{"a half message", remoting.NewRequest(remoting.SendMessage, half, []byte("half"))})
 	}
 
 	g.held.Store(true)
