@@ -169,12 +169,15 @@ func (l *Log) prefaultLoop() {
 }
 
 // populate maps the pages of [from, to) (log positions) of segment s for writing, if s is
-// still mapped for writing, a chunk at a time, stopping early when the log closes.
+// still mapped for writing, a chunk at a time, stopping early when the log closes. What of
+// the range lies outside s is left alone: a populater that took s before a roll may have
+// claimed a range (empty, or not) of the next segment.
 func (l *Log) populate(s *segment, from, to int64) error {
-	from = from >> pageShift << pageShift
-	if to <= from {
+	to = min(to, s.base+s.size)
+	if to <= from { // before rounding down: an empty range stays empty
 		return nil
 	}
+	from = max(from>>pageShift<<pageShift, s.base)
 	data := s.acquireWritable()
 	if data == nil {
 		return nil
@@ -184,13 +187,14 @@ func (l *Log) populate(s *segment, from, to int64) error {
 			l.lg.Warn("release segment after prefaulting", "segment", s.path, "err", err)
 		}
 	}()
-	for lo := from - s.base; lo < to-s.base; lo += populateChunk {
+	end := min(to-s.base, int64(len(data)))
+	for lo := from - s.base; lo < end; lo += populateChunk {
 		select {
 		case <-l.done:
 			return nil
 		default:
 		}
-		hi := min(lo+populateChunk, to-s.base)
+		hi := min(lo+populateChunk, end)
 		// The writer may have passed the chunk while this goroutine waited its turn for a
 		// CPU (64 producers of 1 KiB records write a window in a millisecond): its pages
 		// are mapped, or were dropped behind it, and populating them would map them again

@@ -302,6 +302,50 @@ func TestPopulateBehindWriterDropped(t *testing.T) {
 	}
 }
 
+// TestPopulateOutsideSegment: a populate of positions past the segment it was given maps
+// nothing and returns. The prefault goroutine takes the active segment, then claims what no
+// populate claimed before; when it waits for a CPU in between, the log can roll and an
+// appender claim pages of the next segment, and the claim then returns an empty range past
+// the end of the segment the goroutine holds, not page-aligned. Rounding its start down to a
+// page made it a range of the segment's mapping that does not exist, a slice out of range
+// that crashed the process.
+func TestPopulateOutsideSegment(t *testing.T) {
+	dir := t.TempDir()
+	// No prefault goroutine: the test calls populate itself.
+	o := Options{SegmentSize: testSegSize, Flush: FlushAsync, FlushInterval: time.Hour, FlushBytes: 1 << 40, PrefaultBytes: -1}
+	l := openTest(t, dir, o)
+	defer l.Close()
+	appendStep(t, l, 1000)
+	segs := *l.segs.Load()
+	s := segs[len(segs)-1]
+	page := int64(1) << pageShift
+	populated := 0
+	populateHook = func(lo, hi int64) {
+		populated++
+		t.Errorf("populated [%d, %d), outside segment [%d, %d)", lo, hi, s.base, s.base+s.size)
+	}
+	t.Cleanup(func() { populateHook = nil })
+	for _, r := range []struct{ from, to int64 }{
+		{s.base + s.size + page + 1000, s.base + s.size + page + 1000}, // an empty claim past the end
+		{s.base + s.size + 1000, s.base + s.size + 1000},               // in the next segment's first page
+		{s.base + s.size, s.base + s.size + 4*page},                    // the next segment's pages
+		{s.base + s.size + 100, s.base + s.size + 4*page},
+	} {
+		if err := l.populate(s, r.from, r.to); err != nil && !errors.Is(err, errors.ErrUnsupported) {
+			t.Fatalf("populate [%d, %d): %v", r.from, r.to, err)
+		}
+	}
+	// A range that starts in the segment populates only the segment's part of it.
+	populateHook = func(lo, hi int64) {
+		if lo < s.base || hi > s.base+s.size {
+			t.Errorf("populated [%d, %d), outside segment [%d, %d)", lo, hi, s.base, s.base+s.size)
+		}
+	}
+	if err := l.populate(s, s.base+s.size-2*page, s.base+s.size+2*page); err != nil && !errors.Is(err, errors.ErrUnsupported) {
+		t.Fatal(err)
+	}
+}
+
 // residentPages counts the pages of s's mapping between file offsets lo and hi that are
 // mapped in this process (/proc/self/pagemap's present bit).
 func residentPages(t *testing.T, s *segment, lo, hi int64) int {

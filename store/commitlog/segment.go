@@ -225,6 +225,9 @@ func (s *segment) dropResident(lo, hi int64) error {
 	if s.data == nil || s.deleted {
 		return nil
 	}
+	if lo, hi = max(lo, 0), min(hi, int64(len(s.data))); hi <= lo { // a caller's range past s
+		return nil
+	}
 	return s.file.DropResident(s.data[lo:hi])
 }
 
