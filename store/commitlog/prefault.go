@@ -187,14 +187,13 @@ func (l *Log) populate(s *segment, from, to int64) error {
 			l.lg.Warn("release segment after prefaulting", "segment", s.path, "err", err)
 		}
 	}()
-	end := min(to-s.base, int64(len(data)))
-	for lo := from - s.base; lo < end; lo += populateChunk {
+	for lo := from - s.base; lo < to-s.base; lo += populateChunk {
 		select {
 		case <-l.done:
 			return nil
 		default:
 		}
-		hi := min(lo+populateChunk, end)
+		hi := min(lo+populateChunk, to-s.base)
 		// The writer may have passed the chunk while this goroutine waited its turn for a
 		// CPU (64 producers of 1 KiB records write a window in a millisecond): its pages
 		// are mapped, or were dropped behind it, and populating them would map them again
