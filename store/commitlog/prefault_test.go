@@ -77,7 +77,9 @@ func TestPrefault(t *testing.T) {
 		if w.err != nil {
 			t.Fatal(w.err)
 		}
-		if !w.busy || w.to <= w.from {
+		// A wake may find its range claimed by the other populater (the appender's help,
+		// or the goroutine woken twice on a loaded machine): an empty range, from == to.
+		if !w.busy || w.to < w.from {
 			t.Fatalf("after the second step: %+v, want busy, populating", w)
 		}
 	}
