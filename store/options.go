@@ -81,6 +81,12 @@ type Options struct {
 	// commitlog.MaxWriteBuffer; 0: the default, commitlog.DefaultWriteBuffer (1 MiB) with
 	// FlushSync and none with FlushAsync; negative: none, write through the mapping.
 	WriteBuffer int64
+	// ZeroAhead, with FlushSync and a write buffer, is how far ahead of its records the
+	// commitlog writes zeros into the active segment's file, so that sync-mode fsyncs do
+	// not each commit the file system's journal for a first write to a preallocated block
+	// (commitlog.Options.ZeroAhead). Default 256 KiB, at most a quarter of SegmentSize;
+	// negative: off.
+	ZeroAhead int64
 	// MaxAge deletes commitlog segments older than this. Default 72 h; negative disables.
 	MaxAge time.Duration
 	// MaxBytes is the commitlog byte quota, at least two segments. Default 0: none.
@@ -261,6 +267,7 @@ func (o *Options) logOptions() *commitlog.Options {
 		PrefaultBytes:     o.PrefaultBytes,
 		PrefaultRate:      o.PrefaultRate,
 		WriteBuffer:       o.WriteBuffer,
+		ZeroAhead:         o.ZeroAhead,
 		PayloadVersion:    PayloadVersion,
 		RetentionFloor:    o.RetentionFloor,
 		Now:               o.Now,

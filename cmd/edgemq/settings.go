@@ -253,6 +253,20 @@ var settings = []setting{
 			"\"async\"; negative: none, write through the mapping.",
 	},
 	item[int64]{
+		section: "store", key: "zero_ahead",
+		kind:  size[int64](),
+		def:   commitlog.DefaultOptions.ZeroAhead,
+		check: positiveOrOff[int64](),
+		set:   func(c *config, v int64) { c.store.ZeroAhead = v },
+		doc: "With flush = \"sync\" and a write buffer: how far ahead of its records the " +
+			"commitlog writes zeros into the segment file, this much at a time. A segment is " +
+			"preallocated, and on ext4 the first fsync covering a write to a preallocated " +
+			"block also commits the journal: sync-mode fsyncs take about half as long again " +
+			"(here 350 against 220us, and sends over the network 71 against 89 k msgs/s). " +
+			"The price: each segment is written twice, zeros then records. At most a quarter " +
+			"of segment_size by default.",
+	},
+	item[int64]{
 		section: "store", key: "prefault_rate",
 		kind:  size[int64](),
 		def:   commitlog.DefaultOptions.PrefaultRate,

@@ -40,6 +40,7 @@ type Log struct {
 	wspare []byte // a written buffer no reader holds, for reuse
 	wfree  *wtail // a retired wtail no reader held, for reuse
 	wpos   int64  // next write position
+	zeroed int64  // the active segment's file holds zeros written ahead below this offset (wbuf.go)
 	closed bool
 
 	written atomic.Int64          // end of the published records: readers read below it
@@ -550,7 +551,7 @@ func (l *Log) install(f vfs.File, tmp string, base, prevEnd int64) error {
 			l.lg.Warn("release sealed segment", "err", err)
 		}
 	}
-	l.active, l.adata, l.wpos = s, data, base+HeaderSize
+	l.active, l.adata, l.wpos, l.zeroed = s, data, base+HeaderSize, 0
 	if len(old) == 0 {
 		l.written.Store(l.wpos)
 		l.durable.Store(l.wpos)

@@ -89,12 +89,41 @@ func (l *Log) drainLocked() error {
 		return err
 	}
 	t := l.wtail.Load()
-	if _, err := l.active.file.WriteAt(l.wbuf, t.at.Load()-l.active.base); err != nil {
+	off := t.at.Load() - l.active.base
+	if _, err := l.active.file.WriteAt(l.wbuf, off); err != nil {
 		err = fmt.Errorf("%w: write %s: %w", ErrFlush, l.active.path, err)
 		l.fail(err)
 		return err
 	}
+	end := off + int64(len(l.wbuf))
 	l.retireLocked(t)
+	return l.zeroAheadLocked(end)
+}
+
+// zeros is what zeroAheadLocked writes, a piece at a time.
+var zeros [64 << 10]byte
+
+// zeroAheadLocked writes zeros into the active segment's file from end, the file offset
+// where its written records end, to Options.ZeroAhead past it, once end comes within half
+// of that of the zeros written before (see ZeroAhead). Past end no record was written or
+// buffered yet, and none can be while the caller holds mu, so the zeros overwrite nothing.
+// A failed write fails the log as a failed write of records does.
+func (l *Log) zeroAheadLocked(end int64) error {
+	za := l.opts.ZeroAhead
+	if za <= 0 || l.opts.Flush != FlushSync || end+za/2 <= l.zeroed {
+		return nil
+	}
+	from, to := max(l.zeroed, end), min(end+za, l.active.size)
+	for from < to {
+		n, err := l.active.file.WriteAt(zeros[:min(to-from, int64(len(zeros)))], from)
+		if err != nil {
+			err = fmt.Errorf("%w: write zeros ahead in %s: %w", ErrFlush, l.active.path, err)
+			l.fail(err)
+			return err
+		}
+		from += int64(n)
+	}
+	l.zeroed = to
 	return nil
 }
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/edgemq/edgemq/store/internal/vfstest"
+	"github.com/edgemq/edgemq/store/vfs"
 )
 
 // wbufPayload is record i of the write buffer tests: mostly small, every 37th larger than
@@ -246,5 +247,164 @@ func TestWriteBufferReaderStalls(t *testing.T) {
 				t.Fatalf("record at %d = %.30q, %v; want %.30q", pos[0], r.rec.Payload, r.err, first)
 			}
 		})
+	}
+}
+
+// writeLogFS records the WriteAt calls on segment files: per file, the end of the bytes
+// written that were not all zeros (the records), and the zeros written ahead, so that
+// TestZeroAhead can check each zero write against the records written before it.
+type writeLogFS struct {
+	vfs.FS
+	mu     sync.Mutex
+	files  []*writeLog // one for each file opened
+	overwr []string    // zero writes over record bytes: the bug
+}
+
+type writeLog struct {
+	name      string // as opened (a segment's temporary name)
+	recEnd    int64  // end of the furthest record bytes written
+	zeroedTo  int64  // end of the furthest zeros written
+	zeroBytes int64
+	recWrites int // record writes
+	inZeroed  int // record writes that fell wholly within zeros written before
+}
+
+func (w *writeLogFS) OpenFile(name string, flag int, perm os.FileMode) (vfs.File, error) {
+	f, err := w.FS.OpenFile(name, flag, perm)
+	if err != nil || filepath.Base(name) == checkpointName {
+		return f, err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	wl := &writeLog{name: name}
+	w.files = append(w.files, wl)
+	return writeLogFile{f, w, wl, name}, nil
+}
+
+type writeLogFile struct {
+	vfs.File
+	fs   *writeLogFS
+	log  *writeLog
+	name string
+}
+
+func (f writeLogFile) WriteAt(b []byte, off int64) (int, error) {
+	f.fs.mu.Lock()
+	wl, end := f.log, off+int64(len(b))
+	if bytes.Count(b, []byte{0}) == len(b) {
+		if off < wl.recEnd {
+			f.fs.overwr = append(f.fs.overwr, fmt.Sprintf("%s: zeros at [%d, %d) over records written to %d", f.name, off, end, wl.recEnd))
+		}
+		wl.zeroedTo = max(wl.zeroedTo, end)
+		wl.zeroBytes += int64(len(b))
+	} else {
+		wl.recWrites++
+		if end <= wl.zeroedTo {
+			wl.inZeroed++
+		}
+		wl.recEnd = max(wl.recEnd, end)
+	}
+	f.fs.mu.Unlock()
+	return f.File.WriteAt(b, off)
+}
+
+// TestZeroAhead: with sync flush and a write buffer, the log writes zeros ahead of its
+// records into the segment file (Options.ZeroAhead), so that later records land on blocks
+// written before, and never over a record: concurrent appenders across rolls, every record
+// read back before and after a reopen. Appends smaller than half of ZeroAhead land in
+// zeros written before, but for the first write of each segment.
+func TestZeroAhead(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		appenders int
+	}{{"one appender", 1}, {"8 appenders", 8}} {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := &writeLogFS{FS: vfs.OS}
+			dir := t.TempDir()
+			const za = 16 << 10
+			l := openTest(t, dir, Options{FS: fs, Flush: FlushSync, ZeroAhead: za})
+			var wg sync.WaitGroup
+			var next atomic.Int64
+			const n = 2000 // frames of payload(i) average about 130 bytes: 4 segments of 64 KiB
+			for range tc.appenders {
+				wg.Go(func() {
+					for i := next.Add(1) - 1; i < n; i = next.Add(1) - 1 {
+						end, err := l.Append(1, [][]byte{payload(int(i))}, nil)
+						if err == nil {
+							err = l.WaitDurable(end)
+						}
+						if err != nil {
+							t.Errorf("Append: %v", err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			check := func(l *Log) {
+				t.Helper()
+				got, _ := readAll(t, l)
+				if len(got) != n {
+					t.Fatalf("%d records read, want %d", len(got), n)
+				}
+				seen := make(map[string]bool, n)
+				for _, p := range got {
+					seen[string(p)] = true
+				}
+				for i := range n {
+					if !seen[string(payload(i))] {
+						t.Fatalf("record %d not read back", i)
+					}
+				}
+			}
+			check(l)
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+			fs.mu.Lock()
+			if len(fs.overwr) > 0 {
+				t.Errorf("%d zero writes over records, the first: %s", len(fs.overwr), fs.overwr[0])
+			}
+			segs := 0
+			for _, wl := range fs.files {
+				if wl.recWrites == 0 {
+					continue // the segment prepared last, or a file not written by a drain
+				}
+				segs++
+				if wl.zeroBytes < za {
+					t.Errorf("%s: %d bytes of zeros written ahead, want at least %d", wl.name, wl.zeroBytes, za)
+				}
+				if tc.appenders == 1 && wl.inZeroed < wl.recWrites-1 {
+					t.Errorf("%s: %d of %d record writes landed on zeros written before, want all but the first", wl.name, wl.inZeroed, wl.recWrites)
+				}
+			}
+			fs.mu.Unlock()
+			if segs < 3 {
+				t.Fatalf("%d segments written, want at least 3", segs)
+			}
+			l = openTest(t, dir, Options{Flush: FlushSync})
+			defer l.Close()
+			check(l)
+		})
+	}
+}
+
+// TestZeroAheadOff: ZeroAhead negative, and async flush, write no zeros.
+func TestZeroAheadOff(t *testing.T) {
+	for _, o := range []Options{{Flush: FlushSync, ZeroAhead: -1}, {Flush: FlushAsync, WriteBuffer: 4 << 10}} {
+		fs := &writeLogFS{FS: vfs.OS}
+		o.FS = fs
+		l := openTest(t, t.TempDir(), o)
+		for i := range 500 {
+			appendOne(t, l, 1, payload(i))
+		}
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		for _, wl := range fs.files {
+			if wl.zeroBytes > 0 {
+				t.Errorf("%+v: %s: %d bytes of zeros written", o, wl.name, wl.zeroBytes)
+			}
+		}
 	}
 }
