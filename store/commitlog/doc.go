@@ -37,7 +37,10 @@
 // Write buffer: with Options.WriteBuffer (by default with FlushSync), appends gather records
 // in memory and write them to the segment file in one pwrite when the buffer is full, at a
 // roll, before every fsync and, with FlushSync, before a lazy append returns; reads of
-// records still in the buffer copy them from it. See wbuf.go.
+// records still in the buffer copy them from it. With FlushSync the buffer's write-out also
+// writes zeros Options.ZeroAhead past the records, so that later records land on blocks
+// written before and an fsync does not commit the file system's journal for them. See
+// wbuf.go.
 //
 // Recovery (Open): from the checkpoint (the last flushed position, rewritten after flushes)
 // the log walks frames to the first one that is not whole: a zero byte ends a segment and the

@@ -157,7 +157,8 @@ type Options struct {
 	// journal (on ext4), which makes the fsyncs of a sync-mode log take about half as long
 	// again as fsyncs of blocks written before. Zeros written ahead take that commit once a
 	// ZeroAhead of records, at the price of writing each segment's bytes twice (zeros, then
-	// records). Default 256 KiB, or a quarter of SegmentSize if less; negative: off. Ignored
+	// records: where the journal's commits are cheap, up to a byte of device writes more per
+	// byte of records). Default 256 KiB, or a quarter of SegmentSize if less; negative: off. Ignored
 	// with FlushAsync or no write buffer.
 	ZeroAhead int64
 	// PrefaultRate is the write rate, in bytes per second, from which the log counts as
