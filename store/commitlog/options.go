@@ -158,8 +158,8 @@ type Options struct {
 	// again as fsyncs of blocks written before. Zeros written ahead take that commit once a
 	// ZeroAhead of records, at the price of writing each segment's bytes twice (zeros, then
 	// records: where the journal's commits are cheap, up to a byte of device writes more per
-	// byte of records). Default 256 KiB, or a quarter of SegmentSize if less; negative: off. Ignored
-	// with FlushAsync or no write buffer.
+	// byte of records). Default 256 KiB, or a quarter of SegmentSize if less; negative: off.
+	// Ignored with FlushAsync or no write buffer.
 	ZeroAhead int64
 	// PrefaultRate is the write rate, in bytes per second, from which the log counts as
 	// busy and is prefaulted. Default 16 MiB/s (about 140,000 records of 100 bytes a
