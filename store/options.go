@@ -84,7 +84,7 @@ type Options struct {
 	// ZeroAhead, with FlushSync and a write buffer, is how far ahead of its records the
 	// commitlog writes zeros into the active segment's file, so that sync-mode fsyncs do
 	// not each commit the file system's journal for a first write to a preallocated block
-	// (commitlog.Options.ZeroAhead). Default 256 KiB, at most a quarter of SegmentSize;
+	// (commitlog.Options.ZeroAhead). Default 256 KiB, or a quarter of SegmentSize if less;
 	// negative: off.
 	ZeroAhead int64
 	// MaxAge deletes commitlog segments older than this. Default 72 h; negative disables.
