@@ -278,14 +278,13 @@ func (w *writeLogFS) OpenFile(name string, flag int, perm os.FileMode) (vfs.File
 	defer w.mu.Unlock()
 	wl := &writeLog{name: name}
 	w.files = append(w.files, wl)
-	return writeLogFile{f, w, wl, name}, nil
+	return writeLogFile{f, w, wl}, nil
 }
 
 type writeLogFile struct {
 	vfs.File
-	fs   *writeLogFS
-	log  *writeLog
-	name string
+	fs  *writeLogFS
+	log *writeLog
 }
 
 func (f writeLogFile) WriteAt(b []byte, off int64) (int, error) {
@@ -293,7 +292,7 @@ func (f writeLogFile) WriteAt(b []byte, off int64) (int, error) {
 	wl, end := f.log, off+int64(len(b))
 	if bytes.Count(b, []byte{0}) == len(b) {
 		if off < wl.recEnd {
-			f.fs.overwr = append(f.fs.overwr, fmt.Sprintf("%s: zeros at [%d, %d) over records written to %d", f.name, off, end, wl.recEnd))
+			f.fs.overwr = append(f.fs.overwr, fmt.Sprintf("%s: zeros at [%d, %d) over records written to %d", wl.name, off, end, wl.recEnd))
 		}
 		wl.zeroedTo = max(wl.zeroedTo, end)
 		wl.zeroBytes += int64(len(b))
