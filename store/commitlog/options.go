@@ -158,7 +158,8 @@ type Options struct {
 	// again as fsyncs of blocks written before. Zeros written ahead take that commit once a
 	// ZeroAhead of records, at the price of writing each segment's bytes twice (zeros, then
 	// records: where the journal's commits are cheap, up to a byte of device writes more per
-	// byte of records). Default 256 KiB, or a quarter of SegmentSize if less; negative: off.
+	// byte of records). Default 256 KiB, or a quarter of SegmentSize if less; at most
+	// SegmentSize (a larger value zeros a whole segment at its first write); negative: off.
 	// Ignored with FlushAsync or no write buffer.
 	ZeroAhead int64
 	// PrefaultRate is the write rate, in bytes per second, from which the log counts as
@@ -279,6 +280,8 @@ func (o *Options) withDefaults() (Options, error) {
 	if r.ZeroAhead == 0 {
 		r.ZeroAhead = min(d.ZeroAhead, r.SegmentSize/4)
 	}
+	r.ZeroAhead = min(r.ZeroAhead, r.SegmentSize) // past a segment's end is nothing to zero
+
 	if r.WriteBuffer == 0 && r.Flush == FlushSync {
 		r.WriteBuffer = DefaultWriteBuffer
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -385,6 +386,31 @@ func TestZeroAhead(t *testing.T) {
 			defer l.Close()
 			check(l)
 		})
+	}
+}
+
+// TestZeroAheadHuge: a ZeroAhead past the segment's size zeros the whole segment at the
+// first write-out (end+ZeroAhead must not overflow into an empty range).
+func TestZeroAheadHuge(t *testing.T) {
+	for _, za := range []int64{math.MaxInt64, math.MaxInt64 / 2, 1 << 40} {
+		fs := &writeLogFS{FS: vfs.OS}
+		l := openTest(t, t.TempDir(), Options{FS: fs, Flush: FlushSync, ZeroAhead: za})
+		for i := range 10 {
+			appendOne(t, l, 1, payload(i))
+		}
+		size := l.opts.SegmentSize
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if len(fs.overwr) > 0 {
+			t.Errorf("ZeroAhead %d: zero writes over records: %s", za, fs.overwr[0])
+		}
+		if len(fs.files) == 0 {
+			t.Fatalf("ZeroAhead %d: no segment file opened", za)
+		}
+		if got := fs.files[0].zeroedTo; got != size {
+			t.Errorf("ZeroAhead %d: zeros written to %d, want the whole first segment (%d bytes)", za, got, size)
+		}
 	}
 }
 
