@@ -50,13 +50,12 @@ type PushConsumer struct {
 
 	paused atomic.Bool
 
-	// consuming counts listener calls in flight; stopping refuses new ones.
-	cmu       sync.Mutex
-	consuming int
-	stopping  bool
+	// consuming is twice the listener calls in flight, plus 1 once the consumer stops,
+	// which refuses new ones (beginConsume): one atomic add a call, no lock.
+	consuming atomic.Int64
 
 	service pushService   // the service loop, made by Start
-	idle    chan struct{} // closed when consuming drops to 0; cmu
+	idle    chan struct{} // a token when the calls in flight drop to 0 once stopping; buffered
 	ctx     context.Context
 	cancel  context.CancelFunc // ends pulls and listener contexts
 	done    chan struct{}      // closed when every goroutine must end
@@ -80,7 +79,7 @@ func NewPushConsumer(b Broker, opts *Options) (*PushConsumer, error) {
 		return nil, err
 	}
 	pc := &PushConsumer{b: b, opts: o, subs: map[string]string{}, queues: map[mq.MessageQueue]*queueState{},
-		done: make(chan struct{}), stats: newStatsTable()}
+		done: make(chan struct{}), idle: make(chan struct{}, 1), stats: newStatsTable()}
 	pc.ctx, pc.cancel = context.WithCancel(context.Background())
 	return pc, nil
 }
@@ -217,9 +216,7 @@ func (pc *PushConsumer) Shutdown(ctx context.Context) error {
 	pc.state = stateShutdown
 	pc.mu.Unlock()
 
-	pc.cmu.Lock()
-	pc.stopping = true
-	pc.cmu.Unlock()
+	pc.stopConsumes()
 	// Stop pulls first so nothing new arrives, then wait for listeners in flight.
 	for _, qs := range pc.snapshot() {
 		qs.cancel()
@@ -257,28 +254,22 @@ func (pc *PushConsumer) crash() {
 	if !started {
 		return
 	}
-	pc.cmu.Lock()
-	pc.stopping = true
-	pc.cmu.Unlock()
+	pc.stopConsumes()
 	pc.cancel()
 	close(pc.done)
 	pc.wg.Wait()
 }
 
-// waitConsumes waits until no listener call is in flight, or ctx ends.
+// stopConsumes makes beginConsume refuse every later listener call.
+func (pc *PushConsumer) stopConsumes() { pc.consuming.Or(1) }
+
+// waitConsumes waits until no listener call is in flight, or ctx ends; after stopConsumes.
 func (pc *PushConsumer) waitConsumes(ctx context.Context) error {
-	pc.cmu.Lock()
-	if pc.consuming == 0 {
-		pc.cmu.Unlock()
+	if pc.consuming.Load() == 1 {
 		return nil
 	}
-	if pc.idle == nil {
-		pc.idle = make(chan struct{})
-	}
-	idle := pc.idle
-	pc.cmu.Unlock()
 	select {
-	case <-idle:
+	case <-pc.idle: // the last call in flight ended (endConsume)
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
@@ -287,23 +278,23 @@ func (pc *PushConsumer) waitConsumes(ctx context.Context) error {
 
 // beginConsume reserves a listener call; false once stopping.
 func (pc *PushConsumer) beginConsume() bool {
-	pc.cmu.Lock()
-	defer pc.cmu.Unlock()
-	if pc.stopping {
+	if pc.consuming.Add(2)&1 != 0 {
+		pc.endConsume()
 		return false
 	}
-	pc.consuming++
 	return true
 }
 
+// endConsume ends a listener call that beginConsume reserved. The call that leaves none in
+// flight once stopping wakes waitConsumes (a call refused meanwhile may too, harmlessly: it
+// also leaves none).
 func (pc *PushConsumer) endConsume() {
-	pc.cmu.Lock()
-	pc.consuming--
-	if pc.consuming == 0 && pc.idle != nil {
-		close(pc.idle)
-		pc.idle = nil
+	if pc.consuming.Add(-2) == 1 {
+		select {
+		case pc.idle <- struct{}{}:
+		default:
+		}
 	}
-	pc.cmu.Unlock()
 }
 
 // sleep waits d; false if stop (or the consumer's end) comes first.
