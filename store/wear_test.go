@@ -24,7 +24,11 @@ import (
 // actually wrote (data pages, the journal, queue files and checkpoints) per message, and the
 // cache flushes it sent. By default the data dir is on a fresh ext4 image on a loop device
 // (root, losetup, mkfs.ext4), whose counters see the store's writes only; EDGEMQ_WEAR_DIR
-// names another dir (then other writers to its device count too).
+// names another dir (then other writers to its device count too). EDGEMQ_WEAR_THROTTLE
+// ("BYTES_PER_SECOND:WRITES_PER_SECOND", e.g. "10485760:500", a slow SD card) caps the
+// image's writes with the kernel's block throttle (cgroup v1 blkio, root cgroup), to see
+// what a slow flash device does to the same settings. EDGEMQ_WEAR_ZERO_AHEAD sets the
+// store's ZeroAhead for the sync cells (bytes; -1: no zeros written ahead).
 
 // diskStats are the counters of one block device in /proc/diskstats.
 type diskStats struct {
@@ -70,7 +74,44 @@ func wearDir(b *testing.B) string {
 	if d := os.Getenv("EDGEMQ_WEAR_DIR"); d != "" {
 		return d
 	}
-	return newExt4Image(b, 4<<30).mnt
+	im := newExt4Image(b, 4<<30)
+	if t := os.Getenv("EDGEMQ_WEAR_THROTTLE"); t != "" {
+		throttleDevice(b, im.mnt, t)
+	}
+	return im.mnt
+}
+
+// blkioDir is the root of cgroup v1's blkio hierarchy, whose throttle limits apply to
+// every write to a device, whoever issues it (writeback included).
+const blkioDir = "/sys/fs/cgroup/blkio"
+
+// throttleDevice caps the writes to the device under dir at spec, "BPS:IOPS" (either may
+// be 0: no cap), until the benchmark ends.
+func throttleDevice(b *testing.B, dir, spec string) {
+	bps, iops, ok := strings.Cut(spec, ":")
+	nb, err1 := strconv.ParseUint(bps, 10, 64)
+	ni, err2 := strconv.ParseUint(iops, 10, 64)
+	if !ok || err1 != nil || err2 != nil {
+		b.Fatalf("EDGEMQ_WEAR_THROTTLE=%q: want BYTES_PER_SECOND:WRITES_PER_SECOND, e.g. 10485760:500", spec)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil {
+		b.Fatal(err)
+	}
+	dev := fmt.Sprintf("%d:%d", unix.Major(st.Dev), unix.Minor(st.Dev))
+	set := func(file string, v uint64) {
+		path := blkioDir + "/" + file
+		if err := os.WriteFile(path, fmt.Appendf(nil, "%s %d", dev, v), 0); err != nil {
+			b.Fatalf("EDGEMQ_WEAR_THROTTLE needs cgroup v1's blkio throttle: %v", err)
+		}
+	}
+	set("blkio.throttle.write_bps_device", nb)
+	set("blkio.throttle.write_iops_device", ni)
+	b.Cleanup(func() { // before the image's own cleanup detaches the device
+		set("blkio.throttle.write_bps_device", 0)
+		set("blkio.throttle.write_iops_device", 0)
+	})
+	b.Logf("writes to %s capped at %d bytes and %d requests a second", dev, nb, ni)
 }
 
 // wearSeconds is how long each paced run lasts: EDGEMQ_WEAR_SECONDS, default 5.
@@ -121,6 +162,14 @@ func BenchmarkWear(b *testing.B) {
 			return !slices.Contains(strings.Split(only, ","), strconv.Itoa(c.rate))
 		})
 	}
+	var za int64 // the store's ZeroAhead: EDGEMQ_WEAR_ZERO_AHEAD, default the store's
+	if v := os.Getenv("EDGEMQ_WEAR_ZERO_AHEAD"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			b.Fatalf("EDGEMQ_WEAR_ZERO_AHEAD=%q: want bytes (negative: off)", v)
+		}
+		za = n
+	}
 	b.Run("fdatasync", func(b *testing.B) {
 		for range b.N {
 			wearFdatasync(b, parent, 100)
@@ -133,7 +182,7 @@ func BenchmarkWear(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				wearRun(b, dir, c.rate, c.dur, &Options{Linger: c.linger, FlushInterval: c.every, QueueFlushInterval: c.qflush})
+				wearRun(b, dir, c.rate, c.dur, &Options{Linger: c.linger, FlushInterval: c.every, QueueFlushInterval: c.qflush, ZeroAhead: za})
 				os.RemoveAll(dir)
 			}
 		})
