@@ -149,7 +149,9 @@ var settings = []setting{
 			"once 4KiB of records wait). A send returns up to this much later, and a slow stream of " +
 			"sends rewrites the log's last page (flash wear) once per linger instead of once per " +
 			"send: at 10,000 sends a second 1ms halves the bytes written per message or better, for " +
-			"about 1ms more on every send. 0: no wait beyond group commit.",
+			"about 1ms more on every send. On a slow SD card, whose fsyncs take milliseconds, 5ms " +
+			"also makes sends faster from about 1,000 a second (ack p50 about 3ms instead of 25ms " +
+			"on a card of 500 writes a second). 0: no wait beyond group commit.",
 	},
 	item[time.Duration]{
 		section: "store", key: "flush_interval",
