@@ -99,18 +99,21 @@ func throttleDevice(b *testing.B, dir, spec string) {
 		b.Fatal(err)
 	}
 	dev := fmt.Sprintf("%d:%d", unix.Major(st.Dev), unix.Minor(st.Dev))
-	set := func(file string, v uint64) {
-		path := blkioDir + "/" + file
-		if err := os.WriteFile(path, fmt.Appendf(nil, "%s %d", dev, v), 0); err != nil {
+	set := func(file string, v uint64) error {
+		return os.WriteFile(blkioDir+"/"+file, fmt.Appendf(nil, "%s %d", dev, v), 0)
+	}
+	b.Cleanup(func() { // before the image's own cleanup detaches the device
+		for _, f := range []string{"blkio.throttle.write_bps_device", "blkio.throttle.write_iops_device"} {
+			if err := set(f, 0); err != nil {
+				b.Errorf("lifting the throttle of %s: %v", dev, err)
+			}
+		}
+	})
+	for f, v := range map[string]uint64{"blkio.throttle.write_bps_device": nb, "blkio.throttle.write_iops_device": ni} {
+		if err := set(f, v); err != nil {
 			b.Fatalf("EDGEMQ_WEAR_THROTTLE needs cgroup v1's blkio throttle: %v", err)
 		}
 	}
-	set("blkio.throttle.write_bps_device", nb)
-	set("blkio.throttle.write_iops_device", ni)
-	b.Cleanup(func() { // before the image's own cleanup detaches the device
-		set("blkio.throttle.write_bps_device", 0)
-		set("blkio.throttle.write_iops_device", 0)
-	})
 	b.Logf("writes to %s capped at %d bytes and %d requests a second", dev, nb, ni)
 }
 

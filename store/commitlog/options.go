@@ -281,7 +281,6 @@ func (o *Options) withDefaults() (Options, error) {
 		r.ZeroAhead = min(d.ZeroAhead, r.SegmentSize/4)
 	}
 	r.ZeroAhead = min(r.ZeroAhead, r.SegmentSize) // past a segment's end is nothing to zero
-
 	if r.WriteBuffer == 0 && r.Flush == FlushSync {
 		r.WriteBuffer = DefaultWriteBuffer
 	}
