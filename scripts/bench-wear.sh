@@ -14,7 +14,8 @@
 #   EDGEMQ_WEAR_ONLY     comma-separated rates to run (default all)
 #   EDGEMQ_WEAR_DIR      parent of the data dirs instead of a loop device
 #   EDGEMQ_WEAR_THROTTLE BYTES_PER_SECOND:WRITES_PER_SECOND: cap the loop device's writes
-#                        (cgroup v1 blkio throttle), e.g. 10485760:500 for a slow SD card
+#                        (cgroup v1 blkio throttle), e.g. 10485760:500 for a slow SD card;
+#                        not with EDGEMQ_WEAR_DIR
 #   EDGEMQ_WEAR_ZERO_AHEAD the store's zero_ahead in bytes (-1: off; default the store's)
 #   OUT                  raw output file (default wear.out)
 #   GO                   go command (default: go)

@@ -72,6 +72,10 @@ func readDiskStats(tb testing.TB, dir string) (diskStats, string) {
 // wearDir returns the parent of the benchmark's data dirs.
 func wearDir(b *testing.B) string {
 	if d := os.Getenv("EDGEMQ_WEAR_DIR"); d != "" {
+		if os.Getenv("EDGEMQ_WEAR_THROTTLE") != "" {
+			// Throttling a shared device would slow every other writer on the machine.
+			b.Fatal("EDGEMQ_WEAR_THROTTLE caps the benchmark's own loop device: not with EDGEMQ_WEAR_DIR")
+		}
 		return d
 	}
 	im := newExt4Image(b, 4<<30)
@@ -99,18 +103,22 @@ func throttleDevice(b *testing.B, dir, spec string) {
 		b.Fatal(err)
 	}
 	dev := fmt.Sprintf("%d:%d", unix.Major(st.Dev), unix.Minor(st.Dev))
+	limits := []struct {
+		file string
+		v    uint64
+	}{{"blkio.throttle.write_bps_device", nb}, {"blkio.throttle.write_iops_device", ni}}
 	set := func(file string, v uint64) error {
 		return os.WriteFile(blkioDir+"/"+file, fmt.Appendf(nil, "%s %d", dev, v), 0)
 	}
 	b.Cleanup(func() { // before the image's own cleanup detaches the device
-		for _, f := range []string{"blkio.throttle.write_bps_device", "blkio.throttle.write_iops_device"} {
-			if err := set(f, 0); err != nil {
+		for _, l := range limits {
+			if err := set(l.file, 0); err != nil {
 				b.Errorf("lifting the throttle of %s: %v", dev, err)
 			}
 		}
 	})
-	for f, v := range map[string]uint64{"blkio.throttle.write_bps_device": nb, "blkio.throttle.write_iops_device": ni} {
-		if err := set(f, v); err != nil {
+	for _, l := range limits {
+		if err := set(l.file, l.v); err != nil {
 			b.Fatalf("EDGEMQ_WEAR_THROTTLE needs cgroup v1's blkio throttle: %v", err)
 		}
 	}
