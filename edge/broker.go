@@ -49,6 +49,7 @@ type Broker struct {
 	sched   *scheduler
 	txn     *txnService
 	floors  floorTable
+	pipe    *sendPipe // SendAsync's appends at high rates
 
 	closed atomic.Bool
 	done   chan struct{} // closed by Close: every loop returns
@@ -81,6 +82,7 @@ func Open(dir string, opts *Options) (*Broker, error) {
 // default clock, time.Now.
 func open(dir string, o Options, defaultNow bool) (b *Broker, err error) {
 	b = &Broker{opts: o, lg: o.Logger.With("component", "broker"), done: make(chan struct{})}
+	b.pipe = newSendPipe(b)
 	var so store.Options
 	if o.Store != nil {
 		so = *o.Store
@@ -131,7 +133,8 @@ func open(dir string, o Options, defaultNow bool) (b *Broker, err error) {
 	}
 	b.txn = newTxnService(b)
 	b.ready.Store(true) // arrivals only signal buffered channels: safe before the loops run
-	b.wg.Add(5)
+	b.wg.Add(6)
+	go b.pipe.run()
 	go b.hold.run()
 	go b.offsets.run()
 	go b.groups.run()

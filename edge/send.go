@@ -60,6 +60,7 @@ func (b *Broker) SendFrom(ctx context.Context, m *mq.Message, sel mq.QueueSelect
 	if err != nil {
 		return mq.SendResult{}, err
 	}
+	b.pipe.settle()
 	if err := b.st.Append([]*store.Message{&s}); err != nil {
 		return mq.SendResult{}, appendErr(err)
 	}
@@ -70,21 +71,38 @@ func (b *Broker) SendFrom(ctx context.Context, m *mq.Message, sel mq.QueueSelect
 // SendAsync stores m as Send does without waiting for the fsync that covers it (RocketMQ's
 // send with a SendCallback): done is called with the result once Send would have returned,
 // so that one goroutine can keep many sends in flight, and they share fsyncs (group commit).
-// Errors found before the message is written (those of Send, and the store's for a closed
-// broker or a full disk) are returned and done is not called. Otherwise done is called
-// exactly once: when the send waits for no fsync (the store's async flush policy, or a topic
-// of durability async) before SendAsync returns, else from the store's acknowledgement
-// goroutine, in the order the messages were stored; with an error
-// if the fsync failed (the message was written, its durability is unknown). done must not
-// block; m's body and properties must not be changed until done is called.
+// Errors found before the message is handed to the store (those of Send, and for a send
+// written at once the store's for a closed broker or a full disk) are returned and done is
+// not called. Otherwise done is called exactly once:
+//   - when the send waits for an fsync, from the store's acknowledgement goroutine, in the
+//     order the messages were stored; with an error if the fsync failed (the message was
+//     written, its durability is unknown);
+//   - when it waits for none (the store's async flush policy, or a topic of durability
+//     async), once written: before SendAsync returns while sends come slowly; while they
+//     come fast (about 100,000 a second or more) or earlier ones are still being written,
+//     from a goroutine of the broker that writes them in batches, so that the caller
+//     prepares its next sends meanwhile. A store error then reaches done (nothing of the
+//     batch was stored).
+//
+// A goroutine's sends are stored in the order it made them, whichever way they went.
+// done must not block; m's body and properties must not be changed until done is called.
 func (b *Broker) SendAsync(ctx context.Context, m *mq.Message, sel mq.QueueSelector, done func(mq.SendResult, error)) error {
-	return b.SendAsyncFrom(ctx, m, sel, Origin{}, done)
+	return b.sendAsync(ctx, m, sel, Origin{}, done, true)
 }
 
 // SendAsyncFrom is SendAsync for a message that came from elsewhere, as SendFrom is
 // Send's. A network server that calls it for each send of a connection in arrival order
-// stores them in that order, and answers each from done.
+// stores them in that order, and answers each from done. Unlike SendAsync's, a send that
+// waits for no fsync is always written, and done called, before it returns: a server
+// answers the sends it read together in one write.
 func (b *Broker) SendAsyncFrom(ctx context.Context, m *mq.Message, sel mq.QueueSelector, o Origin, done func(mq.SendResult, error)) error {
+	return b.sendAsync(ctx, m, sel, o, done, false)
+}
+
+// sendAsync is SendAsyncFrom; pipe lets it hand a send that waits for no fsync to the pipe
+// (SendAsync's callers), else such a send is written before it returns (a network server's,
+// which answers the sends of a connection read together in one write).
+func (b *Broker) sendAsync(ctx context.Context, m *mq.Message, sel mq.QueueSelector, o Origin, done func(mq.SendResult, error), pipe bool) error {
 	if done == nil {
 		return fmt.Errorf("%w: SendAsync needs a done function", mq.ErrInvalidArgument)
 	}
@@ -93,7 +111,12 @@ func (b *Broker) SendAsyncFrom(ctx context.Context, m *mq.Message, sel mq.QueueS
 	if err != nil {
 		return err
 	}
-	if !b.waitsForFsync(s.Durability) {
+	lazy := !b.waitsForFsync(s.Durability)
+	piped := lazy && pipe && b.pipe.handOff()
+	if !piped {
+		b.pipe.settle()
+	}
+	if lazy && !piped {
 		// Acknowledged once written: done runs now, as after Send, without the state of a
 		// send in flight (a pooled asyncSend and the store's callback).
 		if err := b.st.Append([]*store.Message{&s}); err != nil {
@@ -109,6 +132,13 @@ func (b *Broker) SendAsyncFrom(ctx context.Context, m *mq.Message, sel mq.QueueS
 	}
 	op.s = s
 	op.b, op.tp, op.bytes, op.done = b, tp, int64(len(m.Body)), done
+	if piped {
+		if !b.pipe.put(op) {
+			op.release()
+			return ErrClosed
+		}
+		return nil
+	}
 	if err = b.st.AppendAsync(op.ptr0(), op.complete); err != nil {
 		op.release()
 	}
@@ -376,6 +406,7 @@ func (b *Broker) SendBatchFrom(ctx context.Context, msgs []*mq.Message, sel mq.Q
 	if err != nil || len(stored) == 0 {
 		return nil, err
 	}
+	b.pipe.settle()
 	if err := b.st.Append(storePtrs(stored)); err != nil {
 		return nil, appendErr(err)
 	}
@@ -398,6 +429,7 @@ func (b *Broker) SendBatchAsyncFrom(ctx context.Context, msgs []*mq.Message, sel
 		done(nil, nil)
 		return nil
 	}
+	b.pipe.settle()
 	return appendErr(b.st.AppendAsync(storePtrs(stored), func(err error) {
 		if err != nil {
 			done(nil, err)

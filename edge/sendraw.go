@@ -71,6 +71,7 @@ func (b *Broker) SendBatchItemsAsyncFrom(ctx context.Context, topic string, item
 		return b.SendBatchAsyncFrom(ctx, msgs, sel, o, done)
 	}
 	ib.done = done
+	b.pipe.settle()
 	if err := b.st.AppendAsync(ib.ptrs, ib.complete); err != nil {
 		ib.release()
 		return appendErr(err)
@@ -117,6 +118,7 @@ func (b *Broker) SendEncodedAsyncFrom(ctx context.Context, topic string, flag in
 	op.enc = itemRecord(s, topic, flag, body, &p, &o, op.enc[:0])
 	s.QueueID, s.Durability = q, tp.cfg.Durability
 	b.compress(s) // neither retried nor delayed: what prepare does is only this
+	b.pipe.settle()
 	if !b.waitsForFsync(s.Durability) {
 		// Acknowledged once written, as SendAsyncFrom's.
 		err := b.st.Append(op.ptr0())

@@ -1,0 +1,321 @@
+package edge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/edgemq/edgemq/edge/mq"
+	"github.com/edgemq/edgemq/store"
+	"github.com/edgemq/edgemq/store/commitlog"
+)
+
+// waitCount waits up to 10 s for c to reach want.
+func waitCount(t *testing.T, c *atomic.Int64, want int64, what string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); c.Load() < want; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d %s, want %d", c.Load(), what, want)
+		}
+	}
+	if c.Load() != want {
+		t.Fatalf("%d %s, want %d", c.Load(), what, want)
+	}
+}
+
+// openAsyncBroker opens a broker whose store flushes asynchronously, so that SendAsync's
+// sends wait for no fsync, with a topic of one queue.
+func openAsyncBroker(t *testing.T, dir string) *Broker {
+	t.Helper()
+	b := openBrokerAt(t, dir, &Options{Store: &store.Options{Flush: commitlog.FlushAsync, MetaNoSync: true, SegmentSize: 4 << 20, MaxMessageSize: 64 << 10, QueueSegmentEntries: 1024}})
+	if err := b.CreateTopic(TopicConfig{Name: "P", WriteQueues: 1, ReadQueues: 1}); err != nil && !errors.Is(err, ErrTopicExists) {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// pullAll returns the bodies of queue 0 of topic P from offset 0.
+func pullAll(t *testing.T, b *Broker) []string {
+	t.Helper()
+	var bodies []string
+	for off := int64(0); ; {
+		res, err := b.Pull(context.Background(), mq.PullRequest{Group: "g", Queue: mq.MessageQueue{Topic: "P", QueueID: 0}, Offset: off, MaxMsgs: 1024, Filter: "*"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Messages) == 0 {
+			return bodies
+		}
+		for _, m := range res.Messages {
+			bodies = append(bodies, string(m.Body))
+		}
+		off = res.NextBeginOffset
+	}
+}
+
+// TestSendPipeKeepsEachSendersOrder: goroutines that send fast with SendAsync (their sends
+// handed to the pipe) have every send acknowledged once, without error, at the offset it
+// was stored at, and each goroutine's messages stored in the order it sent them.
+func TestSendPipeKeepsEachSendersOrder(t *testing.T) {
+	b := openAsyncBroker(t, t.TempDir())
+	const senders, each = 4, 3000
+	offsets := make([][]int64, senders)
+	var acks atomic.Int64
+	var wg sync.WaitGroup
+	for g := range senders {
+		offsets[g] = make([]int64, each)
+		wg.Go(func() {
+			for i := range each {
+				m := &mq.Message{Topic: "P", Body: fmt.Appendf(nil, "%d-%05d", g, i)}
+				err := b.SendAsync(context.Background(), m, nil, func(r mq.SendResult, err error) {
+					if err != nil {
+						t.Errorf("sender %d, send %d: %v", g, i, err)
+					}
+					offsets[g][i] = r.QueueOffset
+					acks.Add(1)
+				})
+				if err != nil {
+					t.Errorf("sender %d, send %d: %v", g, i, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	waitCount(t, &acks, senders*each, "sends acknowledged")
+	if b.pipe.piped.Load() == 0 {
+		t.Fatal("no send went through the pipe: the test proves nothing")
+	}
+	bodies := pullAll(t, b)
+	if len(bodies) != senders*each {
+		t.Fatalf("%d messages stored, want %d", len(bodies), senders*each)
+	}
+	next := make([]int, senders)
+	for off, body := range bodies {
+		var g, i int
+		if _, err := fmt.Sscanf(body, "%d-%d", &g, &i); err != nil {
+			t.Fatalf("offset %d: body %q", off, body)
+		}
+		if i != next[g] {
+			t.Fatalf("offset %d: sender %d's send %d, want its send %d (out of order)", off, g, i, next[g])
+		}
+		next[g]++
+		if offsets[g][i] != int64(off) {
+			t.Fatalf("sender %d, send %d: acknowledged at offset %d, stored at %d", g, i, offsets[g][i], off)
+		}
+	}
+	t.Logf("%d of %d sends went through the pipe", b.pipe.piped.Load(), senders*each)
+}
+
+// TestSendAfterPipedSends: a Send (and a batch) made right after fast SendAsync calls is
+// stored after them, though those may still be in the pipe.
+func TestSendAfterPipedSends(t *testing.T) {
+	b := openAsyncBroker(t, t.TempDir())
+	ctx := context.Background()
+	const n = 2000
+	total := 0
+	for round := range 5 {
+		for i := range n {
+			if err := b.SendAsync(ctx, &mq.Message{Topic: "P", Body: []byte("async")}, nil, func(mq.SendResult, error) {}); err != nil {
+				t.Fatal(err)
+			}
+			_ = i
+		}
+		total += n
+		var at int64
+		if round%2 == 0 {
+			r, err := b.Send(ctx, &mq.Message{Topic: "P", Body: []byte("sync")}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			at = r.QueueOffset
+		} else {
+			rs, err := b.SendBatch(ctx, []*mq.Message{{Topic: "P", Body: []byte("sync")}}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			at = rs[0].QueueOffset
+		}
+		if at != int64(total) {
+			t.Fatalf("round %d: the send after %d SendAsync calls stored at offset %d, want %d", round, total, at, total)
+		}
+		total++
+	}
+	if b.pipe.piped.Load() == 0 {
+		t.Fatal("no send went through the pipe: the test proves nothing")
+	}
+}
+
+// TestSendPipeRefusedMessage: a message the store refuses (properties over its limit) in
+// a batch of the pipe fails alone; the sends around it are stored.
+func TestSendPipeRefusedMessage(t *testing.T) {
+	b := openAsyncBroker(t, t.TempDir())
+	ctx := context.Background()
+	// Every send goes to the pipe, and it appends them in one batch once released.
+	b.pipe.appendMu.Lock()
+	b.pipe.busy.Store(true)
+	const n = 3000 // under pipeMax: no caller appends
+	var failed, ok atomic.Int64
+	var failedAt atomic.Int64
+	failedAt.Store(-1)
+	for i := range n {
+		m := &mq.Message{Topic: "P", Body: fmt.Appendf(nil, "%05d", i)}
+		if i == n/2 {
+			m.SetProperty("big", strings.Repeat("x", 70<<10)) // over the store's 63 KiB of tags, keys and properties
+		}
+		err := b.SendAsync(ctx, m, nil, func(_ mq.SendResult, err error) {
+			if err != nil {
+				if !errors.Is(err, mq.ErrMessageTooLarge) {
+					t.Errorf("send %d: %v, want mq.ErrMessageTooLarge", i, err)
+				}
+				failed.Add(1)
+				failedAt.Store(int64(i))
+				return
+			}
+			ok.Add(1)
+		})
+		if err != nil {
+			t.Fatalf("send %d: %v", i, err)
+		}
+	}
+	b.pipe.appendMu.Unlock()
+	b.pipe.settle()
+	waitCount(t, &ok, n-1, "sends acknowledged")
+	if failed.Load() != 1 || failedAt.Load() != n/2 || ok.Load() != n-1 {
+		t.Fatalf("%d failed (the last: send %d), %d acknowledged; want send %d alone to fail", failed.Load(), failedAt.Load(), ok.Load(), n/2)
+	}
+	if got := len(pullAll(t, b)); got != n-1 {
+		t.Fatalf("%d messages stored, want %d", got, n-1)
+	}
+}
+
+// TestSendPipeClose: Close appends what the pipe holds before the store closes: every send
+// SendAsync took is acknowledged once, those acknowledged without error are there after a
+// reopen, and a SendAsync after Close is refused.
+func TestSendPipeClose(t *testing.T) {
+	dir := t.TempDir()
+	b := openAsyncBroker(t, dir)
+	ctx := context.Background()
+	var taken, acked, okAcks atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				err := b.SendAsync(ctx, &mq.Message{Topic: "P", Body: []byte("x")}, nil, func(_ mq.SendResult, err error) {
+					acked.Add(1)
+					if err == nil {
+						okAcks.Add(1)
+					}
+				})
+				if err != nil {
+					if !errors.Is(err, ErrClosed) {
+						t.Errorf("SendAsync: %v, want ErrClosed", err)
+					}
+					return
+				}
+				taken.Add(1)
+			}
+		})
+	}
+	for b.pipe.piped.Load() < 10000 {
+		if t.Failed() {
+			return
+		}
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	close(stop)
+	wg.Wait()
+	if acked.Load() != taken.Load() {
+		t.Fatalf("%d sends taken, %d acknowledged", taken.Load(), acked.Load())
+	}
+	if err := b.SendAsync(ctx, &mq.Message{Topic: "P", Body: []byte("x")}, nil, func(mq.SendResult, error) {}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("SendAsync after Close: %v, want ErrClosed", err)
+	}
+	b = openAsyncBroker(t, dir)
+	if got := len(pullAll(t, b)); int64(got) != okAcks.Load() {
+		t.Fatalf("%d messages after a reopen, %d acknowledged", got, okAcks.Load())
+	}
+}
+
+// TestSendPipeCloseAppendsPending: sends the pipe holds when Close begins are appended and
+// acknowledged before the store closes.
+func TestSendPipeCloseAppendsPending(t *testing.T) {
+	dir := t.TempDir()
+	b := openAsyncBroker(t, dir)
+	b.pipe.appendMu.Lock() // the pipe holds what is sent until released
+	b.pipe.busy.Store(true)
+	const n = 100
+	var acked atomic.Int64
+	for i := range n {
+		if err := b.SendAsync(context.Background(), &mq.Message{Topic: "P", Body: []byte("x")}, nil, func(_ mq.SendResult, err error) {
+			if err != nil {
+				t.Errorf("send %d: %v", i, err)
+			}
+			acked.Add(1)
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- b.Close() }()
+	b.pipe.appendMu.Unlock()
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	if acked.Load() != n {
+		t.Fatalf("%d of %d sends acknowledged by the time Close returned", acked.Load(), n)
+	}
+	b = openAsyncBroker(t, dir)
+	if got := len(pullAll(t, b)); got != n {
+		t.Fatalf("%d messages after a reopen, want %d", got, n)
+	}
+}
+
+// TestSendPipeDoneSendsAgain: a done function called from the pipe may send again, through
+// the pipe or not, without waiting on the pipe's own appends.
+func TestSendPipeDoneSendsAgain(t *testing.T) {
+	b := openAsyncBroker(t, t.TempDir())
+	ctx := context.Background()
+	b.pipe.appendMu.Lock()
+	b.pipe.busy.Store(true) // the first send goes to the pipe
+	var sent atomic.Int64
+	err := b.SendAsync(ctx, &mq.Message{Topic: "P", Body: []byte("first")}, nil, func(_ mq.SendResult, err error) {
+		if err != nil {
+			t.Error(err)
+		}
+		if _, err := b.Send(ctx, &mq.Message{Topic: "P", Body: []byte("from done")}, nil); err != nil {
+			t.Error(err)
+		}
+		if err := b.SendAsync(ctx, &mq.Message{Topic: "P", Body: []byte("async from done")}, nil, func(_ mq.SendResult, err error) {
+			if err != nil {
+				t.Error(err)
+			}
+			sent.Add(1)
+		}); err != nil {
+			t.Error(err)
+		}
+		sent.Add(1)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.pipe.appendMu.Unlock()
+	go b.pipe.settle() // a deadlock shows as a count short of 2
+	waitCount(t, &sent, 2, "done functions returned")
+	if got := pullAll(t, b); len(got) != 3 || got[0] != "first" {
+		t.Fatalf("stored %q, want first and the two sends of its done function", got)
+	}
+}
