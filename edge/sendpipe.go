@@ -33,10 +33,11 @@ type sendPipe struct {
 	spare   []*asyncSend // an appended batch's array, for pending to reuse
 	closed  bool         // the broker is closing: nothing more is queued
 
-	busy  atomic.Bool  // pending holds sends, or a batch is being appended
-	piped atomic.Int64 // sends appended from the pipe, ever
-	last  atomic.Int64 // when the last send that waits for no fsync came (pipeClock)
-	wake  chan struct{}
+	busy   atomic.Bool  // pending holds sends, or a batch is being appended
+	queued atomic.Int64 // sends queued, ever
+	piped  atomic.Int64 // sends appended from the pipe (or refused by the store), ever
+	last   atomic.Int64 // when the last send that waits for no fsync came (pipeClock)
+	wake   chan struct{}
 }
 
 const (
@@ -46,6 +47,8 @@ const (
 	// pipeMax is how many sends the pipe holds before a caller appends them itself, so that
 	// a caller that never waits for its done functions cannot queue without bound.
 	pipeMax = 4096
+	// pipeBatchBytes bounds a batch's bodies (with 64 bytes a message for the rest).
+	pipeBatchBytes = 256 << 10
 )
 
 // pipeEpoch is the zero of pipeClock.
@@ -77,6 +80,7 @@ func (p *sendPipe) put(op *asyncSend) bool {
 		return false
 	}
 	p.pending = append(p.pending, op)
+	p.queued.Add(1)
 	n := len(p.pending)
 	wasBusy := p.busy.Swap(true)
 	p.mu.Unlock()
@@ -96,9 +100,28 @@ func (p *sendPipe) put(op *asyncSend) bool {
 // made after them that does not go through the pipe is stored after them. Their done
 // functions may still be running when it returns.
 func (p *sendPipe) settle() {
-	if p.busy.Load() {
-		p.appendOnce()
+	if !p.busy.Load() {
+		return
 	}
+	// Batches are appended in the order they were queued: once as many sends as were
+	// queued now are appended, these are.
+	for target := p.queued.Load(); p.piped.Load() < target; {
+		if !p.appendOnce() {
+			return
+		}
+	}
+}
+
+// batchPrefix returns how many of the oldest sends of pending make a batch: at least one,
+// and no more than pipeBatchBytes of bodies after the first.
+func batchPrefix(pending []*asyncSend) int {
+	n := len(pending[0].s.Body)
+	for i := 1; i < len(pending); i++ {
+		if n += len(pending[i].s.Body) + 64; n > pipeBatchBytes {
+			return i
+		}
+	}
+	return len(pending)
 }
 
 // appendOnce appends the sends pending (after the batch being appended, if any), then
@@ -114,12 +137,19 @@ func (p *sendPipe) appendOnce() bool {
 		p.appendMu.Unlock()
 		return false
 	}
-	p.pending, p.spare = p.spare[:0], nil
+	if k := batchPrefix(batch); k < len(batch) {
+		// The oldest pipeBatchBytes: the log's prefaulting keeps ahead of appends of this
+		// size, and the first done functions run sooner.
+		rest := append(p.spare[:0], batch[k:]...)
+		clear(batch[k:])
+		batch, p.pending, p.spare = batch[:k], rest, nil
+	} else {
+		p.pending, p.spare = p.spare[:0], nil
+	}
 	p.mu.Unlock()
 	for _, op := range batch {
 		p.msgs = append(p.msgs, &op.s)
 	}
-	p.piped.Add(int64(len(batch)))
 	var errs []error // each send's, when the batch was refused
 	err := p.b.st.Append(p.msgs)
 	if err != nil && len(p.msgs) > 1 {
@@ -132,6 +162,7 @@ func (p *sendPipe) appendOnce() bool {
 		}
 	}
 	err = appendErr(err)
+	p.piped.Add(int64(len(batch)))
 	clear(p.msgs)
 	p.msgs = p.msgs[:0]
 	if cap(p.msgs) > pipeMax {

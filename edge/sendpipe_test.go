@@ -28,6 +28,19 @@ func waitCount(t *testing.T, c *atomic.Int64, want int64, what string) {
 	}
 }
 
+// holdPipe makes b's pipe take every SendAsync that waits for no fsync and hold them until
+// release is called: the pipe is busy (its goroutine woken, as a first queued send does) and
+// cannot append.
+func holdPipe(b *Broker) (release func()) {
+	b.pipe.appendMu.Lock()
+	b.pipe.busy.Store(true)
+	select {
+	case b.pipe.wake <- struct{}{}:
+	default:
+	}
+	return b.pipe.appendMu.Unlock
+}
+
 // openAsyncBroker opens a broker whose store flushes asynchronously, so that SendAsync's
 // sends wait for no fsync, with a topic of one queue.
 func openAsyncBroker(t *testing.T, dir string) *Broker {
@@ -157,8 +170,7 @@ func TestSendPipeRefusedMessage(t *testing.T) {
 	b := openAsyncBroker(t, t.TempDir())
 	ctx := context.Background()
 	// Every send goes to the pipe, and it appends them in one batch once released.
-	b.pipe.appendMu.Lock()
-	b.pipe.busy.Store(true)
+	release := holdPipe(b)
 	const n = 3000 // under pipeMax: no caller appends
 	var failed, ok atomic.Int64
 	var failedAt atomic.Int64
@@ -183,7 +195,7 @@ func TestSendPipeRefusedMessage(t *testing.T) {
 			t.Fatalf("send %d: %v", i, err)
 		}
 	}
-	b.pipe.appendMu.Unlock()
+	release()
 	b.pipe.settle()
 	waitCount(t, &ok, n-1, "sends acknowledged")
 	if failed.Load() != 1 || failedAt.Load() != n/2 || ok.Load() != n-1 {
@@ -255,8 +267,7 @@ func TestSendPipeClose(t *testing.T) {
 func TestSendPipeCloseAppendsPending(t *testing.T) {
 	dir := t.TempDir()
 	b := openAsyncBroker(t, dir)
-	b.pipe.appendMu.Lock() // the pipe holds what is sent until released
-	b.pipe.busy.Store(true)
+	release := holdPipe(b)
 	const n = 100
 	var acked atomic.Int64
 	for i := range n {
@@ -271,7 +282,7 @@ func TestSendPipeCloseAppendsPending(t *testing.T) {
 	}
 	closed := make(chan error, 1)
 	go func() { closed <- b.Close() }()
-	b.pipe.appendMu.Unlock()
+	release()
 	if err := <-closed; err != nil {
 		t.Fatal(err)
 	}
@@ -289,8 +300,7 @@ func TestSendPipeCloseAppendsPending(t *testing.T) {
 func TestSendPipeDoneSendsAgain(t *testing.T) {
 	b := openAsyncBroker(t, t.TempDir())
 	ctx := context.Background()
-	b.pipe.appendMu.Lock()
-	b.pipe.busy.Store(true) // the first send goes to the pipe
+	release := holdPipe(b)
 	var sent atomic.Int64
 	err := b.SendAsync(ctx, &mq.Message{Topic: "P", Body: []byte("first")}, nil, func(_ mq.SendResult, err error) {
 		if err != nil {
@@ -312,10 +322,74 @@ func TestSendPipeDoneSendsAgain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.pipe.appendMu.Unlock()
+	release()
 	go b.pipe.settle() // a deadlock shows as a count short of 2
 	waitCount(t, &sent, 2, "done functions returned")
 	if got := pullAll(t, b); len(got) != 3 || got[0] != "first" {
 		t.Fatalf("stored %q, want first and the two sends of its done function", got)
+	}
+}
+
+// TestSendPipeSplitsLargeBatches: what the pipe holds past pipeBatchBytes is appended in
+// several batches, oldest first, every send acknowledged at the offset it was stored at.
+func TestSendPipeSplitsLargeBatches(t *testing.T) {
+	b := openAsyncBroker(t, t.TempDir())
+	release := holdPipe(b)
+	const n = 100
+	body := make([]byte, 8<<10) // 100 of them: about three batches
+	offsets := make([]int64, n)
+	var acked atomic.Int64
+	for i := range n {
+		m := &mq.Message{Topic: "P", Body: append(fmt.Appendf(nil, "%03d", i), body...)}
+		if err := b.SendAsync(context.Background(), m, nil, func(r mq.SendResult, err error) {
+			if err != nil {
+				t.Errorf("send %d: %v", i, err)
+			}
+			offsets[i] = r.QueueOffset
+			acked.Add(1)
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if k := batchPrefix(b.pipe.pending); k >= n || k < 1 {
+		t.Fatalf("the first batch takes %d of %d sends of 8 KiB", k, n)
+	}
+	release()
+	b.pipe.settle() // all of them, in several batches
+	if got := b.pipe.piped.Load(); got != n {
+		t.Fatalf("settle returned with %d of %d sends appended", got, n)
+	}
+	waitCount(t, &acked, n, "sends acknowledged")
+	got := pullAll(t, b)
+	if len(got) != n {
+		t.Fatalf("%d messages stored, want %d", len(got), n)
+	}
+	for i, body := range got {
+		if want := fmt.Sprintf("%03d", i); body[:3] != want || offsets[i] != int64(i) {
+			t.Fatalf("offset %d holds send %s, acknowledged at %d", i, body[:3], offsets[i])
+		}
+	}
+}
+
+func TestBatchPrefix(t *testing.T) {
+	op := func(size int) *asyncSend { return &asyncSend{s: store.Message{Body: make([]byte, size)}} }
+	for _, c := range []struct {
+		name  string
+		sizes []int
+		want  int
+	}{
+		{"one small", []int{10}, 1},
+		{"one over the bound", []int{pipeBatchBytes + 1}, 1},
+		{"the second over", []int{10, pipeBatchBytes}, 1},
+		{"all fit", []int{1000, 1000, 1000}, 3},
+		{"up to the bound", []int{pipeBatchBytes / 2, pipeBatchBytes/2 - 64, 1}, 2},
+	} {
+		ops := make([]*asyncSend, len(c.sizes))
+		for i, n := range c.sizes {
+			ops[i] = op(n)
+		}
+		if got := batchPrefix(ops); got != c.want {
+			t.Errorf("%s: %d, want %d", c.name, got, c.want)
+		}
 	}
 }
