@@ -60,8 +60,7 @@ func (b *Broker) SendFrom(ctx context.Context, m *mq.Message, sel mq.QueueSelect
 	if err != nil {
 		return mq.SendResult{}, err
 	}
-	b.pipe.settle()
-	if err := b.st.Append([]*store.Message{&s}); err != nil {
+	if err := b.appendSends([]*store.Message{&s}); err != nil {
 		return mq.SendResult{}, appendErr(err)
 	}
 	tp.in.add(1, int64(len(m.Body)))
@@ -113,13 +112,10 @@ func (b *Broker) sendAsync(ctx context.Context, m *mq.Message, sel mq.QueueSelec
 	}
 	lazy := !b.waitsForFsync(s.Durability)
 	piped := lazy && pipe && b.pipe.handOff()
-	if !piped {
-		b.pipe.settle()
-	}
 	if lazy && !piped {
 		// Acknowledged once written: done runs now, as after Send, without the state of a
 		// send in flight (a pooled asyncSend and the store's callback).
-		if err := b.st.Append([]*store.Message{&s}); err != nil {
+		if err := b.appendSends([]*store.Message{&s}); err != nil {
 			return appendErr(err)
 		}
 		tp.in.add(1, int64(len(m.Body)))
@@ -139,7 +135,7 @@ func (b *Broker) sendAsync(ctx context.Context, m *mq.Message, sel mq.QueueSelec
 		}
 		return nil
 	}
-	if err = b.st.AppendAsync(op.ptr0(), op.complete); err != nil {
+	if err = b.appendSendsAsync(op.ptr0(), op.complete); err != nil {
 		op.release()
 	}
 	return appendErr(err)
@@ -406,8 +402,7 @@ func (b *Broker) SendBatchFrom(ctx context.Context, msgs []*mq.Message, sel mq.Q
 	if err != nil || len(stored) == 0 {
 		return nil, err
 	}
-	b.pipe.settle()
-	if err := b.st.Append(storePtrs(stored)); err != nil {
+	if err := b.appendSends(storePtrs(stored)); err != nil {
 		return nil, appendErr(err)
 	}
 	tp.in.add(int64(len(msgs)), bytes)
@@ -429,8 +424,7 @@ func (b *Broker) SendBatchAsyncFrom(ctx context.Context, msgs []*mq.Message, sel
 		done(nil, nil)
 		return nil
 	}
-	b.pipe.settle()
-	return appendErr(b.st.AppendAsync(storePtrs(stored), func(err error) {
+	return appendErr(b.appendSendsAsync(storePtrs(stored), func(err error) {
 		if err != nil {
 			done(nil, err)
 			return

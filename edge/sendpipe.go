@@ -112,6 +112,19 @@ func (p *sendPipe) settle() {
 	}
 }
 
+// appendSends appends a producer's messages that do not go through the pipe, after what the
+// pipe holds (settle), so that a goroutine's sends are stored in the order it made them.
+func (b *Broker) appendSends(msgs []*store.Message) error {
+	b.pipe.settle()
+	return b.st.Append(msgs)
+}
+
+// appendSendsAsync is appendSends for the store's AppendAsync.
+func (b *Broker) appendSendsAsync(msgs []*store.Message, done func(error)) error {
+	b.pipe.settle()
+	return b.st.AppendAsync(msgs, done)
+}
+
 // batchPrefix returns how many of the oldest sends of pending make a batch: at least one,
 // and no more than pipeBatchBytes of bodies after the first.
 func batchPrefix(pending []*asyncSend) int {

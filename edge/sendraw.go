@@ -71,8 +71,7 @@ func (b *Broker) SendBatchItemsAsyncFrom(ctx context.Context, topic string, item
 		return b.SendBatchAsyncFrom(ctx, msgs, sel, o, done)
 	}
 	ib.done = done
-	b.pipe.settle()
-	if err := b.st.AppendAsync(ib.ptrs, ib.complete); err != nil {
+	if err := b.appendSendsAsync(ib.ptrs, ib.complete); err != nil {
 		ib.release()
 		return appendErr(err)
 	}
@@ -118,10 +117,9 @@ func (b *Broker) SendEncodedAsyncFrom(ctx context.Context, topic string, flag in
 	op.enc = itemRecord(s, topic, flag, body, &p, &o, op.enc[:0])
 	s.QueueID, s.Durability = q, tp.cfg.Durability
 	b.compress(s) // neither retried nor delayed: what prepare does is only this
-	b.pipe.settle()
 	if !b.waitsForFsync(s.Durability) {
 		// Acknowledged once written, as SendAsyncFrom's.
-		err := b.st.Append(op.ptr0())
+		err := b.appendSends(op.ptr0())
 		if err == nil {
 			tp.in.add(1, int64(len(body)))
 			res := b.result(s)
@@ -137,7 +135,7 @@ func (b *Broker) SendEncodedAsyncFrom(ctx context.Context, topic string, flag in
 		op.complete = op.finish
 	}
 	op.b, op.tp, op.bytes, op.done, op.uniq = b, tp, int64(len(body)), done, p.uniq
-	if err = b.st.AppendAsync(op.ptr0(), op.complete); err != nil {
+	if err = b.appendSendsAsync(op.ptr0(), op.complete); err != nil {
 		op.release()
 	}
 	return appendErr(err)
