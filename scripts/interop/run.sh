@@ -92,8 +92,17 @@ trap 'exit 130' INT TERM
 
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
-# show_log FILE: the end of a log, for a failure's context in CI output.
+# show_log FILE [N]: a failure's context in CI output: the failed tests with
+# what they logged, the first data race and panic reports, then the log's last
+# N lines (the summary of a run cuts long output in the middle, so the named
+# failures come first).
 show_log() {
+	if grep -qE -- '--- FAIL|WARNING: DATA RACE|^panic:' "$1"; then
+		echo "--- failures in $1"
+		grep -E -A12 -- '--- FAIL' "$1" | head -n 60
+		grep -E -A24 -- 'WARNING: DATA RACE' "$1" | head -n 50
+		grep -E -A24 -- '^panic:' "$1" | head -n 30
+	fi
 	echo "--- last lines of $1"
 	tail -n "${2:-60}" "$1"
 	echo "---"
