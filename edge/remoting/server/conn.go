@@ -105,7 +105,8 @@ type conn struct {
 type outFrame struct {
 	cmd  *remoting.Command
 	sent *sendAck
-	held bool // the answer to a request counted in inflight: the writer releases it
+	body *[]byte // cmd's body, from pullBodies: put back once written
+	held bool    // the answer to a request counted in inflight: the writer releases it
 }
 
 func newConn(s *Server, nc net.Conn, vip bool) *conn {
@@ -265,28 +266,30 @@ func (c *conn) readLoop() error {
 // pullNow answers the pull req of size bytes if it need not wait for messages, and says
 // whether it did; else the pull is for handlePull.
 func (c *conn) pullNow(req *remoting.Command, size int64) bool {
-	resp, wait := c.s.guard(c, req, func() (*remoting.Command, bool) {
+	var body *[]byte
+	resp, wait := c.s.guard(c, req, func() (resp *remoting.Command, wait bool) {
 		if resp := c.s.authorize(c, req); resp != nil {
 			return resp, false
 		}
-		return c.s.pullAt(c, req, pullTry)
+		resp, body, wait = c.s.pullAt(c, req, pullTry)
+		return resp, wait
 	})
 	if wait {
 		return false
 	}
 	c.s.reqBytes.Add(-size)
-	if !c.answerNow(req, resp) {
-		c.answer(req, resp) // held: written when the reader's buffer is drained
+	if !c.answerNow(req, resp, body) {
+		c.answer(req, resp, body) // held: written when the reader's buffer is drained
 	}
 	c.handlers.Done()
 	return true
 }
 
-// answerNow writes resp, the answer to req, itself when nothing is queued for the writer
-// and nobody writes, and reports whether it did (else the caller queues it): a pull's
-// answer then costs no hand-off to the writer. A failed write fails the connection, as the
-// writer's does.
-func (c *conn) answerNow(req, resp *remoting.Command) bool {
+// answerNow writes resp, the answer to req (body: its pooled body, or nil), itself when
+// nothing is queued for the writer and nobody writes, and reports whether it did (else the
+// caller queues it): a pull's answer then costs no hand-off to the writer. A failed write
+// fails the connection, as the writer's does.
+func (c *conn) answerNow(req, resp *remoting.Command, body *[]byte) bool {
 	if resp == nil || req.IsOneway() || !c.inlineWrites() {
 		return false
 	}
@@ -298,7 +301,7 @@ func (c *conn) answerNow(req, resp *remoting.Command) bool {
 	c.writing = true
 	c.wmu.Unlock()
 	c.s.stats.replies.add(resp.Code)
-	frames := [1]outFrame{{cmd: resp, held: true}}
+	frames := [1]outFrame{{cmd: resp, body: body, held: true}}
 	rest, err := c.writeFrames(frames[:], inlineWriteWait)
 	c.wroteInline(1, rest, err)
 	return true
@@ -354,9 +357,13 @@ func (c *conn) kickWriter() {
 func (c *conn) handlePull(req *remoting.Command, size int64) {
 	defer c.handlers.Done()
 	defer c.s.reqBytes.Add(-size)
-	resp, _ := c.s.guard(c, req, func() (*remoting.Command, bool) { return c.s.pullAt(c, req, pullAfterTry) })
-	if !c.answerNow(req, resp) {
-		c.answer(req, resp)
+	var body *[]byte
+	resp, _ := c.s.guard(c, req, func() (resp *remoting.Command, wait bool) {
+		resp, body, wait = c.s.pullAt(c, req, pullAfterTry)
+		return resp, wait
+	})
+	if !c.answerNow(req, resp, body) {
+		c.answer(req, resp, body)
 	}
 }
 
@@ -365,17 +372,18 @@ func (c *conn) handle(req *remoting.Command, size int64) {
 	defer c.handlers.Done()
 	defer c.s.reqBytes.Add(-size)
 	resp := c.s.dispatch(c, req)
-	c.answer(req, resp)
+	c.answer(req, resp, nil)
 }
 
-// answer queues resp, the answer to req (nil: none), and releases req's place in flight
-// once it is written. It never waits.
-func (c *conn) answer(req, resp *remoting.Command) {
+// answer queues resp, the answer to req (nil: none; body: its pooled body, or nil), and
+// releases req's place in flight once it is written. It never waits.
+func (c *conn) answer(req, resp *remoting.Command, body *[]byte) {
 	if resp == nil || req.IsOneway() {
+		putPullBody(body)
 		c.inflight.Add(-1)
 		return
 	}
-	c.queueFrame(outFrame{cmd: resp, held: true}, false)
+	c.queueFrame(outFrame{cmd: resp, body: body, held: true}, false)
 }
 
 // maxQueue is how many frames the write queue holds before the reader waits and
@@ -651,6 +659,11 @@ func (c *conn) writeFrames(frames []outFrame, wait time.Duration) (rest []byte, 
 	if cap(buf) <= maxPooledWrite { // a large reply once does not pin its memory
 		*bp = buf[:0]
 		writeBufs.Put(bp)
+	}
+	// Every frame is written, copied into rest, or dropped with the connection: nothing
+	// reads their bodies any more.
+	for _, f := range frames {
+		putPullBody(f.body)
 	}
 	if rest != nil {
 		err = nil

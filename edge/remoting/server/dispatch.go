@@ -112,6 +112,6 @@ func (s *Server) dispatchSend(c *conn, req *remoting.Command, size int64) {
 // refused answers a send the broker did not take.
 func (s *Server) refused(c *conn, req *remoting.Command, size int64, reply *remoting.Command) {
 	s.reqBytes.Add(-size)
-	c.answer(req, reply)
+	c.answer(req, reply, nil)
 	c.handlers.Done()
 }

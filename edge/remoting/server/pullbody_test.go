@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/edgemq/edgemq/edge"
@@ -94,4 +96,96 @@ func TestPullBodiesOfRepliesInFlight(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestPullBodiesAcrossConnections: connections pulling at once, each many pulls in flight
+// of records over 4 KiB (written from the reply body's own memory), each get the records of
+// their own queue and offset while other users of the reply bodies' pool overwrite every
+// buffer they get from it: a reply's body is put back only once it is written.
+func TestPullBodiesAcrossConnections(t *testing.T) {
+	b := openBroker(t, nil)
+	s := startServer(t, b, Options{})
+	const queues, per, conns, rounds, inFlight = 4, 16, 4, 100, 24
+	want := make([][]string, queues) // bodies by queue and offset
+	{
+		c := dial(t, s.Addr())
+		for q := range queues {
+			for i := range per {
+				body := fmt.Sprintf("q%d-m%d-", q, i) + strings.Repeat(strconv.Itoa(q*per+i), 4500/len(strconv.Itoa(q*per+i)))
+				c.mustCall(remoting.Success, remoting.SendMessageV2, sendExt("PX", q, ""), []byte(body))
+				want[q] = append(want[q], body)
+			}
+		}
+	}
+	clients := make([]*client, conns)
+	for i := range clients {
+		clients[i] = dial(t, s.Addr())
+	}
+	stop := make(chan struct{})
+	var scribblers sync.WaitGroup
+	for range 2 {
+		scribblers.Go(func() {
+			var held [4]*[]byte
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				for i := range held {
+					held[i] = pullBodies.Get().(*[]byte)
+					b := (*held[i])[:cap(*held[i])]
+					for j := range b {
+						b[j] = 'Z'
+					}
+				}
+				for _, bp := range held {
+					pullBodies.Put(bp)
+				}
+				runtime.Gosched()
+			}
+		})
+	}
+	defer func() {
+		close(stop)
+		scribblers.Wait()
+	}()
+	var wg sync.WaitGroup
+	for g, c := range clients {
+		wg.Go(func() {
+			type pull struct {
+				q, off int
+				ch     chan *remoting.Command
+			}
+			for round := range rounds {
+				var pulls []pull
+				for k := range inFlight {
+					q, off := (g+k+round)%queues, (k*5+round+g)%per
+					h := pullHeader("g", "PX", q, int64(off), int(remoting.PullSubscription), 0, "*")
+					h["maxMsgNums"] = strconv.Itoa(1 + (k+g)%4)
+					pulls = append(pulls, pull{q, off, c.write(remoting.NewRequest(remoting.PullMessage, h, nil))})
+				}
+				for _, p := range pulls {
+					r := c.wait(p.ch)
+					if r.Code != remoting.Success {
+						t.Errorf("connection %d, pull of queue %d at %d: reply %d %q", g, p.q, p.off, r.Code, r.Remark)
+						return
+					}
+					msgs, err := remoting.DecodeMessages(r.Body)
+					if err != nil {
+						t.Errorf("connection %d, pull of queue %d at %d: %v", g, p.q, p.off, err)
+						return
+					}
+					for i, m := range msgs {
+						if m.QueueID != int32(p.q) || m.QueueOffset != int64(p.off+i) || string(m.Body) != want[p.q][p.off+i] {
+							t.Errorf("connection %d, pull of queue %d at %d: record %d is queue %d offset %d body %.12q, want offset %d body %.12q",
+								g, p.q, p.off, i, m.QueueID, m.QueueOffset, m.Body, p.off+i, want[p.q][p.off+i])
+							return
+						}
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
