@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/edgemq/edgemq/scripts/internal/pace"
 )
 
 // peakRSS returns the process's peak resident set size (VmHWM) in KiB, or 0 when
@@ -202,19 +204,19 @@ func driveThen(producers int, n int64, d time.Duration, profile string, send, fl
 	return done.Load(), sp.end(), firstErr
 }
 
-// pacer sends n messages at rate per second from one goroutine: it sleeps until each
-// message's scheduled time (no ticker), then calls send. Go's timers on Linux sleep at
-// least ~1 ms when the process is otherwise idle, so sends come in bursts of about
-// rate/1000; lags records how late each send started relative to its schedule.
+// pacer sends n messages at rate per second from one goroutine: it waits until each
+// message's scheduled time (no ticker) with a pace.Pacer, then calls send; lags records how
+// late each send started relative to its schedule. (time.Sleep waited at least ~1 ms while
+// the process was otherwise idle, so that sends came in bursts of about rate/1000.)
 func pacer(n, rate int, send func(i int) error) (lags []time.Duration, err error) {
 	interval := time.Second / time.Duration(rate)
 	lags = make([]time.Duration, n)
+	pc := pace.New()
+	defer pc.Close()
 	start := time.Now()
 	for i := range n {
 		next := start.Add(time.Duration(i) * interval)
-		if w := time.Until(next); w > 0 {
-			time.Sleep(w)
-		}
+		pc.Until(next)
 		lags[i] = time.Since(next)
 		if err := send(i); err != nil {
 			return lags[:i], err

@@ -19,6 +19,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/edgemq/edgemq/scripts/internal/pace"
 )
 
 // traceDir, when set (-trace), is where each measured phase writes a runtime/trace of this
@@ -270,6 +272,9 @@ func latencyRun(ctx context.Context, b *broker, lc latClient, topic string, p pa
 	var ph phase
 	stopTrace := func() {}
 	defer func() { stopTrace() }()
+	pc := pace.New() // time.Sleep would send in bursts (see package pace)
+	defer pc.Close()
+	lags := make([]time.Duration, 0, p.latN)
 	start := time.Now()
 	late := 0
 	for i := range total {
@@ -278,10 +283,13 @@ func latencyRun(ctx context.Context, b *broker, lc latClient, topic string, p pa
 			ph = startPhase(b)
 		}
 		next := start.Add(time.Duration(i) * interval)
-		if w := time.Until(next); w > 0 {
-			time.Sleep(w)
-		} else if -w > 2*time.Millisecond && i >= p.latWarm {
-			late++
+		pc.Until(next)
+		if i >= p.latWarm {
+			lag := time.Since(next)
+			lags = append(lags, lag)
+			if lag > 2*time.Millisecond {
+				late++
+			}
 		}
 		window <- struct{}{}
 		body := make([]byte, max(p.size, 16))
@@ -332,6 +340,11 @@ func latencyRun(ctx context.Context, b *broker, lc latClient, topic string, p pa
 	m[prefix+"_max_us"] = float64(lats[len(lats)-1].Microseconds())
 	m[prefix+"_rate"] = float64(total) / sendWall.Seconds()
 	m[prefix+"_late"] = float64(late)
+	if len(lags) > 0 {
+		slices.Sort(lags)
+		m[prefix+"_lag_p50_us"] = float64(lags[len(lags)/2].Microseconds())
+		m[prefix+"_lag_p99_us"] = float64(lags[min(len(lags)*99/100, len(lags)-1)].Microseconds())
+	}
 	m[prefix+"_failed"] = float64(fails.n.Load())
 	if ph.broker != nil {
 		m[prefix+"_cpu_us"] = perMsg(brokerCPU, int64(len(lats)))
