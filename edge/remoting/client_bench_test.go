@@ -18,6 +18,7 @@ import (
 
 	"github.com/edgemq/edgemq/consumer"
 	"github.com/edgemq/edgemq/edge/mq"
+	"github.com/edgemq/edgemq/edge/pace"
 	"github.com/edgemq/edgemq/edge/producer"
 	"github.com/edgemq/edgemq/edge/remoting"
 	"github.com/edgemq/edgemq/store/commitlog"
@@ -260,11 +261,11 @@ func BenchmarkE2ELatency(b *testing.B) {
 	interval := time.Second / time.Duration(*latRate)
 	b.ReportAllocs()
 	b.ResetTimer()
+	pacer := pace.New()
+	defer pacer.Close()
 	start := time.Now()
 	for i := range n {
-		if w := time.Until(start.Add(time.Duration(i) * interval)); w > 0 {
-			time.Sleep(w)
-		}
+		pacer.Wait(ctx, start.Add(time.Duration(i)*interval))
 		body := make([]byte, 100)
 		binary.LittleEndian.PutUint64(body, uint64(i))
 		sent[i] = int64(time.Since(base))
@@ -412,10 +413,10 @@ func BenchmarkLoopbackFloor(b *testing.B) {
 	b.ResetTimer()
 	start := time.Now()
 	msg := make([]byte, 100)
+	pacer := pace.New()
+	defer pacer.Close()
 	for i := range n {
-		if w := time.Until(start.Add(time.Duration(i) * interval)); w > 0 {
-			time.Sleep(w)
-		}
+		pacer.Wait(context.Background(), start.Add(time.Duration(i)*interval))
 		binary.LittleEndian.PutUint64(msg, uint64(i))
 		binary.LittleEndian.PutUint64(msg[8:], uint64(time.Since(base)))
 		if _, err := c.Write(msg); err != nil {

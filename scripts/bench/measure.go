@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"io/fs"
 	"os"
@@ -17,7 +18,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/edgemq/edgemq/scripts/internal/pace"
+	"github.com/edgemq/edgemq/edge/pace"
 )
 
 // peakRSS returns the process's peak resident set size (VmHWM) in KiB, or 0 when
@@ -216,7 +217,7 @@ func pacer(n, rate int, send func(i int) error) (lags []time.Duration, err error
 	start := time.Now()
 	for i := range n {
 		next := start.Add(time.Duration(i) * interval)
-		pc.Until(next)
+		pc.Wait(context.Background(), next)
 		lags[i] = time.Since(next)
 		if err := send(i); err != nil {
 			return lags[:i], err

@@ -20,7 +20,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/edgemq/edgemq/scripts/internal/pace"
+	"github.com/edgemq/edgemq/edge/pace"
 )
 
 // traceDir, when set (-trace), is where each measured phase writes a runtime/trace of this
@@ -283,7 +283,7 @@ func latencyRun(ctx context.Context, b *broker, lc latClient, topic string, p pa
 			ph = startPhase(b)
 		}
 		next := start.Add(time.Duration(i) * interval)
-		pc.Until(next)
+		pc.Wait(ctx, next)
 		if i >= p.latWarm {
 			lag := time.Since(next)
 			lags = append(lags, lag)
