@@ -98,16 +98,17 @@ func TestClosedAndNil(t *testing.T) {
 func BenchmarkWait100us(b *testing.B) {
 	for _, c := range []struct {
 		name string
-		p    *Pacer
-	}{{"pacer", New()}, {"sleep", &Pacer{}}} {
+		make func() *Pacer
+	}{{"pacer", New}, {"sleep", func() *Pacer { return &Pacer{} }}} {
 		b.Run(c.name, func(b *testing.B) {
-			defer c.p.Close()
+			p := c.make() // a run each -count: each its own
+			defer p.Close()
 			ctx := context.Background()
 			lags := make([]time.Duration, 0, b.N)
 			start := time.Now()
 			for i := 0; b.Loop(); i++ {
 				at := start.Add(time.Duration(i+1) * 100 * time.Microsecond)
-				c.p.Wait(ctx, at)
+				p.Wait(ctx, at)
 				lags = append(lags, time.Since(at))
 			}
 			slices.Sort(lags)
