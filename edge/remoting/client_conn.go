@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/edgemq/edgemq/edge/mq"
+	"github.com/edgemq/edgemq/edge/remoting/internal/rawsock"
 )
 
 // clientConn is one TCP connection of a Client to a name server or broker address, with
@@ -33,6 +34,7 @@ type clientConn struct {
 	cl   *Client
 	addr string
 	nc   net.Conn
+	raw  *rawsock.Conn // nc's reads and writes (see package rawsock): one write at a time (writing)
 
 	wmu     sync.Mutex    // guards the write fields below
 	writing bool          // a write to nc is under way: the writer's, or a caller's (see write)
@@ -113,7 +115,7 @@ func dialConn(ctx context.Context, cl *Client, addr string) (*clientConn, error)
 			return nil, err
 		}
 	}
-	c := &clientConn{cl: cl, addr: addr, nc: nc, pending: map[int32]*pendingCall{},
+	c := &clientConn{cl: cl, addr: addr, nc: nc, raw: rawsock.New(nc), pending: map[int32]*pendingCall{},
 		kick: make(chan struct{}, 1), quit: make(chan struct{})}
 	return c, nil
 }
@@ -145,7 +147,7 @@ func (c *clientConn) stopWriter() { c.stopped.Do(func() { close(c.quit) }) }
 func (c *clientConn) readLoop() {
 	defer c.cl.wg.Done()
 	// Buffered: a reply is one read, and a burst of replies a few, not two each.
-	br := bufio.NewReaderSize(c.nc, readBufferSize)
+	br := bufio.NewReaderSize(c.raw, readBufferSize)
 	r := NewReader(br, c.cl.opts.MaxFrameSize)
 	r.LazyExt = true  // a send's or a pull's reply is read without a map
 	r.reuse = true    // the replies of async calls are released once handled
@@ -352,7 +354,7 @@ func (c *clientConn) writeInline(wait time.Duration) {
 		c.nc.SetWriteDeadline(time.Now().Add(wait))
 	}
 	c.wmu.Unlock()
-	n, err := c.nc.Write(buf)
+	n, err := c.raw.Write(buf)
 	c.wmu.Lock()
 	if err != nil && wait < c.cl.opts.WriteTimeout && !c.closing && errors.Is(err, os.ErrDeadlineExceeded) {
 		rest := make([]byte, 0, len(buf)-n+len(c.wbuf))
@@ -439,11 +441,11 @@ func (c *clientConn) writeLoop() {
 			c.wbuf = nil
 			c.wmu.Unlock()
 			if len(buf) > 0 {
-				c.nc.Write(buf) // best effort: oneway requests queued before close
+				c.raw.Write(buf) // best effort: oneway requests queued before close
 			}
 			return
 		}
-		_, err := c.nc.Write(buf)
+		_, err := c.raw.Write(buf)
 		c.wmu.Lock()
 		c.wroteLocked(buf, err)
 		c.wmu.Unlock()

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/edgemq/edgemq/edge/remoting/internal/rawsock"
 )
 
 // pipeConn returns a connection of a client with default options over one end of a
@@ -30,7 +32,7 @@ func pipeConnStopped(t *testing.T) (*clientConn, net.Conn) {
 	cl := &Client{opts: (&Options{}).withDefaults()}
 	cl.lg = cl.opts.Logger
 	near, far := net.Pipe()
-	c := &clientConn{cl: cl, addr: "pipe", nc: near, pending: map[int32]*pendingCall{},
+	c := &clientConn{cl: cl, addr: "pipe", nc: near, raw: rawsock.New(near), pending: map[int32]*pendingCall{},
 		kick: make(chan struct{}, 1), quit: make(chan struct{})}
 	t.Cleanup(func() {
 		c.close()

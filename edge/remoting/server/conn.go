@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/edgemq/edgemq/edge/remoting"
+	"github.com/edgemq/edgemq/edge/remoting/internal/rawsock"
 )
 
 // outSlack is how many frames beyond MaxInFlight replies a connection's write queue holds:
@@ -45,6 +46,7 @@ const keepQueue = 64
 type conn struct {
 	s      *Server
 	nc     net.Conn
+	wr     *rawsock.Conn // nc's writes; only one write runs at a time (writing)
 	vip    bool
 	remote string
 	host   netip.AddrPort // the store host of the message ids it is told (storeHost)
@@ -118,6 +120,7 @@ func newConn(s *Server, nc net.Conn, vip bool) *conn {
 		wdone:   make(chan struct{}),
 		clients: map[string]struct{}{}}
 	c.host = s.storeHost(c)
+	c.wr = rawsock.New(nc)
 	c.maxMsg = s.b.Options().MaxMessageSize
 	c.ctx, c.cancel = context.WithCancel(s.ctx)
 	c.pulls, c.stopPulls = context.WithCancel(c.ctx)
@@ -712,12 +715,11 @@ func (f outFrame) releaseSent() {
 	}
 }
 
-// write writes bufs, waiting up to wait for room in the socket; on an error bufs holds what
+// write writes bufs (in raw system calls on a socket: see package rawsock), waiting up to wait for room in the socket; on an error bufs holds what
 // was not written.
 func (c *conn) write(bufs *net.Buffers, wait time.Duration) error {
 	c.nc.SetWriteDeadline(time.Now().Add(wait))
-	_, err := bufs.WriteTo(c.nc)
-	return err
+	return c.wr.WriteBuffers(bufs)
 }
 
 // appendFrame encodes cmd, or with headOnly all of its frame but the body (ok then
