@@ -7,7 +7,7 @@
 // sender catches up with a burst of ten sends, each queued behind the ones before it: a
 // latency measured so measures the bursts. A Pacer waits the last stretch on a timerfd read
 // through the poller, on Linux, which wakes it when the timer fires: BenchmarkWait100us, on a
-// virtual machine of two CPUs, has its waits return 32-44 µs late at the median and 58-63 µs
+// virtual machine of two CPUs, has its waits return 33-35 µs late at the median and 70-79 µs
 // at p99, against 0.54-0.55 ms and 1.09-1.10 ms for time.Sleep. The timer is armed and read
 // in raw system calls, which the runtime does not count as system calls: each wait would
 // otherwise wake the runtime's monitor thread, which then polls every 20 µs for about a
