@@ -14,7 +14,7 @@
 // the connection's deadlines, as net.Conn does.
 //
 // A Conn falls back to its net.Conn where the descriptor cannot be had (TLS, a pipe, a
-// wrapped connection) or off Unix.
+// wrapped connection) or off Linux.
 package rawsock
 
 import (

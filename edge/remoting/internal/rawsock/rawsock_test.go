@@ -39,7 +39,7 @@ func tcpPair(t *testing.T) (a, b net.Conn) {
 // pattern returns n bytes that differ from any shift of themselves.
 func pattern(n, seed int) []byte {
 	b := make([]byte, n)
-	x := uint32(seed*2654435761 + 1)
+	x := uint32(seed)*2654435761 + 1
 	for i := range b {
 		x ^= x << 13
 		x ^= x >> 17
