@@ -104,7 +104,7 @@
 // collects every 4 MiB it allocates, many times a second under load. GOGC=400 in the
 // client's environment (or debug.SetGCPercent) makes them a fourth as frequent, for a heap
 // that may grow to five times what stays live (16 MiB at least, against 4);
-// BENCHMARKS.md gives the measured effect. The client reads and writes a plain TCP
+// BENCHMARKS.md gives the measured effect. On Linux the client reads and writes a plain TCP
 // connection in raw system calls, which the runtime does not count as system calls, so that
 // a process idle between messages does not wake the runtime's monitor thread with each one
 // (it then polls every 20 µs for about a millisecond); a TLS connection goes through

@@ -61,8 +61,8 @@
 // sends and offset commits in the order they came (pipelined async sends of one producer
 // keep their order, a consumer's offset never moves back); a client that does not read its
 // replies is disconnected after Options.WriteTimeout, and holds up no other. An idle
-// connection holds no read or write buffer. A plain TCP connection is read and written in
-// raw system calls, which the Go runtime does not count as system calls: a broker idle
-// between messages otherwise woke the runtime's monitor thread with each message's first
-// read, and it polled every 20 µs on the CPUs the messages needed.
+// connection holds no read or write buffer. On Linux a plain TCP connection is read and
+// written in raw system calls, which the Go runtime does not count as system calls: a
+// broker idle between messages otherwise woke the runtime's monitor thread with each
+// message's first read, and it polled every 20 µs on the CPUs the messages needed.
 package server
