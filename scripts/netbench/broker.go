@@ -15,12 +15,13 @@ import (
 	"time"
 )
 
-// kind is one broker under test: EdgeMQ (edgemq serve) or Apache RocketMQ (name server +
-// broker), with async or sync flush.
+// kind is one broker under test: EdgeMQ (edgemq serve), Apache RocketMQ (name server +
+// broker) or NATS JetStream (nats-server), with async or sync flush.
 type kind struct {
-	Name     string
-	RocketMQ bool
-	Sync     bool
+	Name      string
+	RocketMQ  bool
+	JetStream bool
+	Sync      bool
 }
 
 func (k kind) flush() string {
@@ -38,20 +39,24 @@ func (k kind) flush() string {
 var kinds = []kind{
 	{Name: "edgemq-async"},
 	{Name: "rocketmq-async", RocketMQ: true},
+	{Name: "jetstream-async", JetStream: true},
 	{Name: "edgemq-sync", Sync: true},
 	{Name: "rocketmq-sync", RocketMQ: true, Sync: true},
+	{Name: "jetstream-sync", JetStream: true, Sync: true},
 }
 
 // config is what starting a broker needs.
 type config struct {
 	dir        string // parent of the fresh data dirs
 	edgemqBin  string
+	natsBin    string // nats-server
 	rmqScript  string // scripts/interop/rocketmq.sh
 	rmqCP      string // resolved classpath of the RocketMQ servers, copied into each data dir
 	rmqHeap    string
 	edgemqPort int
 	rmqNSPort  int
 	rmqBrPort  int
+	natsPort   int
 	maxConns   int
 	edgemqArgs []string // more flags for edgemq serve
 	pinBroker  string   // CPUs of the brokers (taskset list), or none
@@ -64,10 +69,10 @@ type broker struct {
 	dir        string
 	ns         string // name-server address the clients use
 	brokerAddr string // where topics are created
-	pid        int    // the broker process (edgemq serve, or RocketMQ's BrokerStartup JVM)
-	nsPid      int    // RocketMQ's name-server JVM; 0 for EdgeMQ
+	pid        int    // the broker process (edgemq serve, nats-server, or RocketMQ's BrokerStartup JVM)
+	nsPid      int    // RocketMQ's name-server JVM; 0 for the others
 	cmd        *exec.Cmd
-	exited     chan error // EdgeMQ: the result of cmd.Wait
+	exited     chan error // edgemq serve and nats-server: the result of cmd.Wait
 	// listenAfter is the time from the spawn until the broker's port accepted a connection.
 	listenAfter time.Duration
 }
@@ -101,24 +106,30 @@ func (b *broker) pids() []int {
 }
 
 // startBroker starts k in a fresh data dir and measures the time from spawning it to the first
-// acknowledged send of rocketmq-client-go, which firstAck runs, looping, from just before the
-// spawn. For RocketMQ the spawn is of rocketmq.sh start, which starts the name-server JVM,
-// then the broker JVM, and waits for the broker to register; the time includes all of it.
+// acknowledged send, which a client sends, looping, from just before the spawn:
+// rocketmq-client-go's (firstAck) to EdgeMQ and RocketMQ, nats.go's (natsFirstAck, which
+// creates the stream first) to nats-server. For RocketMQ the spawn is of rocketmq.sh start,
+// which starts the name-server JVM, then the broker JVM, and waits for the broker to register;
+// the time includes all of it.
 func startBroker(ctx context.Context, k kind, c config) (*broker, time.Duration, error) {
 	dir, err := os.MkdirTemp(c.dir, "netbench-"+k.Name+"-")
 	if err != nil {
 		return nil, 0, err
 	}
 	b := &broker{kind: k, dir: dir}
-	var ackDone chan ackResult
-	if !k.RocketMQ {
-		addr := "127.0.0.1:" + strconv.Itoa(c.edgemqPort)
+	if k.JetStream {
+		addr := "127.0.0.1:" + strconv.Itoa(c.natsPort)
 		b.ns, b.brokerAddr = addr, addr
-		logf, err := os.Create(filepath.Join(dir, "edgemq.log"))
+		conf, err := natsConfig(dir, addr, k.Sync, c.maxConns)
 		if err != nil {
 			return nil, 0, err
 		}
-		defer logf.Close()
+		b.cmd = pinned(c.pinBroker, c.natsBin, "-c", conf)
+		return b.spawn(c, natsFirstAck(ctx, addr, 30*time.Second))
+	}
+	if !k.RocketMQ {
+		addr := "127.0.0.1:" + strconv.Itoa(c.edgemqPort)
+		b.ns, b.brokerAddr = addr, addr
 		b.cmd = pinned(c.pinBroker, c.edgemqBin, "serve", "-data", filepath.Join(dir, "data"),
 			"-server.listen", addr, "-store.flush", k.flush(),
 			"-server.max_conns", strconv.Itoa(c.maxConns), "-log_level", "warn",
@@ -129,22 +140,7 @@ func startBroker(ctx context.Context, k kind, c config) (*broker, time.Duration,
 			// message is in memory, however long the pre-fill took.
 			"-broker.new_queue_window", "1h")
 		b.cmd.Args = append(b.cmd.Args, c.edgemqArgs...)
-		b.cmd.Stdout, b.cmd.Stderr = logf, logf
-		ackDone = firstAck(ctx, b.ns, 30*time.Second)
-		listening := dialLoop(b.ns, 30*time.Second)
-		if err := b.cmd.Start(); err != nil {
-			return nil, 0, err
-		}
-		b.pid = b.cmd.Process.Pid
-		b.exited = make(chan error, 1)
-		go func() { b.exited <- b.cmd.Wait() }()
-		r := <-ackDone
-		if r.err != nil {
-			b.stop(c)
-			return nil, 0, fmt.Errorf("%s: first send: %w", k.Name, r.err)
-		}
-		b.listenAfter = <-listening
-		return b, r.took, nil
+		return b.spawn(c, firstAck(ctx, b.ns, 30*time.Second))
 	}
 	if err := os.WriteFile(filepath.Join(dir, "classpath"), []byte(c.rmqCP), 0o644); err != nil {
 		return nil, 0, err
@@ -157,7 +153,7 @@ func startBroker(ctx context.Context, k kind, c config) (*broker, time.Duration,
 		"RMQ_FLUSH_DISK_TYPE="+k.flush(), "RMQ_HEAP="+c.rmqHeap)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	ackDone = firstAck(ctx, b.ns, 300*time.Second)
+	ackDone := firstAck(ctx, b.ns, 300*time.Second)
 	listening := dialLoop(b.brokerAddr, 300*time.Second)
 	runErr := cmd.Run()
 	pidOf := func(name string) int {
@@ -179,6 +175,32 @@ func startBroker(ctx context.Context, k kind, c config) (*broker, time.Duration,
 	return b, r.took, nil
 }
 
+// spawn starts b.cmd (edgemq serve or nats-server), its output into log in b.dir, while
+// ackDone's client, started just before, sends until it gets an acknowledgement; it returns
+// the time to that first acknowledgement.
+func (b *broker) spawn(c config, ackDone chan ackResult) (*broker, time.Duration, error) {
+	logf, err := os.Create(filepath.Join(b.dir, "broker.log"))
+	if err != nil {
+		return nil, 0, err
+	}
+	defer logf.Close()
+	b.cmd.Stdout, b.cmd.Stderr = logf, logf
+	listening := dialLoop(b.ns, 30*time.Second)
+	if err := b.cmd.Start(); err != nil {
+		return nil, 0, err
+	}
+	b.pid = b.cmd.Process.Pid
+	b.exited = make(chan error, 1)
+	go func() { b.exited <- b.cmd.Wait() }()
+	r := <-ackDone
+	if r.err != nil {
+		b.stop(c)
+		return nil, 0, fmt.Errorf("%s: first send: %w", b.kind.Name, r.err)
+	}
+	b.listenAfter = <-listening
+	return b, r.took, nil
+}
+
 // stop stops the broker (TERM, then KILL) and, unless c.keep, removes its data dir.
 func (b *broker) stop(c config) error {
 	var err error
@@ -195,12 +217,12 @@ func (b *broker) stop(c config) error {
 			if e != nil && !errors.As(e, &ee) {
 				err = e
 			} else if e != nil {
-				err = fmt.Errorf("edgemq serve exited: %w", e)
+				err = fmt.Errorf("%s exited: %w", b.kind.Name, e)
 			}
 		case <-time.After(30 * time.Second):
 			_ = b.cmd.Process.Kill()
 			<-b.exited
-			err = errors.New("edgemq serve did not stop in 30 s; killed")
+			err = fmt.Errorf("%s did not stop in 30 s; killed", b.kind.Name)
 		}
 	}
 	if !c.keep {

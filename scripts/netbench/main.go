@@ -1,6 +1,7 @@
 // Command netbench drives EdgeMQ (edgemq serve) and Apache RocketMQ 5.x (name server + broker)
 // over loopback with the same clients and prints a side-by-side table with ratios and the
-// targets of the network-benchmark issue.
+// targets of the network-benchmark issue; and nats-server with JetStream, driven by nats.go,
+// against edgemq serve driven by EdgeMQ's own client (jetstream.go).
 //
 // Each broker runs alone, in a fresh data dir, started for each run and stopped after it:
 // edgemq serve with -store.flush async, Apache RocketMQ with ASYNC_FLUSH, edgemq serve with
@@ -81,10 +82,13 @@ type run struct {
 func main() {
 	var (
 		repeat     = flag.Int("repeat", 1, "run every broker this many times, in turn, and report medians with their range")
-		brokersF   = flag.String("brokers", "edgemq-async,rocketmq-async,edgemq-sync,rocketmq-sync", "brokers to run, comma separated")
+		brokersF   = flag.String("brokers", "edgemq-async,rocketmq-async,jetstream-async,edgemq-sync,rocketmq-sync,jetstream-sync", "brokers to run, comma separated (jetstream-*: nats-server with JetStream, its default sync every 2 minutes or sync_interval always)")
 		dir        = flag.String("dir", os.TempDir(), "parent of the fresh data dirs")
 		src        = flag.String("src", "../..", "the EdgeMQ source tree, to build edgemq from")
 		edgemqBin  = flag.String("edgemq", "", "an edgemq binary to run (default: go build ./cmd/edgemq from -src)")
+		natsBin    = flag.String("nats-server", "", "a nats-server binary to run (default: go build github.com/nats-io/nats-server/v2 in -nats-src)")
+		natsSrc    = flag.String("nats-src", "../bench", "the Go module to build nats-server in (its go.mod gives the version: scripts/bench, the in-process comparison's)")
+		natsPort   = flag.Int("nats-port", 18422, "nats-server port")
 		edgemqArgs = flag.String("edgemq-args", "", "more flags for edgemq serve, space separated (after the benchmark's own, so they win: \"-store.write_buffer 1048576\")")
 		rmqScript  = flag.String("rocketmq-sh", "../interop/rocketmq.sh", "scripts/interop/rocketmq.sh")
 		rmqHeap    = flag.String("rmq-heap", "256m", "RocketMQ broker heap and direct-memory cap (RMQ_HEAP)")
@@ -109,7 +113,7 @@ func main() {
 		javaCTime  = flag.Duration("java-consume-time", 60*time.Second, "java Consumer: how long it runs (its rate is over 10 s windows, printed every second; its JVM warms up for 15-20 s of consuming first)")
 		javaN      = flag.Int("java-consume-n", 8_000_000, "java Consumer: messages pre-filled (they must outlast its JVM's warm-up and then its 10 s window)")
 		javaRounds = flag.Int("java-rounds", 1, "run the Java tools in the first this many rounds of -repeat only (they take two thirds of a round)")
-		workloads  = flag.String("workloads", "go_send,go_consume,lat,ours_send,ours_consume,ours_lat,java_send,java_consume", "workloads to run, comma separated")
+		workloads  = flag.String("workloads", "go_send,go_consume,lat,ours_send,ours_consume,ours_lat,java_send,java_consume,nats_send,nats_consume,nats_lat", "workloads to run, comma separated (nats_* run on jetstream-* only, the others on edgemq-* and rocketmq-* only)")
 		placeF     = flag.String("placements", "unpinned", "placements of the broker and the clients to run, comma separated: unpinned (the kernel places every thread on any CPU), pinned (the broker on -pin-broker, this process with its clients on -pin-clients); with both, each round runs every broker in each, and a table gives each side its better placement")
 		pinCl      = flag.String("pin-clients", "", "pinned placement: this process (the Go clients and the Java tools) runs on these CPUs (taskset list; default the first half), with as many Go processors; the in-process run keeps every CPU")
 		pinBr      = flag.String("pin-broker", "", "pinned placement: each broker (edgemq serve; RocketMQ's name server and broker) runs on these CPUs (taskset list; default the second half)")
@@ -173,7 +177,7 @@ func main() {
 		}
 	}
 	c := config{dir: *dir, edgemqBin: *edgemqBin, rmqHeap: *rmqHeap, edgemqPort: *edgemqPort,
-		rmqNSPort: *rmqNS, rmqBrPort: *rmqBroker, maxConns: 4096, edgemqArgs: strings.Fields(*edgemqArgs), keep: *keep}
+		rmqNSPort: *rmqNS, rmqBrPort: *rmqBroker, natsPort: *natsPort, maxConns: 4096, edgemqArgs: strings.Fields(*edgemqArgs), keep: *keep}
 	if c.rmqScript, err = filepath.Abs(*rmqScript); err != nil {
 		fatalf("%v", err)
 	}
@@ -204,11 +208,22 @@ func main() {
 	if slices.ContainsFunc(todo, func(k kind) bool { return k.RocketMQ }) {
 		c.rmqCP = rocketmqClasspath(c.rmqScript, tmp)
 	}
+	if slices.ContainsFunc(todo, func(k kind) bool { return k.JetStream }) {
+		c.natsBin = *natsBin
+		if c.natsBin == "" {
+			c.natsBin = filepath.Join(tmp, "nats-server")
+			cmd := exec.Command("go", "build", "-o", c.natsBin, "github.com/nats-io/nats-server/v2")
+			cmd.Dir = *natsSrc
+			if out, err := cmd.CombinedOutput(); err != nil {
+				fatalf("build nats-server in %s: %v: %s", *natsSrc, err, out)
+			}
+		}
+	}
 	javaCP := javaClasspath(*javaOn, tmp)
 	p := params{size: *size, clients: *clients, inflight: *inflight, brokerWarm: *brokerWarm, sendWarm: *sendWarm, sendTime: *sendTime,
 		consumeN: *consumeN, prefillBat: *prefillBat, latRate: *latRate, latN: *latN, latWarm: *latWarm, latWindow: *latWindow}
 
-	fmt.Printf("# EdgeMQ vs Apache RocketMQ over loopback\n\n%s\n\n", machine())
+	fmt.Printf("# EdgeMQ vs Apache RocketMQ and NATS JetStream over loopback\n\n%s\n\n", machine())
 	start := time.Now()
 	var runs []run
 	if *inproc {
@@ -282,6 +297,12 @@ func main() {
 	if len(unpinned) > 0 && len(pinned) > 0 {
 		printBest(os.Stdout, unpinned, pinned, lines)
 	}
+	if len(unpinned) > 0 {
+		printJetStreamTable(os.Stdout, unpinned, p, "")
+	}
+	if len(pinned) > 0 {
+		printJetStreamTable(os.Stdout, pinned, p, fmt.Sprintf(", pinned (brokers on CPUs %s, clients on CPUs %s)", *pinBr, *pinCl))
+	}
 	printClientTable(os.Stdout, runs, p)
 	fmt.Printf("\nTotal wall time %s; %s\n", time.Since(start).Round(time.Second), machine())
 }
@@ -302,11 +323,16 @@ func runOne(ctx context.Context, k kind, c config, p params, only []string, java
 			r.Notes = append(r.Notes, "stop: "+err.Error())
 		}
 	}()
-	topics := []string{topicSend, topicConsume, topicLat, topicOursConsume, topicOursLat, topicWarm}
-	if javaCP != "" {
-		topics = append(topics, topicJava, topicJavaConsume)
+	if k.JetStream {
+		err = createStreams(ctx, b, topicSend, topicNatsConsume, topicNatsLat, topicWarm)
+	} else {
+		topics := []string{topicSend, topicConsume, topicLat, topicOursConsume, topicOursLat, topicWarm}
+		if javaCP != "" {
+			topics = append(topics, topicJava, topicJavaConsume)
+		}
+		err = createTopics(ctx, b, topics...)
 	}
-	if err := createTopics(ctx, b, topics...); err != nil {
+	if err != nil {
 		r.Err = err.Error()
 		return r
 	}
@@ -314,7 +340,11 @@ func runOne(ctx context.Context, k kind, c config, p params, only []string, java
 		r.M["rss_idle_mib"] = float64(st["VmRSS"]) / 1024
 	}
 	p.note = func(s string) { r.Notes = append(r.Notes, s) }
-	if n, err := warmUp(ctx, b, p, p.brokerWarm); err != nil {
+	warm := warmUp
+	if k.JetStream {
+		warm = natsWarmUp
+	}
+	if n, err := warm(ctx, b, p, p.brokerWarm); err != nil {
 		r.Notes = append(r.Notes, "warm-up: "+err.Error())
 	} else if n > 0 {
 		r.M["warmup_msgs"] = float64(n)
@@ -333,6 +363,13 @@ func runOne(ctx context.Context, k kind, c config, p params, only []string, java
 			r.M["rss_peak_mib"] = max(r.M["rss_peak_mib"], float64(st["VmHWM"])/1024)
 		}
 	}
+	if k.JetStream {
+		phase("nats_send", func() error { return natsSend(ctx, b, p, r.M) })
+		phase("nats_consume", func() error { return natsConsume(ctx, b, p, r.M) })
+		phase("nats_lat", func() error { return natsLatency(ctx, b, p, r.M) })
+		peakOf(r.M, "nats")
+		return r
+	}
 	phase("go_send", func() error { return goSend(ctx, b, p, r.M) })
 	phase("go_consume", func() error { return goConsume(ctx, b, p, r.M) })
 	phase("lat", func() error { return goLatency(ctx, b, p, r.M) })
@@ -349,12 +386,23 @@ func runOne(ctx context.Context, k kind, c config, p params, only []string, java
 			return err
 		})
 	}
+	peakOf(r.M, "ours")
 	if b.nsPid != 0 {
 		if st, err := status(b.nsPid); err == nil {
 			r.M["ns_rss_peak_mib"] = float64(st["VmHWM"]) / 1024
 		}
 	}
 	return r
+}
+
+// peakOf records rss_<client>_peak_mib, the broker's peak RSS over the send, consume and
+// latency workloads of one client (ours or nats), if any ran.
+func peakOf(m metrics, client string) {
+	for _, w := range []string{"send", "consume", "lat"} {
+		if v, ok := m["rss_"+client+"_"+w+"_mib"]; ok {
+			m["rss_"+client+"_peak_mib"] = max(m["rss_"+client+"_peak_mib"], v)
+		}
+	}
 }
 
 // mvnClasspath resolves the dependencies of a pom into a classpath string.

@@ -10,14 +10,17 @@
 # KIND: edgemq-async, edgemq-sync (edgemq serve -store.flush async|sync, built from this tree
 # unless EDGEMQ names a binary), rocketmq-async, rocketmq-sync (Apache RocketMQ name server +
 # broker with ASYNC_FLUSH or SYNC_FLUSH, through scripts/interop/rocketmq.sh; RMQ_HEAP as
-# there, default 256m).
+# there, default 256m), jetstream-async, jetstream-sync (nats-server with JetStream, its
+# default sync every 2 minutes or sync_interval: always; built in scripts/bench unless
+# NATS_SERVER names a binary).
 #
 # Ports as go run . uses them: EDGEMQ_PORT (18876), RMQ_NAMESRV_PORT (18976), RMQ_BROKER_PORT
-# (20911).
+# (20911), NATS_PORT (18422).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 EDGEMQ_PORT=${EDGEMQ_PORT:-18876}
+NATS_PORT=${NATS_PORT:-18422}
 export RMQ_NAMESRV_PORT=${RMQ_NAMESRV_PORT:-18976}
 export RMQ_BROKER_PORT=${RMQ_BROKER_PORT:-20911}
 
@@ -36,51 +39,70 @@ rocketmq-async | rocketmq-sync)
 	if [ "$kind" = rocketmq-sync ]; then export RMQ_FLUSH_DISK_TYPE=SYNC_FLUSH; else export RMQ_FLUSH_DISK_TYPE=ASYNC_FLUSH; fi
 	exec "$here/../interop/rocketmq.sh" "$cmd" "$dir"
 	;;
-edgemq-async | edgemq-sync) ;;
+edgemq-async | edgemq-sync) name=edgemq port=$EDGEMQ_PORT ;;
+jetstream-async | jetstream-sync) name=nats-server port=$NATS_PORT ;;
 *) usage ;;
 esac
 
-flush=${kind#edgemq-}
+flush=${kind#*-}
 case $cmd in
 start)
-	if [ -s "$dir/edgemq.pid" ] && kill -0 "$(cat "$dir/edgemq.pid")" 2>/dev/null; then
+	if [ -s "$dir/$name.pid" ] && kill -0 "$(cat "$dir/$name.pid")" 2>/dev/null; then
 		echo "netbench.sh: already running under $dir" >&2
 		exit 1
 	fi
-	bin=${EDGEMQ:-}
-	if [ -z "$bin" ]; then
-		bin="$dir/edgemq"
-		(cd "$here/../.." && go build -o "$bin" ./cmd/edgemq)
+	if [ "$name" = edgemq ]; then
+		bin=${EDGEMQ:-}
+		if [ -z "$bin" ]; then
+			bin="$dir/edgemq"
+			(cd "$here/../.." && go build -o "$bin" ./cmd/edgemq)
+		fi
+		# The flags of go run . (broker.go): see there for new_queue_window.
+		set -- "$bin" serve -data "$dir/data" -server.listen "127.0.0.1:$port" -store.flush "$flush" \
+			-server.max_conns 4096 -log_level warn -broker.new_queue_window 1h
+	else
+		bin=${NATS_SERVER:-}
+		if [ -z "$bin" ]; then
+			bin="$dir/nats-server"
+			(cd "$here/../bench" && go build -o "$bin" github.com/nats-io/nats-server/v2)
+		fi
+		# The configuration go run . writes (jetstream.go: natsConfig).
+		{
+			echo "listen: \"127.0.0.1:$port\""
+			echo "max_connections: 4096"
+			echo "jetstream {"
+			echo "  store_dir: \"$dir/data\""
+			[ "$flush" = sync ] && echo "  sync_interval: always"
+			echo "}"
+		} >"$dir/nats.conf"
+		set -- "$bin" -c "$dir/nats.conf"
 	fi
-	# The flags of go run . (broker.go): see there for new_queue_window.
-	nohup "$bin" serve -data "$dir/data" -server.listen "127.0.0.1:$EDGEMQ_PORT" -store.flush "$flush" \
-		-server.max_conns 4096 -log_level warn -broker.new_queue_window 1h \
-		>"$dir/edgemq.log" 2>&1 </dev/null &
-	echo $! >"$dir/edgemq.pid"
+	nohup "$@" >"$dir/$name.log" 2>&1 </dev/null &
+	echo $! >"$dir/$name.pid"
 	for ((i = 0; i < 300; i++)); do
-		if (exec 3<>"/dev/tcp/127.0.0.1/$EDGEMQ_PORT") 2>/dev/null; then
-			echo "127.0.0.1:$EDGEMQ_PORT"
+		if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+			echo "127.0.0.1:$port"
 			exit 0
 		fi
-		kill -0 "$(cat "$dir/edgemq.pid")" 2>/dev/null || { cat "$dir/edgemq.log" >&2; exit 1; }
+		kill -0 "$(cat "$dir/$name.pid")" 2>/dev/null || { cat "$dir/$name.log" >&2; exit 1; }
 		sleep 0.1
 	done
-	echo "netbench.sh: edgemq serve did not listen in 30 s" >&2
+	echo "netbench.sh: $name did not listen in 30 s" >&2
 	exit 1
 	;;
 stop)
-	[ -s "$dir/edgemq.pid" ] || exit 0
-	pid=$(cat "$dir/edgemq.pid")
+	[ -s "$dir/$name.pid" ] || exit 0
+	pid=$(cat "$dir/$name.pid")
 	kill -TERM "$pid" 2>/dev/null || true
 	for ((i = 0; i < 300; i++)); do
 		kill -0 "$pid" 2>/dev/null || break
 		sleep 0.1
 	done
 	if kill -0 "$pid" 2>/dev/null; then
-		echo "netbench.sh: edgemq serve still running; killing it" >&2
+		echo "netbench.sh: $name still running; killing it" >&2
 		kill -KILL "$pid" 2>/dev/null || true
 	fi
-	rm -f "$dir/edgemq.pid"
+	rm -f "$dir/$name.pid"
 	;;
 *) usage ;;
 esac

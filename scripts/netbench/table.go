@@ -273,7 +273,7 @@ func printClientTable(w io.Writer, runs []run, p params) {
 		return cell(rs, line{keys: []string{key}})
 	}
 	for _, k := range kindsSeen {
-		if k == "in-process" {
+		if k == "in-process" || strings.HasPrefix(k, "jetstream") {
 			continue
 		}
 		fmt.Fprintf(w, "\n## clients against %s\n\n| workload | unit | ours | rocketmq-client-go | Java | ours / best other |\n|---|---|---:|---:|---:|---:|\n", k)
