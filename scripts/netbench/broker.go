@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -43,6 +44,15 @@ var kinds = []kind{
 	{Name: "edgemq-sync", Sync: true},
 	{Name: "rocketmq-sync", RocketMQ: true, Sync: true},
 	{Name: "jetstream-sync", JetStream: true, Sync: true},
+}
+
+// kindNamed returns the kind of kinds named name (a name of the list above).
+func kindNamed(name string) kind {
+	i := slices.IndexFunc(kinds, func(k kind) bool { return k.Name == name })
+	if i < 0 {
+		panic("netbench: no broker kind " + name) // a name in the code, not input
+	}
+	return kinds[i]
 }
 
 // config is what starting a broker needs.

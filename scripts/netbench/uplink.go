@@ -50,8 +50,8 @@ func runUplink(ctx context.Context, c config, n int, javaCP string, javaThreads 
 		k     kind
 		modes []string
 	}{
-		{kinds[2], []string{"plain", "zstd"}}, // edgemq-sync
-		{kinds[1], []string{"plain"}},         // rocketmq-async
+		{kindNamed("edgemq-sync"), []string{"plain", "zstd"}},
+		{kindNamed("rocketmq-async"), []string{"plain"}},
 	} {
 		for _, mode := range t.modes {
 			fmt.Fprintf(os.Stderr, "== uplink to %s, %s\n", t.k.Name, mode)
