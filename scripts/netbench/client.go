@@ -65,28 +65,37 @@ type ackResult struct {
 // topicFirst (auto-created) every millisecond until one is acknowledged or timeout passes.
 // The caller spawns the broker right after it returns.
 func firstAck(ctx context.Context, ns string, timeout time.Duration) chan ackResult {
-	done := make(chan ackResult, 1)
 	p, err := newProducer(ns, 0)
 	if err != nil {
+		done := make(chan ackResult, 1)
 		done <- ackResult{err: err}
 		return done
 	}
+	return pollAck(ctx, timeout, p.Shutdown, func() error {
+		sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		r, err := p.SendSync(sctx, primitive.NewMessage(topicFirst, make([]byte, 100)))
+		if err == nil && r.Status != primitive.SendOK {
+			err = fmt.Errorf("send status %d", r.Status)
+		}
+		return err
+	})
+}
+
+// pollAck takes the time and from then on, in a goroutine, calls try every millisecond until
+// it returns nil (an acknowledged send: the time taken is sent) or timeout passes (the last
+// error is sent); then it calls cleanup.
+func pollAck(ctx context.Context, timeout time.Duration, cleanup func() error, try func() error) chan ackResult {
+	done := make(chan ackResult, 1)
 	t0 := time.Now()
 	go func() {
-		defer p.Shutdown()
+		defer cleanup()
 		var last error
 		for time.Since(t0) < timeout {
-			sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			r, err := p.SendSync(sctx, primitive.NewMessage(topicFirst, make([]byte, 100)))
-			cancel()
-			if err == nil && r.Status == primitive.SendOK {
+			if last = try(); last == nil {
 				done <- ackResult{took: time.Since(t0)}
 				return
 			}
-			if err == nil {
-				err = fmt.Errorf("send status %d", r.Status)
-			}
-			last = err
 			select {
 			case <-ctx.Done():
 				done <- ackResult{err: ctx.Err()}

@@ -69,57 +69,38 @@ func natsConnect(addr string, opts ...jetstream.JetStreamOpt) (*nats.Conn, jetst
 // created: JetStream stores a subject only in a stream, which EdgeMQ creates with the first
 // send) and publishes one message, until one is acknowledged or timeout passes.
 func natsFirstAck(ctx context.Context, addr string, timeout time.Duration) chan ackResult {
-	done := make(chan ackResult, 1)
-	t0 := time.Now()
-	go func() {
-		var (
-			nc      *nats.Conn
-			js      jetstream.JetStream
-			created bool
-			last    error
-		)
-		defer func() {
-			if nc != nil {
-				nc.Close()
-			}
-		}()
-		body := make([]byte, 100)
-		for time.Since(t0) < timeout {
-			err := func() error {
-				if nc == nil {
-					c, s, err := natsConnect(addr)
-					if err != nil {
-						return err
-					}
-					nc, js = c, s
-				}
-				sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-				defer cancel()
-				if !created {
-					if _, err := js.CreateOrUpdateStream(sctx, jetstream.StreamConfig{Name: streamOf(topicFirst),
-						Subjects: []string{topicFirst}, Storage: jetstream.FileStorage}); err != nil {
-						return fmt.Errorf("create stream: %w", err)
-					}
-					created = true
-				}
-				_, err := js.Publish(sctx, topicFirst, body)
-				return err
-			}()
-			if err == nil {
-				done <- ackResult{took: time.Since(t0)}
-				return
-			}
-			last = err
-			select {
-			case <-ctx.Done():
-				done <- ackResult{err: ctx.Err()}
-				return
-			case <-time.After(time.Millisecond): // retry poll: the server is starting
-			}
+	var (
+		nc      *nats.Conn
+		js      jetstream.JetStream
+		created bool
+	)
+	body := make([]byte, 100)
+	cleanup := func() error {
+		if nc != nil {
+			nc.Close()
 		}
-		done <- ackResult{err: fmt.Errorf("no acknowledged publish in %v: %w", timeout, last)}
-	}()
-	return done
+		return nil
+	}
+	return pollAck(ctx, timeout, cleanup, func() error {
+		if nc == nil {
+			c, s, err := natsConnect(addr)
+			if err != nil {
+				return err
+			}
+			nc, js = c, s
+		}
+		sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		if !created {
+			if _, err := js.CreateOrUpdateStream(sctx, jetstream.StreamConfig{Name: streamOf(topicFirst),
+				Subjects: []string{topicFirst}, Storage: jetstream.FileStorage}); err != nil {
+				return fmt.Errorf("create stream: %w", err)
+			}
+			created = true
+		}
+		_, err := js.Publish(sctx, topicFirst, body)
+		return err
+	})
 }
 
 // createStreams creates a file stream for each subject (streamOf names it).
@@ -194,16 +175,7 @@ func natsWarmUp(ctx context.Context, b *broker, p params, d time.Duration) (int6
 	if err != nil {
 		return 0, err
 	}
-	ss := startSenders(sends, p.inflight)
-	select {
-	case <-time.After(d):
-	case <-ctx.Done():
-	}
-	ss.halt()
-	if ss.acked.Load() == 0 {
-		return 0, fmt.Errorf("warm-up: no publish acknowledged in %s: %v", d, ss.fails.err())
-	}
-	return ss.acked.Load(), ctx.Err()
+	return sendFor(ctx, sends, p.inflight, d)
 }
 
 // natsConsumer creates a durable consumer of subject's stream from its first message with

@@ -55,7 +55,13 @@ func warmUp(ctx context.Context, b *broker, p params, d time.Duration) (int64, e
 	if err != nil {
 		return 0, err
 	}
-	ss := startSenders(append(oursSends, goSends...), p.inflight)
+	return sendFor(ctx, append(oursSends, goSends...), p.inflight, d)
+}
+
+// sendFor runs inflight goroutines per function of sends (startSenders) for d, unmeasured,
+// and returns the sends acknowledged: an error if none was.
+func sendFor(ctx context.Context, sends []func() error, inflight int, d time.Duration) (int64, error) {
+	ss := startSenders(sends, inflight)
 	select {
 	case <-time.After(d):
 	case <-ctx.Done():
