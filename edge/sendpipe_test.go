@@ -73,13 +73,17 @@ func pullAll(t *testing.T, b *Broker) []string {
 
 // TestSendPipeKeepsEachSendersOrder: goroutines that send fast with SendAsync (their sends
 // handed to the pipe) have every send acknowledged once, without error, at the offset it
-// was stored at, and each goroutine's messages stored in the order it sent them.
+// was stored at, and each goroutine's messages stored in the order it sent them. The pipe is
+// held until it has queued 1,000 sends, so that some go through it however slowly the
+// senders run (the race detector on a loaded machine spaces them out past pipeGap); then
+// it runs free.
 func TestSendPipeKeepsEachSendersOrder(t *testing.T) {
 	b := openAsyncBroker(t, t.TempDir())
 	const senders, each = 4, 3000
 	offsets := make([][]int64, senders)
 	var acks atomic.Int64
 	var wg sync.WaitGroup
+	release := holdPipe(b)
 	for g := range senders {
 		offsets[g] = make([]int64, each)
 		wg.Go(func() {
@@ -99,6 +103,13 @@ func TestSendPipeKeepsEachSendersOrder(t *testing.T) {
 			}
 		})
 	}
+	for deadline := time.Now().Add(time.Minute); b.pipe.queued.Load() < 1000; time.Sleep(time.Millisecond) { // poll: the senders queue
+		if time.Now().After(deadline) {
+			release()
+			t.Fatalf("%d sends queued in the held pipe after 1 min, want 1,000", b.pipe.queued.Load())
+		}
+	}
+	release()
 	wg.Wait()
 	waitCount(t, &acks, senders*each, "sends acknowledged")
 	if b.pipe.piped.Load() == 0 {
@@ -125,20 +136,24 @@ func TestSendPipeKeepsEachSendersOrder(t *testing.T) {
 	t.Logf("%d of %d sends went through the pipe", b.pipe.piped.Load(), senders*each)
 }
 
-// TestSendAfterPipedSends: a Send (and a batch) made right after fast SendAsync calls is
-// stored after them, though those may still be in the pipe.
+// TestSendAfterPipedSends: a Send (and a batch) made right after SendAsync calls is stored
+// after them, though those may still be in the pipe. The pipe is held while the SendAsync
+// calls queue in it (as sends that come fast do) and released just before the Send, so that
+// the Send comes while the pipe's goroutine is about to append them.
 func TestSendAfterPipedSends(t *testing.T) {
 	b := openAsyncBroker(t, t.TempDir())
 	ctx := context.Background()
-	const n = 2000
+	const n = 2000 // under pipeMax: no caller appends while the pipe is held
 	total := 0
 	for round := range 5 {
-		for i := range n {
+		release := holdPipe(b)
+		for range n {
 			if err := b.SendAsync(ctx, &mq.Message{Topic: "P", Body: []byte("async")}, nil, func(mq.SendResult, error) {}); err != nil {
+				release()
 				t.Fatal(err)
 			}
-			_ = i
 		}
+		release()
 		total += n
 		var at int64
 		if round%2 == 0 {
