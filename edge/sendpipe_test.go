@@ -32,12 +32,19 @@ func waitCount(t *testing.T, c *atomic.Int64, want int64, what string) {
 // release is called: the pipe is busy (its goroutine woken, as a first queued send does) and
 // cannot append.
 func holdPipe(b *Broker) (release func()) {
-	b.pipe.appendMu.Lock()
-	b.pipe.busy.Store(true)
+	release = holdPipeUnwoken(b)
 	select {
 	case b.pipe.wake <- struct{}{}:
 	default:
 	}
+	return release
+}
+
+// holdPipeUnwoken is holdPipe without waking the pipe's goroutine: the sends it takes wait
+// for whoever appends them next (a caller's settle, a full pipe, or Close), not for it.
+func holdPipeUnwoken(b *Broker) (release func()) {
+	b.pipe.appendMu.Lock()
+	b.pipe.busy.Store(true)
 	return b.pipe.appendMu.Unlock
 }
 
@@ -231,6 +238,9 @@ func TestSendPipeClose(t *testing.T) {
 	var taken, acked, okAcks atomic.Int64
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
+	// Held until 3,000 sends queue, so that sends go through the pipe however slowly a
+	// loaded machine runs the senders.
+	release := holdPipe(b)
 	for range 3 {
 		wg.Go(func() {
 			for {
@@ -255,9 +265,20 @@ func TestSendPipeClose(t *testing.T) {
 			}
 		})
 	}
-	for b.pipe.piped.Load() < 10000 {
-		if t.Failed() {
-			return
+	for deadline := time.Now().Add(time.Minute); b.pipe.queued.Load() < 3000; time.Sleep(time.Millisecond) { // poll: the senders queue
+		if t.Failed() || time.Now().After(deadline) {
+			release()
+			close(stop)
+			wg.Wait()
+			t.Fatalf("%d sends queued in the held pipe, want 3,000", b.pipe.queued.Load())
+		}
+	}
+	release()
+	for deadline := time.Now().Add(time.Minute); b.pipe.piped.Load() < 3000; time.Sleep(time.Millisecond) { // poll: the pipe appends
+		if t.Failed() || time.Now().After(deadline) {
+			close(stop)
+			wg.Wait()
+			t.Fatalf("%d sends appended from the pipe, want 3,000", b.pipe.piped.Load())
 		}
 	}
 	if err := b.Close(); err != nil {
@@ -282,7 +303,8 @@ func TestSendPipeClose(t *testing.T) {
 func TestSendPipeCloseAppendsPending(t *testing.T) {
 	dir := t.TempDir()
 	b := openAsyncBroker(t, dir)
-	release := holdPipe(b)
+	// Unwoken, so that only Close's own appending of what the pipe holds stores them.
+	release := holdPipeUnwoken(b)
 	const n = 100
 	var acked atomic.Int64
 	for i := range n {
