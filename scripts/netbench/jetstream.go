@@ -28,6 +28,7 @@ import (
 const (
 	topicNatsConsume = "nb_nats_c"
 	topicNatsLat     = "nb_nats_lat"
+	topicNatsLatPush = "nb_nats_lat_push"
 	// natsAckEvery is how many messages the consume workload's AckAll consumer receives per
 	// acknowledgement: one per pull batch of our push consumer, which commits an offset.
 	natsAckEvery = 32
@@ -265,8 +266,11 @@ func natsConsume(ctx context.Context, b *broker, p params, m metrics) error {
 }
 
 // natsLatency is oursLatency with nats.go: js.PublishMsgAsync (latencyRun keeps at most
-// p.latWindow unacknowledged) and a consumer with AckNone through Consume.
-func natsLatency(ctx context.Context, b *broker, p params, m metrics) error {
+// p.latWindow unacknowledged) and a consumer with AckNone: with push false a pull consumer
+// through Consume (nats_lat), with push true a push consumer, which the server sends each
+// message to as it is stored, with no pull requests (nats_lat_push), each on a stream of its
+// own.
+func natsLatency(ctx context.Context, b *broker, p params, m metrics, push bool) error {
 	var (
 		mu      sync.Mutex
 		pending = map[*nats.Msg]func(error){}
@@ -296,7 +300,11 @@ func natsLatency(ctx context.Context, b *broker, p params, m metrics) error {
 	defer nc.Close()
 	lc := latClient{
 		consume: func(subject string, recv func([]byte)) (func(), error) {
-			return natsConsumer(ctx, js, subject, "nb_nats_lat_g", jetstream.AckNonePolicy, func(msg jetstream.Msg) { recv(msg.Data()) })
+			handle := func(msg jetstream.Msg) { recv(msg.Data()) }
+			if push {
+				return natsPushConsumer(ctx, js, subject, "nb_nats_lat_push_g", handle)
+			}
+			return natsConsumer(ctx, js, subject, "nb_nats_lat_g", jetstream.AckNonePolicy, handle)
 		},
 		send: func(ctx context.Context, subject string, body []byte) error {
 			_, err := js.Publish(ctx, subject, body)
@@ -316,7 +324,26 @@ func natsLatency(ctx context.Context, b *broker, p params, m metrics) error {
 			return nil
 		},
 	}
+	if push {
+		return latencyRun(ctx, b, lc, topicNatsLatPush, p, m, "nats_lat_push")
+	}
 	return latencyRun(ctx, b, lc, topicNatsLat, p, m, "nats_lat")
+}
+
+// natsPushConsumer creates a durable push consumer of subject's stream from its first
+// message, with AckNone, delivering to an inbox of this connection, and starts Consume over
+// handle; stop stops it.
+func natsPushConsumer(ctx context.Context, js jetstream.JetStream, subject, durable string, handle func(jetstream.Msg)) (stop func(), err error) {
+	pc, err := js.CreatePushConsumer(ctx, streamOf(subject), jetstream.ConsumerConfig{Durable: durable,
+		DeliverSubject: nats.NewInbox(), DeliverPolicy: jetstream.DeliverAllPolicy, AckPolicy: jetstream.AckNonePolicy})
+	if err != nil {
+		return nil, fmt.Errorf("create push consumer %s: %w", durable, err)
+	}
+	cc, err := pc.Consume(handle)
+	if err != nil {
+		return nil, fmt.Errorf("consume: %w", err)
+	}
+	return cc.Stop, nil
 }
 
 // peerLine is a row of the EdgeMQ against JetStream tables: EdgeMQ's figures (its own
@@ -347,6 +374,9 @@ func jetStreamLines(p params) []peerLine {
 		{label: fmt.Sprintf("e2e latency p50 / p99 / p99.9 / max, p99 compared, @ %d msgs/s, async sends (≤ %d in flight) → consumer (EdgeMQ: push consumer; JetStream: Consume(), AckNone)", p.latRate, p.latWindow), unit: unitMicros, edgemq: lat("ours_lat"), jets: lat("nats_lat"), cmp: 1},
 		{label: "↳ achieved send rate / sends > 2 ms behind schedule / failed sends", unit: unitRate, edgemq: []string{"ours_lat_rate", "ours_lat_late", "ours_lat_failed"}, jets: []string{"nats_lat_rate", "nats_lat_late", "nats_lat_failed"}},
 		{label: "↳ broker CPU per message", unit: unitMicrosPerMs, edgemq: []string{"ours_lat_cpu_us"}, jets: []string{"nats_lat_cpu_us"}},
+		{label: "↳ JetStream with a push consumer (AckNone; the server sends each message as it is stored, no pull requests): p50 / p99 / p99.9 / max", unit: unitMicros, edgemq: lat("ours_lat"), jets: lat("nats_lat_push"), cmp: 1},
+		{label: "↳↳ its achieved send rate / sends > 2 ms behind schedule / failed sends", unit: unitRate, edgemq: []string{"ours_lat_rate", "ours_lat_late", "ours_lat_failed"}, jets: []string{"nats_lat_push_rate", "nats_lat_push_late", "nats_lat_push_failed"}},
+		{label: "↳↳ its broker CPU per message", unit: unitMicrosPerMs, edgemq: []string{"ours_lat_cpu_us"}, jets: []string{"nats_lat_push_cpu_us"}},
 		{label: "broker peak RSS over these send, consume and latency workloads (VmHWM)", unit: unitMiB, edgemq: []string{"rss_ours_peak_mib"}, jets: []string{"rss_nats_peak_mib"}},
 		{label: "↳ idle after start", unit: unitMiB, edgemq: []string{"rss_idle_mib"}, jets: []string{"rss_idle_mib"}},
 	}

@@ -113,7 +113,7 @@ func main() {
 		javaCTime  = flag.Duration("java-consume-time", 60*time.Second, "java Consumer: how long it runs (its rate is over 10 s windows, printed every second; its JVM warms up for 15-20 s of consuming first)")
 		javaN      = flag.Int("java-consume-n", 8_000_000, "java Consumer: messages pre-filled (they must outlast its JVM's warm-up and then its 10 s window)")
 		javaRounds = flag.Int("java-rounds", 1, "run the Java tools in the first this many rounds of -repeat only (they take two thirds of a round)")
-		workloads  = flag.String("workloads", "go_send,go_consume,lat,ours_send,ours_consume,ours_lat,java_send,java_consume,nats_send,nats_consume,nats_lat", "workloads to run, comma separated (nats_* run on jetstream-* only, the others on edgemq-* and rocketmq-* only)")
+		workloads  = flag.String("workloads", "go_send,go_consume,lat,ours_send,ours_consume,ours_lat,java_send,java_consume,nats_send,nats_consume,nats_lat,nats_lat_push", "workloads to run, comma separated (nats_* run on jetstream-* only, the others on edgemq-* and rocketmq-* only)")
 		placeF     = flag.String("placements", "unpinned", "placements of the broker and the clients to run, comma separated: unpinned (the kernel places every thread on any CPU), pinned (the broker on -pin-broker, this process with its clients on -pin-clients); with both, each round runs every broker in each, and a table gives each side its better placement")
 		pinCl      = flag.String("pin-clients", "", "pinned placement: this process (the Go clients and the Java tools) runs on these CPUs (taskset list; default the first half), with as many Go processors; the in-process run keeps every CPU")
 		pinBr      = flag.String("pin-broker", "", "pinned placement: each broker (edgemq serve; RocketMQ's name server and broker) runs on these CPUs (taskset list; default the second half)")
@@ -324,7 +324,7 @@ func runOne(ctx context.Context, k kind, c config, p params, only []string, java
 		}
 	}()
 	if k.JetStream {
-		err = createStreams(ctx, b, topicSend, topicNatsConsume, topicNatsLat, topicWarm)
+		err = createStreams(ctx, b, topicSend, topicNatsConsume, topicNatsLat, topicNatsLatPush, topicWarm)
 	} else {
 		topics := []string{topicSend, topicConsume, topicLat, topicOursConsume, topicOursLat, topicWarm}
 		if javaCP != "" {
@@ -366,7 +366,8 @@ func runOne(ctx context.Context, k kind, c config, p params, only []string, java
 	if k.JetStream {
 		phase("nats_send", func() error { return natsSend(ctx, b, p, r.M) })
 		phase("nats_consume", func() error { return natsConsume(ctx, b, p, r.M) })
-		phase("nats_lat", func() error { return natsLatency(ctx, b, p, r.M) })
+		phase("nats_lat", func() error { return natsLatency(ctx, b, p, r.M, false) })
+		phase("nats_lat_push", func() error { return natsLatency(ctx, b, p, r.M, true) })
 		peakOf(r.M, "nats")
 		return r
 	}
@@ -396,9 +397,9 @@ func runOne(ctx context.Context, k kind, c config, p params, only []string, java
 }
 
 // peakOf records rss_<client>_peak_mib, the broker's peak RSS over the send, consume and
-// latency workloads of one client (ours or nats), if any ran.
+// latency workloads of one client (ours or nats; nats has two latency workloads), if any ran.
 func peakOf(m metrics, client string) {
-	for _, w := range []string{"send", "consume", "lat"} {
+	for _, w := range []string{"send", "consume", "lat", "lat_push"} {
 		if v, ok := m["rss_"+client+"_"+w+"_mib"]; ok {
 			m["rss_"+client+"_peak_mib"] = max(m["rss_"+client+"_peak_mib"], v)
 		}
