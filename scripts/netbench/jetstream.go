@@ -166,7 +166,7 @@ func natsWarmUp(ctx context.Context, b *broker, p params, d time.Duration) (int6
 		return 0, err
 	}
 	defer nc.Close()
-	stop, err := natsConsumer(ctx, js, topicWarm, "nb_warm_g", jetstream.AckNonePolicy, func(jetstream.Msg) {})
+	stop, err := natsConsumer(ctx, js, topicWarm, "nb_warm_g", jetstream.AckNonePolicy, false, func(jetstream.Msg) {})
 	if err != nil {
 		return 0, fmt.Errorf("warm-up consumer: %w", err)
 	}
@@ -180,15 +180,27 @@ func natsWarmUp(ctx context.Context, b *broker, p params, d time.Duration) (int6
 }
 
 // natsConsumer creates a durable consumer of subject's stream from its first message with
-// ack policy ack and starts Consume (nats.go's continuous pull, its defaults: up to 500
-// messages asked for at a time) over handle; stop stops it.
-func natsConsumer(ctx context.Context, js jetstream.JetStream, subject, durable string, ack jetstream.AckPolicy, handle func(jetstream.Msg)) (stop func(), err error) {
+// ack policy ack and starts Consume over handle; stop stops it. A pull consumer (push false)
+// is nats.go's continuous pull, its defaults: up to 500 messages asked for at a time; a push
+// consumer delivers to an inbox of this connection, each message as it is stored.
+func natsConsumer(ctx context.Context, js jetstream.JetStream, subject, durable string, ack jetstream.AckPolicy, push bool, handle func(jetstream.Msg)) (stop func(), err error) {
 	cfg := jetstream.ConsumerConfig{Durable: durable, DeliverPolicy: jetstream.DeliverAllPolicy, AckPolicy: ack}
-	cons, err := js.CreateConsumer(ctx, streamOf(subject), cfg)
-	if err != nil {
-		return nil, fmt.Errorf("create consumer %s: %w", durable, err)
+	var consume func() (jetstream.ConsumeContext, error)
+	if push {
+		cfg.DeliverSubject = nats.NewInbox()
+		pc, err := js.CreatePushConsumer(ctx, streamOf(subject), cfg)
+		if err != nil {
+			return nil, fmt.Errorf("create push consumer %s: %w", durable, err)
+		}
+		consume = func() (jetstream.ConsumeContext, error) { return pc.Consume(handle) }
+	} else {
+		c, err := js.CreateConsumer(ctx, streamOf(subject), cfg)
+		if err != nil {
+			return nil, fmt.Errorf("create consumer %s: %w", durable, err)
+		}
+		consume = func() (jetstream.ConsumeContext, error) { return c.Consume(handle) }
 	}
-	cc, err := cons.Consume(handle)
+	cc, err := consume()
 	if err != nil {
 		return nil, fmt.Errorf("consume: %w", err)
 	}
@@ -248,7 +260,7 @@ func natsConsume(ctx context.Context, b *broker, p params, m metrics) error {
 	client := func(durable string, ack jetstream.AckPolicy) consumeClient {
 		return func(got func(int)) (func(), error) {
 			var n int64
-			return natsConsumer(ctx, js, topicNatsConsume, durable, ack, func(msg jetstream.Msg) {
+			return natsConsumer(ctx, js, topicNatsConsume, durable, ack, false, func(msg jetstream.Msg) {
 				n++ // Consume calls its handler from one goroutine
 				if ack == jetstream.AckAllPolicy && (n%natsAckEvery == 0 || n == want) {
 					if err := msg.Ack(); err != nil {
@@ -300,11 +312,7 @@ func natsLatency(ctx context.Context, b *broker, p params, m metrics, push bool)
 	defer nc.Close()
 	lc := latClient{
 		consume: func(subject string, recv func([]byte)) (func(), error) {
-			handle := func(msg jetstream.Msg) { recv(msg.Data()) }
-			if push {
-				return natsPushConsumer(ctx, js, subject, "nb_nats_lat_push_g", handle)
-			}
-			return natsConsumer(ctx, js, subject, "nb_nats_lat_g", jetstream.AckNonePolicy, handle)
+			return natsConsumer(ctx, js, subject, "nb_nats_lat_g", jetstream.AckNonePolicy, push, func(msg jetstream.Msg) { recv(msg.Data()) })
 		},
 		send: func(ctx context.Context, subject string, body []byte) error {
 			_, err := js.Publish(ctx, subject, body)
@@ -328,22 +336,6 @@ func natsLatency(ctx context.Context, b *broker, p params, m metrics, push bool)
 		return latencyRun(ctx, b, lc, topicNatsLatPush, p, m, "nats_lat_push")
 	}
 	return latencyRun(ctx, b, lc, topicNatsLat, p, m, "nats_lat")
-}
-
-// natsPushConsumer creates a durable push consumer of subject's stream from its first
-// message, with AckNone, delivering to an inbox of this connection, and starts Consume over
-// handle; stop stops it.
-func natsPushConsumer(ctx context.Context, js jetstream.JetStream, subject, durable string, handle func(jetstream.Msg)) (stop func(), err error) {
-	pc, err := js.CreatePushConsumer(ctx, streamOf(subject), jetstream.ConsumerConfig{Durable: durable,
-		DeliverSubject: nats.NewInbox(), DeliverPolicy: jetstream.DeliverAllPolicy, AckPolicy: jetstream.AckNonePolicy})
-	if err != nil {
-		return nil, fmt.Errorf("create push consumer %s: %w", durable, err)
-	}
-	cc, err := pc.Consume(handle)
-	if err != nil {
-		return nil, fmt.Errorf("consume: %w", err)
-	}
-	return cc.Stop, nil
 }
 
 // peerLine is a row of the EdgeMQ against JetStream tables: EdgeMQ's figures (its own
