@@ -113,6 +113,7 @@ func TestSendPipeKeepsEachSendersOrder(t *testing.T) {
 	for deadline := time.Now().Add(time.Minute); b.pipe.queued.Load() < 1000; time.Sleep(time.Millisecond) { // poll: the senders queue
 		if time.Now().After(deadline) {
 			release()
+			wg.Wait() // the senders end: each makes its sends
 			t.Fatalf("%d sends queued in the held pipe after 1 min, want 1,000", b.pipe.queued.Load())
 		}
 	}
