@@ -149,6 +149,7 @@ func TestExampleConfigDefaultsAreTheDefaults(t *testing.T) {
 		{"server.tls_client_ca", c.security.tlsClientCA, ""},
 		{"server.acl", c.security.acl, ""},
 		{"server.zstd_batch", !c.server.NoZstdBatch, true},
+		{"server.stream_pulls", !c.server.NoStreamPulls, true},
 		{"server.shutdown_timeout", c.shutdownTimeout, 10 * time.Second},
 		{"http.listen", c.httpListen, "127.0.0.1:9877"},
 		{"uplink.gateway", c.uplink.Gateway, ""},
@@ -275,16 +276,17 @@ func TestConfigRoundTrip(t *testing.T) {
 		t.Errorf("broker options:\n got %+v\nwant %+v", *got, *want)
 	}
 	wantServer := server.Options{
-		Listen:       "127.0.0.1:19876",
-		VIPListen:    "off",
-		Advertise:    "192.168.1.7:9876",
-		ClusterName:  "Edge",
-		MaxFrameSize: 4 << 20,
-		MaxConns:     64,
-		MaxInFlight:  32,
-		IdleTimeout:  time.Minute,
-		WriteTimeout: 10 * time.Second,
-		NoZstdBatch:  true,
+		Listen:        "127.0.0.1:19876",
+		VIPListen:     "off",
+		Advertise:     "192.168.1.7:9876",
+		ClusterName:   "Edge",
+		MaxFrameSize:  4 << 20,
+		MaxConns:      64,
+		MaxInFlight:   32,
+		IdleTimeout:   time.Minute,
+		WriteTimeout:  10 * time.Second,
+		NoZstdBatch:   true,
+		NoStreamPulls: true,
 	}
 	wantUplink := uplink.Options{Gateway: "gw-7", RateLimit: 1 << 20, BackoffMin: time.Second, BackoffMax: 2 * time.Minute,
 		SendTimeout: 5 * time.Second, ScanInterval: time.Minute, PaceDelay: 150 * time.Millisecond, Up: []uplink.UpRule{

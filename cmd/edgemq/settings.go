@@ -672,6 +672,16 @@ var settings = []setting{
 			"uplink rules with compress send to a hub. false: it is answered REQUEST_CODE_NOT_SUPPORTED, " +
 			"as by Apache RocketMQ, and the gateways send plain batches.",
 	},
+	item[bool]{
+		section: "server", key: "stream_pulls",
+		kind: boolKind,
+		def:  !server.DefaultOptions.NoStreamPulls,
+		set:  func(c *config, v bool) { c.server.NoStreamPulls = !v },
+		doc: "Stream the pulls of EdgeMQ's push consumers that ask for it: a queue's pull is answered " +
+			"again each time messages arrive, within the budget the consumer names, so that a message " +
+			"stored while an answer is on its way does not wait for the next pull. false: every pull is " +
+			"answered once, as by Apache RocketMQ (whose clients never ask).",
+	},
 	item[time.Duration]{
 		section: "server", key: "shutdown_timeout",
 		kind:  durationKind,

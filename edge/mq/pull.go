@@ -21,6 +21,15 @@ type PullRequest struct {
 	Suspend bool
 	// MaxWait bounds a suspended pull; 0 means the broker's default (15 s).
 	MaxWait time.Duration
+	// PushMsgs, when > 0 on a suspended pull sent with an AsyncPuller, asks the broker to
+	// stream: to answer the pull again each time messages arrive after its last answer,
+	// until it has answered with PushMsgs messages, or PushBytes bytes of bodies when that
+	// is > 0, or it waited MaxWait for one. Each answer but the last has More set. A broker
+	// that does not stream (Apache RocketMQ's, the in-process one) answers once, and the
+	// pull is an ordinary one. The budget is the caller's flow control: what it can take
+	// in before it would have paused pulling.
+	PushMsgs  int
+	PushBytes int64
 }
 
 // PullStatus is the outcome of a pull, as RocketMQ's PullStatus.
@@ -56,4 +65,7 @@ type PullResult struct {
 	NextBeginOffset int64
 	MinOffset       int64
 	MaxOffset       int64
+	// More: the pull streams (PullRequest.PushMsgs) and the broker answers it again; the
+	// caller sends no next pull but continues from NextBeginOffset with the next answer.
+	More bool
 }

@@ -24,6 +24,7 @@ func TestHeaderWriterMatchesExt(t *testing.T) {
 		{"send with transaction id", sendExt(SendResponseHeader{MsgID: "A,B", QueueID: -1, QueueOffset: -7, TransactionID: "tx\"1\\\x01é"})},
 		{"send zero", sendExt(SendResponseHeader{})},
 		{"pull", pullExt(PullResponseHeader{SuggestWhichBrokerID: 1, NextBeginOffset: 1 << 40, MinOffset: 0, MaxOffset: -1})},
+		{"pull, more to come", pullExt(PullResponseHeader{NextBeginOffset: 7, MinOffset: 0, MaxOffset: 9, More: true})},
 	}
 	for _, tc := range cases {
 		for _, ser := range []SerializeType{JSON, RocketMQ} {

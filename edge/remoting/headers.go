@@ -313,7 +313,21 @@ type PullHeader struct {
 	ExpressionType       string // TAG, or SQL92
 	MaxMsgBytes          int32  // 0 when absent
 	BrokerName           string
+	// PushMsgs and PushBytes, EdgeMQ's own fields (edgemqPushMsgs, edgemqPushBytes; 0 when
+	// absent), ask an EdgeMQ broker to stream a suspended pull: to answer it again as
+	// messages arrive, up to PushMsgs messages (and PushBytes bytes of bodies, when > 0) in
+	// all, every answer but the last marked PullResponseHeader.More. Apache RocketMQ's
+	// broker ignores them and answers once.
+	PushMsgs  int32
+	PushBytes int64
 }
+
+// Ext field names of EdgeMQ's streamed pulls (PullHeader.PushMsgs, PullResponseHeader.More).
+const (
+	extPushMsgs  = "edgemqPushMsgs"
+	extPushBytes = "edgemqPushBytes"
+	extMore      = "edgemqMore"
+)
 
 // ParsePullHeader reads a pull request's header.
 func ParsePullHeader(ext map[string]string) (PullHeader, error) {
@@ -335,6 +349,8 @@ func parsePullHeader(f *fields) (PullHeader, error) {
 	h.ExpressionType, _ = f.str("expressionType", false)
 	h.MaxMsgBytes = f.i32("maxMsgBytes", false, 0)
 	h.BrokerName, _ = f.str(extBrokerName, false)
+	h.PushMsgs = f.i32(extPushMsgs, false, 0)
+	h.PushBytes = f.i64(extPushBytes, false, 0)
 	return h, f.err
 }
 
@@ -356,6 +372,12 @@ func (h PullHeader) Ext() map[string]string {
 		w.i32("maxMsgBytes", h.MaxMsgBytes)
 	}
 	w.strIf(extBrokerName, h.BrokerName)
+	if h.PushMsgs > 0 {
+		w.i32(extPushMsgs, h.PushMsgs)
+		if h.PushBytes > 0 {
+			w.i64(extPushBytes, h.PushBytes)
+		}
+	}
 	return w
 }
 
@@ -367,6 +389,12 @@ func (h *PullHeader) WriteExt(w *ExtWriter) {
 	}
 	w.Int("commitOffset", h.CommitOffset)
 	w.Str("consumerGroup", h.ConsumerGroup)
+	if h.PushMsgs > 0 {
+		if h.PushBytes > 0 {
+			w.Int(extPushBytes, h.PushBytes)
+		}
+		w.Int(extPushMsgs, int64(h.PushMsgs))
+	}
 	if h.ExpressionType != "" {
 		w.Str("expressionType", h.ExpressionType)
 	}
@@ -391,6 +419,9 @@ type PullResponseHeader struct {
 	NextBeginOffset      int64
 	MinOffset            int64
 	MaxOffset            int64
+	// More (EdgeMQ's edgemqMore, absent when false): the pull streams (PullHeader.PushMsgs)
+	// and this is not its last answer.
+	More bool
 }
 
 // ParsePullResponseHeader reads a pull reply's header; all four fields are required.
@@ -404,6 +435,7 @@ func parsePullResponseHeader(f *fields) (PullResponseHeader, error) {
 		NextBeginOffset:      f.i64("nextBeginOffset", true, 0),
 		MinOffset:            f.i64("minOffset", true, 0),
 		MaxOffset:            f.i64("maxOffset", true, 0),
+		More:                 f.i32(extMore, false, 0) != 0,
 	}
 	return h, f.err
 }
@@ -415,11 +447,17 @@ func (h PullResponseHeader) Ext() map[string]string {
 	w.i64("nextBeginOffset", h.NextBeginOffset)
 	w.i64("minOffset", h.MinOffset)
 	w.i64("maxOffset", h.MaxOffset)
+	if h.More {
+		w.i32(extMore, 1)
+	}
 	return w
 }
 
 // WriteExt writes the header as Ext does, without a map.
 func (h *PullResponseHeader) WriteExt(w *ExtWriter) {
+	if h.More {
+		w.Int(extMore, 1)
+	}
 	w.Int("maxOffset", h.MaxOffset)
 	w.Int("minOffset", h.MinOffset)
 	w.Int("nextBeginOffset", h.NextBeginOffset)

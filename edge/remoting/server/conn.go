@@ -257,8 +257,9 @@ func (c *conn) readLoop() error {
 			// A pull that finds messages (or an error) is answered here, without a
 			// goroutine: a consumer pulls each queue again only once answered, so the
 			// hand-offs are its round trip. One that must wait parks in a pull worker.
-			if !c.pullNow(cmd, size) {
-				c.s.parkPull(pullJob{c: c, req: cmd, size: size})
+			var st pullStream
+			if !c.pullNow(cmd, size, &st) {
+				c.s.parkPull(pullJob{c: c, req: cmd, size: size, st: st})
 			}
 			continue
 		}
@@ -268,20 +269,24 @@ func (c *conn) readLoop() error {
 
 // pullNow answers the pull req of size bytes if it need not wait for messages, and says
 // whether it did; else the pull is for handlePull.
-func (c *conn) pullNow(req *remoting.Command, size int64) bool {
+func (c *conn) pullNow(req *remoting.Command, size int64, st *pullStream) bool {
 	var body *[]byte
 	resp, wait := c.s.guard(c, req, func() (resp *remoting.Command, wait bool) {
 		if resp := c.s.authorize(c, req); resp != nil {
 			return resp, false
 		}
-		resp, body, wait = c.s.pullAt(c, req, pullTry)
+		resp, body, wait = c.s.pullAt(c, req, pullTry, st)
 		return resp, wait
 	})
 	if wait {
 		return false
 	}
+	if st.more { // answered, and parked to be answered again
+		c.answerPart(req, resp, body)
+		return false
+	}
 	c.s.reqBytes.Add(-size)
-	if !c.answerNow(req, resp, body) {
+	if !c.answerNow(req, resp, body, true) {
 		c.answer(req, resp, body) // held: written when the reader's buffer is drained
 	}
 	c.handlers.Done()
@@ -291,8 +296,9 @@ func (c *conn) pullNow(req *remoting.Command, size int64) bool {
 // answerNow writes resp, the answer to req (body: its pooled body, or nil), itself when
 // nothing is queued for the writer and nobody writes, and reports whether it did (else the
 // caller queues it): a pull's answer then costs no hand-off to the writer. A failed write
-// fails the connection, as the writer's does.
-func (c *conn) answerNow(req, resp *remoting.Command, body *[]byte) bool {
+// fails the connection, as the writer's does. held: the answer is req's last, which
+// releases req's place in flight once written.
+func (c *conn) answerNow(req, resp *remoting.Command, body *[]byte, held bool) bool {
 	if resp == nil || req.IsOneway() || !c.inlineWrites() {
 		return false
 	}
@@ -304,10 +310,22 @@ func (c *conn) answerNow(req, resp *remoting.Command, body *[]byte) bool {
 	c.writing = true
 	c.wmu.Unlock()
 	c.s.stats.replies.add(resp.Code)
-	frames := [1]outFrame{{cmd: resp, body: body, held: true}}
+	frames := [1]outFrame{{cmd: resp, body: body, held: held}}
 	rest, err := c.writeFrames(frames[:], inlineWriteWait)
-	c.wroteInline(1, rest, err)
+	n := int32(0)
+	if held {
+		n = 1
+	}
+	c.wroteInline(n, rest, err)
 	return true
+}
+
+// answerPart writes or queues resp, an answer to the streamed pull req that is not its
+// last: req keeps its place in flight.
+func (c *conn) answerPart(req, resp *remoting.Command, body *[]byte) {
+	if !c.answerNow(req, resp, body, false) {
+		c.queueFrame(outFrame{cmd: resp, body: body}, false)
+	}
 }
 
 // inlineWriteWait is how long a write inline (by the reader or a pull worker) waits for
@@ -354,19 +372,28 @@ func (c *conn) kickWriter() {
 	}
 }
 
-// handlePull answers a pull of size bytes that pullNow found waiting. The pull worker
-// writes the answer itself when nothing is queued and nobody writes: a message's way from
-// its send to a consumer parked on its queue then has no hand-off to the writer.
-func (c *conn) handlePull(req *remoting.Command, size int64) {
+// handlePull answers a pull of size bytes that pullNow found waiting, or answered as
+// the first of a stream (st): a stream's pull is answered again as messages come, until
+// its last answer. The pull worker writes the answer itself when nothing is queued and
+// nobody writes: a message's way from its send to a consumer parked on its queue then has
+// no hand-off to the writer.
+func (c *conn) handlePull(req *remoting.Command, size int64, st *pullStream) {
 	defer c.handlers.Done()
 	defer c.s.reqBytes.Add(-size)
-	var body *[]byte
-	resp, _ := c.s.guard(c, req, func() (resp *remoting.Command, wait bool) {
-		resp, body, wait = c.s.pullAt(c, req, pullAfterTry)
-		return resp, wait
-	})
-	if !c.answerNow(req, resp, body) {
-		c.answer(req, resp, body)
+	for {
+		var body *[]byte
+		resp, _ := c.s.guard(c, req, func() (resp *remoting.Command, wait bool) {
+			resp, body, wait = c.s.pullAt(c, req, pullAfterTry, st)
+			return resp, wait
+		})
+		if st.more {
+			c.answerPart(req, resp, body)
+			continue
+		}
+		if !c.answerNow(req, resp, body, true) {
+			c.answer(req, resp, body)
+		}
+		return
 	}
 }
 

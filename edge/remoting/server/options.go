@@ -64,6 +64,11 @@ type Options struct {
 	// broker that does not know it, and its senders fall back to plain batches. Default
 	// false: taken, its body inflated to at most MaxFrameSize bytes.
 	NoZstdBatch bool
+	// NoStreamPulls answers every pull once. By default a suspended PULL_MESSAGE that asks
+	// to stream (EdgeMQ's edgemqPushMsgs field, which EdgeMQ's consumer sends) is answered
+	// again as messages arrive, within the message and byte budget it names, each answer
+	// but the last marked edgemqMore; RocketMQ's clients never ask.
+	NoStreamPulls bool
 }
 
 // DefaultOptions holds the defaults that zero fields take.

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"math"
 	"net/netip"
 	"sync"
 	"time"
@@ -35,15 +36,49 @@ const (
 // to the request's suspend time. A pull parked when the server shuts down is answered
 // PULL_NOT_FOUND at its own offset, so that the client pulls again.
 func (s *Server) pull(c *conn, req *remoting.Command) *remoting.Command {
-	resp, _, _ := s.pullAt(c, req, pullWait) // its body is left to the collector
+	resp, _, _ := s.pullAt(c, req, pullWait, nil) // its body is left to the collector
 	return resp
+}
+
+// pullStream is what a streamed pull (remoting.PullHeader.PushMsgs) carries from one of
+// its answers to the next: it is answered again, from where its last answer ended, each
+// time messages arrive, until its budget is spent or it waits its suspend time for one.
+// The consumer sends no pull meanwhile, so that a message stored while the last answer is
+// on its way finds the pull parked, as a pushed message would, not a round trip away.
+type pullStream struct {
+	on    bool  // answered once already: answer from next, within the budget
+	next  int64 // the offset its next answer starts at
+	msgs  int64 // messages it may still be answered with
+	bytes int64 // body bytes it may still be answered with
+	more  bool  // the last answer was not its last: it is to be parked again
+}
+
+// stream counts an answer of n messages and nb body bytes, that ends before next, into st
+// and reports whether the pull is to be answered again.
+func (st *pullStream) stream(h *remoting.PullHeader, n, nb, next int64) bool {
+	if !st.on {
+		st.on, st.msgs, st.bytes = true, int64(h.PushMsgs), h.PushBytes
+		if st.bytes <= 0 {
+			st.bytes = math.MaxInt64
+		}
+	}
+	st.msgs -= n
+	st.bytes -= nb
+	st.next = next
+	return st.msgs > 0 && st.bytes > 0
 }
 
 // pullAt is pull in mode. With pullTry a pull that would wait for messages is not
 // answered: it returns nil and true (wait), and the request is to be carried on with
 // pullAfterTry. A reply with messages has a body from pullBodies: body, when not nil, holds
-// it, for the writer to put back once the reply is written (putPullBody).
-func (s *Server) pullAt(c *conn, req *remoting.Command, mode pullMode) (_ *remoting.Command, body *[]byte, wait bool) {
+// it, for the writer to put back once the reply is written (putPullBody). st, when not
+// nil, is the pull's stream: a suspended PULL_MESSAGE that asks to stream and is answered
+// with messages sets st.more when it is to be answered again (its reply then says More),
+// and is read from where st says.
+func (s *Server) pullAt(c *conn, req *remoting.Command, mode pullMode, st *pullStream) (_ *remoting.Command, body *[]byte, wait bool) {
+	if st != nil {
+		st.more = false
+	}
 	h, err := req.ParsePullHeader()
 	if err != nil {
 		return errReply(req, err), nil, false
@@ -73,6 +108,14 @@ func (s *Server) pullAt(c *conn, req *remoting.Command, mode pullMode) (_ *remot
 	if pr.Suspend && h.SuspendTimeoutMillis > 0 {
 		pr.MaxWait = time.Duration(h.SuspendTimeoutMillis) * time.Millisecond
 	}
+	if st != nil && !(pr.Suspend && h.PushMsgs > 0 && req.Code == remoting.PullMessage && !s.opts.NoStreamPulls) {
+		st = nil // not streamed
+	}
+	if st != nil && st.on {
+		pr.Offset = st.next
+		pr.MaxMsgs = int(min(int64(pr.MaxMsgs), st.msgs))
+		pr.CommitOffset = 0 // made with its first answer
+	}
 	suspend := pr.Suspend
 	if mode == pullTry {
 		pr.Suspend = false
@@ -85,7 +128,10 @@ func (s *Server) pullAt(c *conn, req *remoting.Command, mode pullMode) (_ *remot
 	// a pooled buffer: at full speed a pull's reply was most of the bytes the server
 	// allocated.
 	var props []remoting.Property
+	var n, nb int64 // messages and body bytes answered
 	res, err := s.b.PullViews(ctx, pr, func(v *store.View) {
+		n++
+		nb += int64(len(v.Body))
 		if body == nil {
 			body = pullBodies.Get().(*[]byte)
 			// Room for the records there are, up to the batch, not for a full batch: a
@@ -124,7 +170,12 @@ func (s *Server) pullAt(c *conn, req *remoting.Command, mode pullMode) (_ *remot
 		code = remoting.PullOffsetMoved
 	}
 	resp := req.Reply(code, "")
-	resp.Header = pullReplyHeader(res.NextBeginOffset, res.MinOffset, res.MaxOffset)
+	rh := pullReplyHeader(res.NextBeginOffset, res.MinOffset, res.MaxOffset)
+	resp.Header = rh
+	if st != nil && code == remoting.Success {
+		rh.More = st.stream(&h, n, nb, res.NextBeginOffset)
+		st.more = rh.More
+	}
 	if code != remoting.Success || body == nil {
 		putPullBody(body)
 		return resp, nil, false

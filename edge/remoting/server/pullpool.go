@@ -19,6 +19,7 @@ type pullJob struct {
 	c    *conn
 	req  *remoting.Command
 	size int64
+	st   pullStream // a streamed pull's state after its first answer
 }
 
 // pullPool holds the idle pull workers, the most recently idle last: a parked pull goes to
@@ -94,7 +95,7 @@ func (s *Server) pullWorker(j pullJob) {
 	idle := time.NewTimer(pullWorkerIdle)
 	defer idle.Stop()
 	for {
-		j.c.handlePull(j.req, j.size)
+		j.c.handlePull(j.req, j.size, &j.st)
 		j = pullJob{} // hold no request while idle
 		s.pullPool.put(w)
 		idle.Reset(pullWorkerIdle)
