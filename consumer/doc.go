@@ -14,7 +14,12 @@
 // in-process; a network client can satisfy it too, and the same consumer code runs over it.
 // A broker that is also an AsyncPuller (the network client of edge/remoting) gets its pulls
 // in chains: the callback of a pull that found messages hands them to the listeners and
-// sends the queue's next pull, on the goroutine that read the reply.
+// sends the queue's next pull, on the goroutine that read the reply. A concurrent
+// consumer's chained pull also asks the broker to stream (mq.PullRequest.PushMsgs, off
+// with Options.NoStreamPulls): an EdgeMQ broker answers it again each time messages
+// arrive, within what the queue may take in before flow control would pause it, so that
+// a message stored while an answer travels finds the pull parked rather than a round trip
+// away; Apache RocketMQ's broker answers once, and the chain goes on as with any broker.
 //
 // The mechanisms and their defaults (Options has every number):
 //

@@ -90,6 +90,13 @@ type Options struct {
 	PullErrorDelay time.Duration
 	// BrokerSuspend is how long the broker holds a pull that finds nothing. Default 15 s.
 	BrokerSuspend time.Duration
+	// NoStreamPulls makes a PushConsumer over a network client send a pull for every answer.
+	// By default it asks an EdgeMQ broker to stream each queue's pull: to answer it again
+	// as messages arrive, within what the queue may still take in before flow control
+	// would pause it, so that a message stored while an answer is on its way finds the pull
+	// parked rather than a round trip away. Apache RocketMQ's broker, and the in-process
+	// one, answer each pull once either way; orderly consumption never streams.
+	NoStreamPulls bool
 	// OffsetIllegalDelay: after OFFSET_ILLEGAL the queue is removed this long later. Default 10 s.
 	OffsetIllegalDelay time.Duration
 	// PullExpiry restarts a queue stuck in a pull, one lost on a dead connection, say. A

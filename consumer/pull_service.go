@@ -108,6 +108,7 @@ func (pc *PushConsumer) pullChain(qs *queueState, ap AsyncPuller) pullStep {
 		qs.back = make(chan pullStep, 1)
 		qs.chained = func(res mq.PullResult, err error) { pc.chained(qs, ap, res, err) }
 	}
+	pc.pushBudget(qs, &req)
 	err := ap.PullAsync(qs.ctx, req, qs.chained)
 	if err == nil {
 		return <-qs.back
@@ -123,6 +124,16 @@ func (pc *PushConsumer) pullChain(qs *queueState, ap AsyncPuller) pullStep {
 // handles the result and sends the next pull, or hands the queue back to its goroutine
 // when the next pull must wait. It never blocks.
 func (pc *PushConsumer) chained(qs *queueState, ap AsyncPuller, res mq.PullResult, err error) {
+	if err == nil && res.More {
+		// A streamed pull's answer: the broker answers the pull again, and the answer
+		// that ends the stream (its budget spent, its hold over, an error) comes through
+		// here as any other. A queue dropped meanwhile has had its ctx ended, which ends
+		// the stream's call.
+		pc.afterPull(qs, res, nil, qs.begin)
+		qs.begin = time.Now()
+		qs.pq.SetLastPullTime(qs.begin) // the pull is alive: no PullExpiry
+		return
+	}
 	if st := pc.afterPull(qs, res, err, qs.begin); st.end || st.delay > 0 {
 		qs.back <- st
 		return
@@ -133,6 +144,7 @@ func (pc *PushConsumer) chained(qs *queueState, ap AsyncPuller, res mq.PullResul
 		qs.back <- st
 		return
 	}
+	pc.pushBudget(qs, &req)
 	switch err := ap.PullAsync(qs.ctx, req, qs.chained); {
 	case err == nil:
 	case errors.Is(err, mq.ErrWouldBlock):
@@ -193,6 +205,26 @@ func (pc *PushConsumer) beforePull(qs *queueState, chained bool, now time.Time) 
 		MaxMsgs: o.PullBatchSize, Filter: qs.expr, CommitOffset: commit,
 		Suspend: true, MaxWait: o.BrokerSuspend,
 	}, pullStep{}, true
+}
+
+// pushBudget lets req, a chained pull of qs, stream (mq.PullRequest.PushMsgs) within what
+// the queue may still take in before flow control would pause its pulls: the messages
+// and body bytes under PullThresholdForQueue and PullThresholdSizeForQueue, and the offsets
+// under ConsumeConcurrentlyMaxSpan. Not in orderly consumption (a queue's lock decides each
+// pull), with a PullInterval, or with NoStreamPulls.
+func (pc *PushConsumer) pushBudget(qs *queueState, req *mq.PullRequest) {
+	o := &pc.opts
+	if o.NoStreamPulls || pc.isOrderly() || o.PullInterval > 0 || !req.Suspend {
+		return
+	}
+	pq := qs.pq
+	msgs := int64(o.PullThresholdForQueue) - pq.Count()
+	msgs = min(msgs, o.ConsumeConcurrentlyMaxSpan-pq.MaxSpan())
+	bytes := o.PullThresholdSizeForQueue - pq.Size()
+	if msgs <= int64(req.MaxMsgs) || bytes <= 0 {
+		return // room for one batch at most: an ordinary pull
+	}
+	req.PushMsgs, req.PushBytes = int(msgs), bytes
 }
 
 // afterPull is DefaultMQPushConsumerImpl.pullMessage's PullCallback: it handles a pull's

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -49,11 +50,16 @@ func (c *Client) Pull(ctx context.Context, req mq.PullRequest) (mq.PullResult, e
 // when the queue's broker address is not known yet or its connection is not open, it
 // returns mq.ErrWouldBlock (Pull looks the route up and connects). It returns once the
 // request is queued; an error returned means done is never called, and nil that done is
-// called exactly once: with the reply, the connection's failure, the request's timeout
-// (the hold plus Options.PullTimeoutMargin), or ctx's end. done runs on the connection's
-// reader goroutine (or a timer's, or ctx's AfterFunc) and must not block; requests it
-// sends on the same connection are written together once the reader has handled the
-// replies it has read, in one write and with no hand-off to another goroutine.
+// called exactly once with a result that has no More: with the reply, the connection's
+// failure, the request's timeout (the hold plus Options.PullTimeoutMargin), or ctx's end.
+// done runs on the connection's reader goroutine (or a timer's, or ctx's AfterFunc) and
+// must not block; requests it sends on the same connection are written together once the
+// reader has handled the replies it has read, in one write and with no hand-off to another
+// goroutine.
+//
+// A suspended pull with req.PushMsgs > 0 asks the broker to stream (an EdgeMQ broker
+// does; Apache RocketMQ's answers once): done then gets each answer but the last with
+// More set, one call at a time, before the last; each answer restarts the timeout.
 func (c *Client) PullAsync(ctx context.Context, req mq.PullRequest, done func(mq.PullResult, error)) error {
 	if done == nil {
 		return fmt.Errorf("%w: PullAsync without a callback", mq.ErrInvalidArgument)
@@ -73,6 +79,11 @@ func (c *Client) PullAsync(ctx context.Context, req mq.PullRequest, done func(mq
 		a.recycle()
 		return fmt.Errorf("%w: no open connection to %s", mq.ErrWouldBlock, addr)
 	}
+	if req.PushMsgs > 0 && a.pl.h.SysFlag&PullSuspend != 0 {
+		a.pl.h.PushMsgs = int32(min(req.PushMsgs, math.MaxInt32))
+		a.pl.h.PushBytes = max(req.PushBytes, 0)
+		a.more = a.streamedFn
+	}
 	a.pl.name(c, addr, &a.cmd)
 	a.cl, a.user = c, done
 	return cc.pullAsync(ctx, a)
@@ -83,14 +94,15 @@ func (c *Client) PullAsync(ctx context.Context, req mq.PullRequest, done func(mq
 // request written, its reply or failure handed out, and neither its timer's function nor
 // its ctx's AfterFunc started (callRefs).
 type asyncPull struct {
-	asyncCall // its finisher is finished
-	cl        *Client
-	pl        pullCall
-	cmd       Command
-	user      func(mq.PullResult, error)
-	ctx       context.Context // the call's, when it can end
-	stopCtx   func() bool     // ends the ctx's AfterFunc (ctxEnded); nil when ctx never ends
-	ctxEnded  func()          // a.fail with ctx's error, bound once
+	asyncCall  // its finisher is finished
+	cl         *Client
+	pl         pullCall
+	cmd        Command
+	user       func(mq.PullResult, error)
+	ctx        context.Context // the call's, when it can end
+	stopCtx    func() bool     // ends the ctx's AfterFunc (ctxEnded); nil when ctx never ends
+	ctxEnded   func()          // a.fail with ctx's error, bound once
+	streamedFn func(*Command)  // a.streamed, bound once
 }
 
 var asyncPulls sync.Pool
@@ -104,30 +116,60 @@ func getAsyncPull() *asyncPull {
 	a := &asyncPull{}
 	a.init(a.finished)
 	a.ctxEnded = func() { a.fail(a.ctx.Err()) }
+	a.streamedFn = a.streamed
 	a.hold = true
 	return a
 }
 
 // recycle clears a's call and keeps a for another.
 func (a *asyncPull) recycle() {
-	a.cl, a.conn, a.user, a.ctx, a.stopCtx = nil, nil, nil, nil, nil
+	a.cl, a.conn, a.user, a.ctx, a.stopCtx, a.more = nil, nil, nil, nil, nil, nil
 	a.pl = pullCall{}
 	a.cmd = Command{}
 	asyncPulls.Put(a)
 }
 
+// streamed hands an answer of a streamed pull that is not its last (More) to its caller,
+// on the reader goroutine, which took the call out of its connection's pending table
+// meanwhile (a timeout or ctx's end then finds nothing to fail: only the reader hands out
+// the call's results), and puts it back for the next answer. A reply that does not read
+// ends the call with its error.
+func (a *asyncPull) streamed(resp *Command) {
+	res, err := a.cl.pullResult(&a.pl, resp)
+	if err != nil {
+		a.finishedWith(mq.PullResult{}, err)
+		return
+	}
+	res.More = true
+	a.user(res, nil)
+	a.timer.Reset(a.pl.timeout)
+	if err := a.conn.add(a.opaque, &a.pendingCall); err != nil {
+		a.finishedWith(mq.PullResult{}, requestError(PullMessage, a.pl.addr, err))
+		return
+	}
+	if a.ctx != nil && a.ctx.Err() != nil { // it ended meanwhile, and its AfterFunc found nothing
+		a.fail(a.ctx.Err())
+	}
+}
+
 // finished hands the call's result to its caller; whoever removed the call from its
 // connection's pending table calls it, once.
 func (a *asyncPull) finished(resp *Command, err error) {
-	a.refs.reusable = a.timer.Stop()
-	if a.stopCtx != nil && !a.stopCtx() {
-		a.refs.reusable = false
-	}
 	var res mq.PullResult
 	if err != nil {
 		err = requestError(PullMessage, a.pl.addr, err)
 	} else {
 		res, err = a.cl.pullResult(&a.pl, resp)
+	}
+	a.finishedWith(res, err)
+}
+
+// finishedWith is finished's end: it hands the call's last result to its caller and lets
+// the call go.
+func (a *asyncPull) finishedWith(res mq.PullResult, err error) {
+	a.refs.reusable = a.timer.Stop()
+	if a.stopCtx != nil && !a.stopCtx() {
+		a.refs.reusable = false
 	}
 	a.user(res, err)
 	if a.refs.release() {

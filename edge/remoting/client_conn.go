@@ -60,6 +60,10 @@ type pendingCall struct {
 	done func(*Command, error) // async calls: gets the reply or the failure
 	ch   chan callResult       // sync calls (done nil): gets the reply or the failure
 	hold bool                  // async pulls: the reader holds writes while done runs
+	// more, when set (a streamed pull), gets the replies that say More instead of finish,
+	// from the reader, which has taken the call out of the pending table; it puts the call
+	// back, or finishes it.
+	more func(*Command)
 }
 
 // finish hands the call its reply or failure.
@@ -189,7 +193,11 @@ func (c *clientConn) readLoop() {
 				// An async call's finisher reads its reply and keeps none of it but its
 				// body (and the strings made from it); a sync call's caller keeps it.
 				async := p.done != nil
-				p.finish(cmd, nil)
+				if p.more != nil && cmd.Code == Success && replyMore(cmd) {
+					p.more(cmd)
+				} else {
+					p.finish(cmd, nil)
+				}
 				if async {
 					releaseCommand(cmd)
 				}

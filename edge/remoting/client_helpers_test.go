@@ -73,6 +73,13 @@ func startBroker(t testing.TB, dir, listen string) *testBroker {
 // startBrokerOpts is startBroker with the broker's options o.
 func startBrokerOpts(t testing.TB, dir, listen string, o *edge.Options) *testBroker {
 	t.Helper()
+	return startBrokerWith(t, dir, listen, o, server.Options{})
+}
+
+// startBrokerWith is startBrokerOpts with the server's options so (its listen addresses
+// and logger set here).
+func startBrokerWith(t testing.TB, dir, listen string, o *edge.Options, so server.Options) *testBroker {
+	t.Helper()
 	if dir == "" {
 		dir = t.TempDir()
 	}
@@ -83,7 +90,8 @@ func startBrokerOpts(t testing.TB, dir, listen string, o *edge.Options) *testBro
 	if err != nil {
 		t.Fatalf("edge.Open: %v", err)
 	}
-	srv, err := server.Start(b, server.Options{Listen: listen, VIPListen: "off", Logger: testLogger(t)})
+	so.Listen, so.VIPListen, so.Logger = listen, "off", testLogger(t)
+	srv, err := server.Start(b, so)
 	if err != nil {
 		b.Close()
 		t.Fatalf("server.Start: %v", err)

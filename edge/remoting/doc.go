@@ -94,6 +94,22 @@
 // storing any of it. The reply is SEND_BATCH_MESSAGE's, but its msgId holds the first
 // message's offset message id only (the queue offsets of the others follow the first).
 //
+// # Streamed pulls (EdgeMQ's extension)
+//
+// A suspended PULL_MESSAGE may carry edgemqPushMsgs (and edgemqPushBytes), a budget of
+// messages (and of body bytes): it asks the broker to stream. An EdgeMQ broker answers it
+// as usual, then parks it again at the answer's nextBeginOffset and answers it again, with
+// the same opaque, each time messages arrive there, until the answers have carried the
+// budget (no answer goes past what is left of it in messages), or nothing arrived for the
+// pull's suspend time (the last answer is then PULL_NOT_FOUND), or an error. Every answer
+// but the last carries edgemqMore=1; the commit offset the request carried is stored with
+// the first answer only. The client sends nothing meanwhile: it keeps the request's opaque
+// for the answers, restarts the request's timeout with each, and drops the answers of a
+// pull whose ctx ended. Apache RocketMQ ignores the fields and answers once, which is a
+// stream's last answer; `server.stream_pulls = false` makes an EdgeMQ server do the same.
+// A PushConsumer asks for it with the room its queue's flow control leaves; Client.Pull
+// (one answer per call) never does.
+//
 // # Latency and the collector
 //
 // At a steady 10,000 msgs/s over loopback, a message's send-to-delivery time through

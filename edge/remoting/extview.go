@@ -117,3 +117,11 @@ func (c *Command) ParsePullResponseHeader() (PullResponseHeader, error) {
 	c.fields(&f)
 	return parsePullResponseHeader(&f)
 }
+
+// replyMore reports whether c, a pull's reply, says that its pull streams on
+// (PullResponseHeader.More).
+func replyMore(c *Command) bool {
+	var f fields
+	c.fields(&f)
+	return f.i32(extMore, false, 0) != 0
+}
