@@ -20,7 +20,14 @@ type pulled struct {
 // pullAsync calls c.PullAsync and returns the channel its callback answers on.
 func pullAsync(t *testing.T, c *remoting.Client, ctx context.Context, req mq.PullRequest) <-chan pulled {
 	t.Helper()
-	ch := make(chan pulled, 2) // 2: a second call of the callback shows as a test failure
+	return pullCalls(t, c, ctx, req, 2) // 2: a second call of the callback shows as a test failure
+}
+
+// pullCalls calls c.PullAsync and returns the channel, of capacity n, that every call of its
+// callback goes to.
+func pullCalls(t *testing.T, c *remoting.Client, ctx context.Context, req mq.PullRequest, n int) <-chan pulled {
+	t.Helper()
+	ch := make(chan pulled, n)
 	if err := c.PullAsync(ctx, req, func(res mq.PullResult, err error) { ch <- pulled{res, err} }); err != nil {
 		t.Fatalf("PullAsync: %v", err)
 	}

@@ -15,11 +15,7 @@ import (
 // callback goes to.
 func streamCalls(t *testing.T, c *remoting.Client, ctx context.Context, req mq.PullRequest) <-chan pulled {
 	t.Helper()
-	ch := make(chan pulled, 64)
-	if err := c.PullAsync(ctx, req, func(res mq.PullResult, err error) { ch <- pulled{res, err} }); err != nil {
-		t.Fatalf("PullAsync: %v", err)
-	}
-	return ch
+	return pullCalls(t, c, ctx, req, 64)
 }
 
 // next returns the next call on ch.
