@@ -20,6 +20,8 @@
 // arrive, within what the queue may take in before flow control would pause it, so that
 // a message stored while an answer travels finds the pull parked rather than a round trip
 // away; Apache RocketMQ's broker answers once, and the chain goes on as with any broker.
+// A queue dropped (rebalance, shutdown) ends its pull's context, and the client then ends
+// the stream at the broker too.
 //
 // The mechanisms and their defaults (Options has every number):
 //

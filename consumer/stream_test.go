@@ -55,7 +55,7 @@ func testStreamedPulls(t *testing.T, off bool) {
 	var restarts atomic.Int64
 	o.Logger = slog.New(countingHandler{sub: "not pulled for too long", n: &restarts})
 	c := newCounter()
-	startConsumer(t, b, o, "S", ConcurrentListener(func(_ context.Context, msgs []*Message, _ *ConcurrentlyContext) (ConsumeConcurrentlyStatus, error) {
+	pc := startConsumer(t, b, o, "S", ConcurrentListener(func(_ context.Context, msgs []*Message, _ *ConcurrentlyContext) (ConsumeConcurrentlyStatus, error) {
 		c.add(msgs)
 		return ConsumeSuccess, nil
 	}))
@@ -80,4 +80,17 @@ func testStreamedPulls(t *testing.T, off bool) {
 		t.Fatalf("%d pulls for %d messages sent one at a time: the pull did not stream", pulls, n)
 	}
 	t.Logf("%d pulls for %d messages", pulls, n)
+	// Its consumer's shutdown ends the stream parked at the broker (END_PULL_STREAM).
+	if err := pc.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ended := func() bool { return srv.Stats().StreamsEnded > 0 }
+	if off {
+		time.Sleep(200 * time.Millisecond)
+		if ended() {
+			t.Fatal("a stream ended at the broker with NoStreamPulls")
+		}
+		return
+	}
+	waitFor(t, 5*time.Second, "the parked stream ended at the broker", ended)
 }

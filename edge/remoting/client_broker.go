@@ -157,11 +157,24 @@ func (a *asyncPull) streamed(resp *Command) {
 func (a *asyncPull) finished(resp *Command, err error) {
 	var res mq.PullResult
 	if err != nil {
+		if a.more != nil && a.conn.streams.Load() {
+			a.endStream()
+		}
 		err = requestError(PullMessage, a.pl.addr, err)
 	} else {
 		res, err = a.cl.pullResult(&a.pl, resp)
 	}
 	a.finishedWith(res, err)
+}
+
+// endStream tells the broker that nobody reads the answers of a's streamed pull any more,
+// which ended on the client with no last answer (ctx's end, its timeout): an EdgeMQ broker
+// would answer it on as messages arrive, up to its budget (EndPullStream). It is sent only
+// on a connection whose broker streamed a pull (clientConn.streams): Apache RocketMQ's does
+// not know the code. Best effort: on a connection that failed there is nothing to end.
+func (a *asyncPull) endStream() {
+	cmd := NewRequest(EndPullStream, EndPullStreamHeader{Opaque: a.opaque}.Ext(), nil)
+	_ = a.conn.oneway(context.Background(), cmd)
 }
 
 // finishedWith is finished's end: it hands the call's last result to its caller and lets

@@ -51,6 +51,9 @@ type clientConn struct {
 	pending map[int32]*pendingCall // requests waiting for their reply, by Opaque
 	err     error                  // sticky: the connection is dead, why
 	closed  atomic.Bool            // close was called
+	// streams is set once a pull was answered with More: the broker streams pulls, and a
+	// streamed pull that ends on the client is ended at the broker too (EndPullStream).
+	streams atomic.Bool
 }
 
 // pendingCall is a request waiting for its reply. finish is called exactly once, by
@@ -194,6 +197,9 @@ func (c *clientConn) readLoop() {
 				// body (and the strings made from it); a sync call's caller keeps it.
 				async := p.done != nil
 				if p.more != nil && cmd.Code == Success && replyMore(cmd) {
+					if !c.streams.Load() {
+						c.streams.Store(true)
+					}
 					p.more(cmd)
 				} else {
 					p.finish(cmd, nil)

@@ -176,3 +176,102 @@ func TestClientPullStreamOff(t *testing.T) {
 	}
 	quiet(t, stream, 300*time.Millisecond, "the one answer of a server that does not stream")
 }
+
+// TestClientPullStreamEnded: a streamed pull whose ctx ends is ended at the broker too
+// (END_PULL_STREAM): the broker answers its parked pull at once instead of holding it, and
+// streaming, until its budget or its hold runs out; so is one parked before its first
+// answer, once the connection's broker has streamed. On a connection whose broker never
+// streamed (Apache RocketMQ's does not know the code) nothing is sent.
+func TestClientPullStreamEnded(t *testing.T) {
+	tb := startBroker(t, "", "")
+	tb.createTopic("T", 2)
+	c := dial(t, tb.addr, nil)
+	ctx := ctxT(t, 60*time.Second)
+	q := mq.MessageQueue{Topic: "T", BrokerName: "edgemq"}
+	if _, err := c.Route(ctx, "T"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.MaxOffset(ctx, q); err != nil {
+		t.Fatal(err)
+	}
+	send := func() {
+		t.Helper()
+		if _, err := tb.b.Send(ctx, &mq.Message{Topic: "T", Body: []byte("x")}, mq.QueueIndex(0)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// ended waits until the server counts want streams ended by their clients, and
+	// reports how long that took.
+	ended := func(want int64) time.Duration {
+		t.Helper()
+		start := time.Now()
+		for tb.srv.Stats().StreamsEnded < want {
+			if time.Since(start) > 5*time.Second {
+				t.Fatalf("streams ended by their clients = %d after 5 s, want %d", tb.srv.Stats().StreamsEnded, want)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		return time.Since(start)
+	}
+	endRequests := func() int64 { return tb.srv.Stats().Requests[remoting.EndPullStream] }
+	req := mq.PullRequest{Group: "g", Queue: q, Filter: "*", Suspend: true, MaxWait: 20 * time.Second, PushMsgs: 100}
+
+	// A pull parked before any stream on this connection: its ctx's end sends nothing, so
+	// the broker holds it on (it does not know yet that the broker streams).
+	cctx, cancel := context.WithCancel(ctx)
+	stream := streamCalls(t, c, cctx, req)
+	time.Sleep(50 * time.Millisecond)
+	cancel()
+	if p := next(t, stream, 5*time.Second); !errors.Is(p.err, context.Canceled) {
+		t.Fatalf("pull whose ctx ended = %+v, %v; want %v", p.res, p.err, context.Canceled)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if n := endRequests(); n != 0 {
+		t.Fatalf("END_PULL_STREAM sent %d times before the broker streamed a pull", n)
+	}
+
+	// A stream answered once, then dropped: ended at the broker at once.
+	cctx, cancel = context.WithCancel(ctx)
+	stream = streamCalls(t, c, cctx, req)
+	time.Sleep(50 * time.Millisecond)
+	send() // answers the first pull too (its answer dropped by the client)
+	p := next(t, stream, 10*time.Second)
+	if p.err != nil || p.res.Status != mq.PullFound || !p.res.More {
+		t.Fatalf("answer = %+v, %v; want messages, More", p.res, p.err)
+	}
+	cancel()
+	if p := next(t, stream, 5*time.Second); !errors.Is(p.err, context.Canceled) {
+		t.Fatalf("stream whose ctx ended = %+v, %v; want %v", p.res, p.err, context.Canceled)
+	}
+	if d := ended(1); d > 2*time.Second {
+		t.Fatalf("stream ended after %v", d)
+	}
+	if n := endRequests(); n != 1 {
+		t.Fatalf("END_PULL_STREAM sent %d times, want 1", n)
+	}
+
+	// Now a pull parked before its first answer is ended too, on the other queue.
+	cctx, cancel = context.WithCancel(ctx)
+	req.Queue.QueueID = 1
+	stream = streamCalls(t, c, cctx, req)
+	time.Sleep(50 * time.Millisecond)
+	cancel()
+	if p := next(t, stream, 5*time.Second); !errors.Is(p.err, context.Canceled) {
+		t.Fatalf("pull whose ctx ended = %+v, %v; want %v", p.res, p.err, context.Canceled)
+	}
+	if d := ended(2); d > 2*time.Second {
+		t.Fatalf("parked pull ended after %v", d)
+	}
+
+	// A stream that ended with its last answer is not ended again.
+	stream = streamCalls(t, c, ctx, mq.PullRequest{Group: "g", Queue: q, Offset: 1, Filter: "*", Suspend: true,
+		MaxWait: 20 * time.Second, PushMsgs: 1})
+	time.Sleep(50 * time.Millisecond)
+	send()
+	if p := next(t, stream, 10*time.Second); p.err != nil || p.res.Status != mq.PullFound || p.res.More {
+		t.Fatalf("answer that spends the budget = %+v, %v; want messages, no More", p.res, p.err)
+	}
+	if n := endRequests(); n != 2 {
+		t.Fatalf("END_PULL_STREAM sent %d times, want 2", n)
+	}
+}

@@ -110,6 +110,15 @@
 // A PushConsumer asks for it with the room its queue's flow control leaves; Client.Pull
 // (one answer per call) never does.
 //
+// A streamed pull that ends on the client before its last answer (its ctx, as when the
+// consumer drops the queue in a rebalance or shuts down; its timeout) is ended at the
+// broker with END_PULL_STREAM (code 32321, oneway, EndPullStreamHeader: the pull's
+// opaque), so that the broker neither holds it nor sends answers nobody reads; the broker
+// answers the pull PULL_NOT_FOUND at once (Stats.StreamsEnded in package server counts
+// them). The client sends it only on a connection whose broker has answered a pull with
+// edgemqMore, never to Apache RocketMQ, which does not know the code; a pull parked on a
+// connection before any answered so is left to its hold.
+//
 // # Latency and the collector
 //
 // At a steady 10,000 msgs/s over loopback, a message's send-to-delivery time through

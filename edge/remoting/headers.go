@@ -329,6 +329,39 @@ const (
 	extMore      = "edgemqMore"
 )
 
+// EndPullStream is EdgeMQ's own request code by which a client ends a streamed pull
+// (PullHeader.PushMsgs) that nobody reads any more: its consumer dropped the queue, or the
+// pull's call ended on the client (its ctx, its timeout). Its one header field,
+// edgemqStream (EndPullStreamHeader), is the opaque of the pull. An EdgeMQ broker then
+// answers the pull at once, PULL_NOT_FOUND at the offset its next answer would have started
+// at, instead of answering it on as messages arrive until its budget is spent or its
+// suspend time passes with nothing; a pull already answered for the last time is left as it
+// is. It is sent oneway, and it is outside RocketMQ's codes, like SendBatchZstd.
+const EndPullStream int16 = 32321
+
+// extStream is END_PULL_STREAM's header field: the opaque of the pull it ends.
+const extStream = "edgemqStream"
+
+// EndPullStreamHeader is the request header of EndPullStream.
+type EndPullStreamHeader struct {
+	Opaque int32 // the streamed pull's
+}
+
+// Ext returns the header.
+func (h EndPullStreamHeader) Ext() map[string]string {
+	w := extWriter{}
+	w.i32(extStream, h.Opaque)
+	return w
+}
+
+// ParseEndPullStreamHeader reads END_PULL_STREAM's header.
+func ParseEndPullStreamHeader(ext map[string]string) (EndPullStreamHeader, error) {
+	f := fields{ext: ext}
+	var h EndPullStreamHeader
+	h.Opaque = f.i32(extStream, true, 0)
+	return h, f.err
+}
+
 // ParsePullHeader reads a pull request's header.
 func ParsePullHeader(ext map[string]string) (PullHeader, error) {
 	return parsePullHeader(&fields{ext: ext})

@@ -402,6 +402,7 @@ func TestACLRefusesChangesUnsigned(t *testing.T) {
 		{remoting.UpdateAndCreateSubscriptionGroup, nil, []byte(`{"groupName":"made-group","consumeEnable":true}`), true},
 		{remoting.InvokeBrokerToResetOffset, map[string]string{"topic": "T", "group": "g", "timestamp": "0", "isForce": "true"}, nil, true},
 		{remoting.UnregisterClient, map[string]string{"clientID": "c2", "consumerGroup": "g2"}, nil, true},
+		{remoting.EndPullStream, remoting.EndPullStreamHeader{Opaque: 1}.Ext(), nil, false}, // no stream of this connection
 		{remoting.GetConsumerListByGroup, map[string]string{"consumerGroup": "g"}, nil, false},
 		{remoting.QueryConsumerOffset, map[string]string{"consumerGroup": "g", "topic": "T", "queueId": "0"}, nil, false},
 		{remoting.GetMaxOffset, map[string]string{"topic": "T", "queueId": "0"}, nil, false},

@@ -101,6 +101,9 @@ type conn struct {
 	clients map[string]struct{} // client ids that heartbeat here
 	lang    remoting.LanguageCode
 	version int16 // language and version of the last heartbeat
+	// streams holds the streamed pulls parked or streaming, by opaque, for END_PULL_STREAM
+	// (watchStream).
+	streams map[int32]*streamWatch
 }
 
 // outFrame is a frame for the writer: a command, or a send's outcome to answer.
@@ -279,9 +282,11 @@ func (c *conn) pullNow(req *remoting.Command, size int64, st *pullStream) bool {
 		return resp, wait
 	})
 	if wait {
+		c.watchStream(req, st)
 		return false
 	}
 	if st.more { // answered, and parked to be answered again
+		c.watchStream(req, st)
 		c.answerPart(req, resp, body)
 		return false
 	}
@@ -380,6 +385,7 @@ func (c *conn) kickWriter() {
 func (c *conn) handlePull(req *remoting.Command, size int64, st *pullStream) {
 	defer c.handlers.Done()
 	defer c.s.reqBytes.Add(-size)
+	defer c.unwatchStream(req, st)
 	for {
 		var body *[]byte
 		resp, _ := c.s.guard(c, req, func() (resp *remoting.Command, wait bool) {
@@ -395,6 +401,54 @@ func (c *conn) handlePull(req *remoting.Command, size int64, st *pullStream) {
 		}
 		return
 	}
+}
+
+// streamWatch ends a streamed pull that END_PULL_STREAM names.
+type streamWatch struct{ cancel context.CancelFunc }
+
+// watchStream gives the pull req, about to park, its own context if it asks to stream
+// (st.asked), so that END_PULL_STREAM can end it (endStream): a consumer that dropped the
+// queue reads none of its answers. The reader calls it before it reads on, so an
+// END_PULL_STREAM sent after the pull finds it.
+func (c *conn) watchStream(req *remoting.Command, st *pullStream) {
+	if !st.asked || st.watch != nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(c.parked)
+	st.ctx, st.watch = ctx, &streamWatch{cancel: cancel}
+	c.mu.Lock()
+	if c.streams == nil {
+		c.streams = map[int32]*streamWatch{}
+	}
+	c.streams[req.Opaque] = st.watch
+	c.mu.Unlock()
+}
+
+// unwatchStream forgets the stream of req once it has given its last answer.
+func (c *conn) unwatchStream(req *remoting.Command, st *pullStream) {
+	if st.watch == nil {
+		return
+	}
+	c.mu.Lock()
+	if c.streams[req.Opaque] == st.watch {
+		delete(c.streams, req.Opaque)
+	}
+	c.mu.Unlock()
+	st.watch.cancel()
+}
+
+// endStream ends the streamed pull of opaque, if it is parked or streaming: its pull
+// worker answers it PULL_NOT_FOUND at once (pullAt).
+func (c *conn) endStream(opaque int32) bool {
+	c.mu.Lock()
+	w := c.streams[opaque]
+	delete(c.streams, opaque)
+	c.mu.Unlock()
+	if w == nil {
+		return false
+	}
+	w.cancel()
+	return true
 }
 
 // handle answers one request of size bytes.

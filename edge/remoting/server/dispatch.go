@@ -21,6 +21,7 @@ func init() {
 		// consumers
 		remoting.PullMessage:             (*Server).pull,
 		remoting.LitePullMessage:         (*Server).pull,
+		remoting.EndPullStream:           (*Server).endPullStream,
 		remoting.HeartBeat:               (*Server).heartbeat,
 		remoting.UnregisterClient:        (*Server).unregister,
 		remoting.GetConsumerListByGroup:  (*Server).consumerList,

@@ -51,6 +51,11 @@ type pullStream struct {
 	msgs  int64 // messages it may still be answered with
 	bytes int64 // body bytes it may still be answered with
 	more  bool  // the last answer was not its last: it is to be parked again
+	asked bool  // the pull asks to stream (pullAt found it may)
+	// ctx is what the stream parks in once the connection watches it (conn.watchStream):
+	// ended by END_PULL_STREAM, by the connection's end and by Shutdown.
+	ctx   context.Context
+	watch *streamWatch
 }
 
 // stream counts an answer of n messages and nb body bytes, that ends before next, into st
@@ -111,6 +116,9 @@ func (s *Server) pullAt(c *conn, req *remoting.Command, mode pullMode, st *pullS
 	if st != nil && !(pr.Suspend && h.PushMsgs > 0 && req.Code == remoting.PullMessage && !s.opts.NoStreamPulls) {
 		st = nil // not streamed
 	}
+	if st != nil {
+		st.asked = true
+	}
 	if st != nil && st.on {
 		pr.Offset = st.next
 		pr.MaxMsgs = int(min(int64(pr.MaxMsgs), st.msgs))
@@ -123,6 +131,9 @@ func (s *Server) pullAt(c *conn, req *remoting.Command, mode pullMode, st *pullS
 	ctx := c.pulls
 	if pr.Suspend {
 		ctx = c.parked // ended by Shutdown too
+		if st != nil && st.ctx != nil {
+			ctx = st.ctx // and by END_PULL_STREAM
+		}
 	}
 	// The reply's records are encoded straight from the store as the broker finds them, into
 	// a pooled buffer: at full speed a pull's reply was most of the bytes the server
@@ -149,8 +160,14 @@ func (s *Server) pullAt(c *conn, req *remoting.Command, mode pullMode, st *pullS
 	})
 	if err != nil {
 		putPullBody(body)
-		if s.pulls.Err() != nil && errors.Is(err, context.Canceled) && c.pulls.Err() == nil {
-			return s.pullNotFound(req, pr), nil, false
+		if errors.Is(err, context.Canceled) && c.pulls.Err() == nil {
+			switch {
+			case s.pulls.Err() != nil:
+				return s.pullNotFound(req, pr, "server: shutting down"), nil, false
+			case st != nil && st.ctx != nil && st.ctx.Err() != nil:
+				s.stats.streamsEnded.Add(1)
+				return s.pullNotFound(req, pr, "server: stream ended by the client"), nil, false
+			}
 		}
 		return errReply(req, err), nil, false
 	}
@@ -184,6 +201,18 @@ func (s *Server) pullAt(c *conn, req *remoting.Command, mode pullMode, st *pullS
 	return resp, body, false
 }
 
+// endPullStream answers END_PULL_STREAM: the connection's streamed pull it names, parked
+// or streaming, is answered at once with PULL_NOT_FOUND and streams no more. Sent oneway,
+// it gets no reply; otherwise SUCCESS, whether or not that pull was still streaming.
+func (s *Server) endPullStream(c *conn, req *remoting.Command) *remoting.Command {
+	h, err := remoting.ParseEndPullStreamHeader(req.Fields())
+	if err != nil {
+		return errReply(req, err)
+	}
+	c.endStream(h.Opaque)
+	return req.Reply(remoting.Success, "")
+}
+
 // pullBodies holds the buffers of pulls' replies once written.
 var pullBodies = sync.Pool{New: func() any { return new([]byte) }}
 
@@ -201,13 +230,13 @@ func putPullBody(body *[]byte) {
 	pullBodies.Put(body)
 }
 
-// pullNotFound answers a pull cut short by Shutdown: nothing new, continue at the same
-// offset.
-func (s *Server) pullNotFound(req *remoting.Command, pr mq.PullRequest) *remoting.Command {
+// pullNotFound answers a pull cut short (by Shutdown, or END_PULL_STREAM) with remark:
+// nothing new, continue at the same offset.
+func (s *Server) pullNotFound(req *remoting.Command, pr mq.PullRequest, remark string) *remoting.Command {
 	ctx := context.Background()
 	minOff, _ := s.b.MinOffset(ctx, pr.Queue)
 	maxOff, _ := s.b.MaxOffset(ctx, pr.Queue)
-	resp := req.Reply(remoting.PullNotFound, "server: shutting down")
+	resp := req.Reply(remoting.PullNotFound, remark)
 	resp.Header = pullReplyHeader(pr.Offset, minOff, maxOff)
 	return resp
 }

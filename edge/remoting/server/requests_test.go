@@ -354,3 +354,20 @@ func mustBatch(t *testing.T, msgs ...*mq.Message) []byte {
 	}
 	return body
 }
+
+// TestEndPullStreamRequest: END_PULL_STREAM for an opaque that names no streamed pull of
+// the connection changes nothing and is answered SUCCESS (a stream may end as its client
+// ends it); without its field it is answered INVALID_PARAMETER.
+func TestEndPullStreamRequest(t *testing.T) {
+	b := openBroker(t, nil)
+	s := startServer(t, b, Options{})
+	c := dial(t, s.Addr())
+	c.mustCall(remoting.Success, remoting.EndPullStream, remoting.EndPullStreamHeader{Opaque: 12345}.Ext(), nil)
+	r := c.mustCall(remoting.InvalidParameter, remoting.EndPullStream, map[string]string{"opaque": "1"}, nil)
+	if !strings.Contains(r.Remark, "edgemqStream") {
+		t.Errorf("remark %q does not name the missing field", r.Remark)
+	}
+	if n := s.Stats().StreamsEnded; n != 0 {
+		t.Errorf("StreamsEnded = %d, want 0", n)
+	}
+}

@@ -18,6 +18,9 @@ type Stats struct {
 	// Replies counts the replies queued for writing, by response code (remoting.Success,
 	// remoting.SystemBusy, ...).
 	Replies map[int16]int64
+	// StreamsEnded counts the streamed pulls that END_PULL_STREAM ended while they were
+	// parked (answered PULL_NOT_FOUND at once): their consumers had dropped them.
+	StreamsEnded int64
 }
 
 // serverStats holds the counters behind Stats; each is safe for concurrent use.
@@ -25,6 +28,7 @@ type serverStats struct {
 	accepted       atomic.Int64
 	pullWorkersGo  atomic.Int64 // pull workers started (parkPull)
 	pullWorkersEnd atomic.Int64 // pull workers ended
+	streamsEnded   atomic.Int64 // Stats.StreamsEnded
 	requests       codeCounts
 	replies        codeCounts
 }
@@ -57,5 +61,6 @@ func (cc *codeCounts) snapshot() map[int16]int64 {
 // Close too.
 func (s *Server) Stats() Stats {
 	return Stats{Conns: s.Conns(), ConnsAccepted: s.stats.accepted.Load(),
-		Requests: s.stats.requests.snapshot(), Replies: s.stats.replies.snapshot()}
+		Requests: s.stats.requests.snapshot(), Replies: s.stats.replies.snapshot(),
+		StreamsEnded: s.stats.streamsEnded.Load()}
 }
