@@ -170,8 +170,9 @@ func (a *asyncPull) finished(resp *Command, err error) {
 // endStream tells the broker that nobody reads the answers of a's streamed pull any more,
 // which ended on the client with no last answer (ctx's end, its timeout): an EdgeMQ broker
 // would answer it on as messages arrive, up to its budget (EndPullStream). It is sent only
-// on a connection whose broker streamed a pull (clientConn.streams): Apache RocketMQ's does
-// not know the code. Best effort: on a connection that failed there is nothing to end.
+// on a connection whose broker said it streams, in its reply to a heartbeat, or streamed a
+// pull (clientConn.streams): Apache RocketMQ's does not know the code. Best effort: on a
+// connection that failed there is nothing to end.
 func (a *asyncPull) endStream() {
 	cmd := NewRequest(EndPullStream, EndPullStreamHeader{Opaque: a.opaque}.Ext(), nil)
 	_ = a.conn.oneway(context.Background(), cmd)

@@ -51,8 +51,9 @@ type clientConn struct {
 	pending map[int32]*pendingCall // requests waiting for their reply, by Opaque
 	err     error                  // sticky: the connection is dead, why
 	closed  atomic.Bool            // close was called
-	// streams is set once a pull was answered with More: the broker streams pulls, and a
-	// streamed pull that ends on the client is ended at the broker too (EndPullStream).
+	// streams is set once the broker said it streams pulls (ExtStreams in its reply to a
+	// heartbeat) or answered a pull with More: a streamed pull that ends on the client is
+	// then ended at the broker too (EndPullStream).
 	streams atomic.Bool
 }
 

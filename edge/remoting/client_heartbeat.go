@@ -81,6 +81,11 @@ func (c *Client) sendHeartbeat(ctx context.Context, addr string, body []byte) er
 	if err != nil {
 		return err
 	}
+	if resp.Code == Success && resp.Fields()[ExtStreams] == "1" {
+		if cc := c.liveConn(addr); cc != nil {
+			cc.streams.Store(true)
+		}
+	}
 	return respError(addr, req.Code, resp, Success)
 }
 

@@ -274,4 +274,55 @@ func TestClientPullStreamEnded(t *testing.T) {
 	if n := endRequests(); n != 2 {
 		t.Fatalf("END_PULL_STREAM sent %d times, want 2", n)
 	}
+
+	// A client whose heartbeat the broker answered "streams" ends a pull parked before any
+	// answer on its connection.
+	c2 := dial(t, tb.addr, nil)
+	if _, err := c2.Route(ctx, "T"); err != nil {
+		t.Fatal(err)
+	}
+	hb := mq.Heartbeat{ClientID: "c2", Consumers: []mq.ConsumerData{{Group: "g", Subscriptions: []mq.Subscription{{Topic: "T", Expression: "*"}}}}}
+	if err := c2.Heartbeat(ctx, hb); err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel = context.WithCancel(ctx)
+	req.Offset = 0
+	stream = streamCalls(t, c2, cctx, req)
+	time.Sleep(50 * time.Millisecond)
+	cancel()
+	if p := next(t, stream, 5*time.Second); !errors.Is(p.err, context.Canceled) {
+		t.Fatalf("pull whose ctx ended = %+v, %v; want %v", p.res, p.err, context.Canceled)
+	}
+	if d := ended(3); d > 2*time.Second {
+		t.Fatalf("parked pull ended after %v", d)
+	}
+}
+
+// TestClientPullStreamEndedOff: a server with NoStreamPulls does not say in its heartbeat
+// replies that it streams, and its clients send it no END_PULL_STREAM.
+func TestClientPullStreamEndedOff(t *testing.T) {
+	tb := startBrokerWith(t, "", "", brokerOptions(), server.Options{NoStreamPulls: true})
+	tb.createTopic("T", 1)
+	c := dial(t, tb.addr, nil)
+	ctx := ctxT(t, 30*time.Second)
+	q := mq.MessageQueue{Topic: "T", BrokerName: "edgemq"}
+	if _, err := c.Route(ctx, "T"); err != nil {
+		t.Fatal(err)
+	}
+	hb := mq.Heartbeat{ClientID: "c1", Consumers: []mq.ConsumerData{{Group: "g", Subscriptions: []mq.Subscription{{Topic: "T", Expression: "*"}}}}}
+	if err := c.Heartbeat(ctx, hb); err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	stream := streamCalls(t, c, cctx, mq.PullRequest{Group: "g", Queue: q, Filter: "*", Suspend: true,
+		MaxWait: 20 * time.Second, PushMsgs: 100})
+	time.Sleep(50 * time.Millisecond)
+	cancel()
+	if p := next(t, stream, 5*time.Second); !errors.Is(p.err, context.Canceled) {
+		t.Fatalf("pull whose ctx ended = %+v, %v; want %v", p.res, p.err, context.Canceled)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if n := tb.srv.Stats().Requests[remoting.EndPullStream]; n != 0 {
+		t.Fatalf("END_PULL_STREAM sent %d times to a server that does not stream", n)
+	}
 }

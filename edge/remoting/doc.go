@@ -115,9 +115,10 @@
 // broker with END_PULL_STREAM (code 32321, oneway, EndPullStreamHeader: the pull's
 // opaque), so that the broker neither holds it nor sends answers nobody reads; the broker
 // answers the pull PULL_NOT_FOUND at once (Stats.StreamsEnded in package server counts
-// them). The client sends it only on a connection whose broker has answered a pull with
-// edgemqMore, never to Apache RocketMQ, which does not know the code; a pull parked on a
-// connection before any answered so is left to its hold.
+// them). An EdgeMQ broker that streams says so in its reply to HEARTBEAT (edgemqStreams=1,
+// which RocketMQ's clients ignore); the client sends END_PULL_STREAM only on a connection
+// whose broker said so or has answered a pull with edgemqMore, never to Apache RocketMQ,
+// which does not know the code. (A consumer heartbeats before it pulls.)
 //
 // # Latency and the collector
 //

@@ -342,6 +342,11 @@ const EndPullStream int16 = 32321
 // extStream is END_PULL_STREAM's header field: the opaque of the pull it ends.
 const extStream = "edgemqStream"
 
+// ExtStreams is the field of an EdgeMQ broker's reply to HEARTBEAT ("1") that says it
+// streams pulls: the client may end a streamed pull there (EndPullStream) from the
+// connection's first pull on, before any was answered with More.
+const ExtStreams = "edgemqStreams"
+
 // EndPullStreamHeader is the request header of EndPullStream.
 type EndPullStreamHeader struct {
 	Opaque int32 // the streamed pull's

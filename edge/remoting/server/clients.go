@@ -34,7 +34,11 @@ func (s *Server) heartbeat(c *conn, req *remoting.Command) *remoting.Command {
 		return errReply(req, err)
 	}
 	c.addClient(hb.ClientID, req)
-	return req.Reply(remoting.Success, "")
+	resp := req.Reply(remoting.Success, "")
+	if !s.opts.NoStreamPulls {
+		resp.Ext = map[string]string{remoting.ExtStreams: "1"} // END_PULL_STREAM is welcome
+	}
+	return resp
 }
 
 // unregister answers UNREGISTER_CLIENT: the client leaves the named groups, or all its
