@@ -40,6 +40,44 @@ func quiet(t *testing.T, ch <-chan pulled, d time.Duration, after string) {
 	}
 }
 
+// streamClient dials tb and readies the client for pulls of topic T's queue 0 (its route
+// known, the broker's connection open), which it returns with a ctx of d.
+func streamClient(t *testing.T, tb *testBroker, d time.Duration) (*remoting.Client, context.Context, mq.MessageQueue) {
+	t.Helper()
+	c := dial(t, tb.addr, nil)
+	ctx := ctxT(t, d)
+	q := mq.MessageQueue{Topic: "T", BrokerName: "edgemq"}
+	if _, err := c.Route(ctx, "T"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.MaxOffset(ctx, q); err != nil {
+		t.Fatal(err)
+	}
+	return c, ctx, q
+}
+
+// heartbeatT sends c's heartbeat as client id, a consumer of group g on topic T.
+func heartbeatT(t *testing.T, c *remoting.Client, ctx context.Context, id string) {
+	t.Helper()
+	hb := mq.Heartbeat{ClientID: id, Consumers: []mq.ConsumerData{{Group: "g", Subscriptions: []mq.Subscription{{Topic: "T", Expression: "*"}}}}}
+	if err := c.Heartbeat(ctx, hb); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// dropParked sends req with PullAsync, lets it park for 50 ms, then ends its ctx, and
+// checks that the callback got ctx's error.
+func dropParked(t *testing.T, c *remoting.Client, ctx context.Context, req mq.PullRequest) {
+	t.Helper()
+	cctx, cancel := context.WithCancel(ctx)
+	stream := streamCalls(t, c, cctx, req)
+	time.Sleep(50 * time.Millisecond)
+	cancel()
+	if p := next(t, stream, 5*time.Second); !errors.Is(p.err, context.Canceled) {
+		t.Fatalf("pull whose ctx ended = %+v, %v; want %v", p.res, p.err, context.Canceled)
+	}
+}
+
 // TestClientPullStream: a suspended PullAsync with PushMsgs streams against edgemq serve:
 // its callback gets each arrival's messages, with More, without another pull, from where
 // the last answer ended; the answer that spends the budget of messages (or of body bytes),
@@ -153,15 +191,7 @@ func TestClientPullStream(t *testing.T) {
 func TestClientPullStreamOff(t *testing.T) {
 	tb := startBrokerWith(t, "", "", brokerOptions(), server.Options{NoStreamPulls: true})
 	tb.createTopic("T", 1)
-	c := dial(t, tb.addr, nil)
-	ctx := ctxT(t, 30*time.Second)
-	q := mq.MessageQueue{Topic: "T", BrokerName: "edgemq"}
-	if _, err := c.Route(ctx, "T"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.MaxOffset(ctx, q); err != nil {
-		t.Fatal(err)
-	}
+	c, ctx, q := streamClient(t, tb, 30*time.Second)
 	stream := streamCalls(t, c, ctx, mq.PullRequest{Group: "g", Queue: q, Filter: "*", Suspend: true,
 		MaxWait: 5 * time.Second, PushMsgs: 100})
 	time.Sleep(20 * time.Millisecond)
@@ -185,15 +215,7 @@ func TestClientPullStreamOff(t *testing.T) {
 func TestClientPullStreamEnded(t *testing.T) {
 	tb := startBroker(t, "", "")
 	tb.createTopic("T", 2)
-	c := dial(t, tb.addr, nil)
-	ctx := ctxT(t, 60*time.Second)
-	q := mq.MessageQueue{Topic: "T", BrokerName: "edgemq"}
-	if _, err := c.Route(ctx, "T"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.MaxOffset(ctx, q); err != nil {
-		t.Fatal(err)
-	}
+	c, ctx, q := streamClient(t, tb, 60*time.Second)
 	send := func() {
 		t.Helper()
 		if _, err := tb.b.Send(ctx, &mq.Message{Topic: "T", Body: []byte("x")}, mq.QueueIndex(0)); err != nil {
@@ -216,23 +238,17 @@ func TestClientPullStreamEnded(t *testing.T) {
 	endRequests := func() int64 { return tb.srv.Stats().Requests[remoting.EndPullStream] }
 	req := mq.PullRequest{Group: "g", Queue: q, Filter: "*", Suspend: true, MaxWait: 20 * time.Second, PushMsgs: 100}
 
-	// A pull parked before any stream on this connection: its ctx's end sends nothing, so
-	// the broker holds it on (it does not know yet that the broker streams).
-	cctx, cancel := context.WithCancel(ctx)
-	stream := streamCalls(t, c, cctx, req)
-	time.Sleep(50 * time.Millisecond)
-	cancel()
-	if p := next(t, stream, 5*time.Second); !errors.Is(p.err, context.Canceled) {
-		t.Fatalf("pull whose ctx ended = %+v, %v; want %v", p.res, p.err, context.Canceled)
-	}
+	// A pull parked before any stream or heartbeat on this connection: its ctx's end sends
+	// nothing, so the broker holds it on (the client does not know that the broker streams).
+	dropParked(t, c, ctx, req)
 	time.Sleep(100 * time.Millisecond)
 	if n := endRequests(); n != 0 {
 		t.Fatalf("END_PULL_STREAM sent %d times before the broker streamed a pull", n)
 	}
 
 	// A stream answered once, then dropped: ended at the broker at once.
-	cctx, cancel = context.WithCancel(ctx)
-	stream = streamCalls(t, c, cctx, req)
+	cctx, cancel := context.WithCancel(ctx)
+	stream := streamCalls(t, c, cctx, req)
 	time.Sleep(50 * time.Millisecond)
 	send() // answers the first pull too (its answer dropped by the client)
 	p := next(t, stream, 10*time.Second)
@@ -251,14 +267,8 @@ func TestClientPullStreamEnded(t *testing.T) {
 	}
 
 	// Now a pull parked before its first answer is ended too, on the other queue.
-	cctx, cancel = context.WithCancel(ctx)
 	req.Queue.QueueID = 1
-	stream = streamCalls(t, c, cctx, req)
-	time.Sleep(50 * time.Millisecond)
-	cancel()
-	if p := next(t, stream, 5*time.Second); !errors.Is(p.err, context.Canceled) {
-		t.Fatalf("pull whose ctx ended = %+v, %v; want %v", p.res, p.err, context.Canceled)
-	}
+	dropParked(t, c, ctx, req)
 	if d := ended(2); d > 2*time.Second {
 		t.Fatalf("parked pull ended after %v", d)
 	}
@@ -277,22 +287,10 @@ func TestClientPullStreamEnded(t *testing.T) {
 
 	// A client whose heartbeat the broker answered "streams" ends a pull parked before any
 	// answer on its connection.
-	c2 := dial(t, tb.addr, nil)
-	if _, err := c2.Route(ctx, "T"); err != nil {
-		t.Fatal(err)
-	}
-	hb := mq.Heartbeat{ClientID: "c2", Consumers: []mq.ConsumerData{{Group: "g", Subscriptions: []mq.Subscription{{Topic: "T", Expression: "*"}}}}}
-	if err := c2.Heartbeat(ctx, hb); err != nil {
-		t.Fatal(err)
-	}
-	cctx, cancel = context.WithCancel(ctx)
+	c2, _, _ := streamClient(t, tb, 60*time.Second)
+	heartbeatT(t, c2, ctx, "c2")
 	req.Offset = 0
-	stream = streamCalls(t, c2, cctx, req)
-	time.Sleep(50 * time.Millisecond)
-	cancel()
-	if p := next(t, stream, 5*time.Second); !errors.Is(p.err, context.Canceled) {
-		t.Fatalf("pull whose ctx ended = %+v, %v; want %v", p.res, p.err, context.Canceled)
-	}
+	dropParked(t, c2, ctx, req)
 	if d := ended(3); d > 2*time.Second {
 		t.Fatalf("parked pull ended after %v", d)
 	}
@@ -303,24 +301,9 @@ func TestClientPullStreamEnded(t *testing.T) {
 func TestClientPullStreamEndedOff(t *testing.T) {
 	tb := startBrokerWith(t, "", "", brokerOptions(), server.Options{NoStreamPulls: true})
 	tb.createTopic("T", 1)
-	c := dial(t, tb.addr, nil)
-	ctx := ctxT(t, 30*time.Second)
-	q := mq.MessageQueue{Topic: "T", BrokerName: "edgemq"}
-	if _, err := c.Route(ctx, "T"); err != nil {
-		t.Fatal(err)
-	}
-	hb := mq.Heartbeat{ClientID: "c1", Consumers: []mq.ConsumerData{{Group: "g", Subscriptions: []mq.Subscription{{Topic: "T", Expression: "*"}}}}}
-	if err := c.Heartbeat(ctx, hb); err != nil {
-		t.Fatal(err)
-	}
-	cctx, cancel := context.WithCancel(ctx)
-	stream := streamCalls(t, c, cctx, mq.PullRequest{Group: "g", Queue: q, Filter: "*", Suspend: true,
-		MaxWait: 20 * time.Second, PushMsgs: 100})
-	time.Sleep(50 * time.Millisecond)
-	cancel()
-	if p := next(t, stream, 5*time.Second); !errors.Is(p.err, context.Canceled) {
-		t.Fatalf("pull whose ctx ended = %+v, %v; want %v", p.res, p.err, context.Canceled)
-	}
+	c, ctx, q := streamClient(t, tb, 30*time.Second)
+	heartbeatT(t, c, ctx, "c1")
+	dropParked(t, c, ctx, mq.PullRequest{Group: "g", Queue: q, Filter: "*", Suspend: true, MaxWait: 20 * time.Second, PushMsgs: 100})
 	time.Sleep(100 * time.Millisecond)
 	if n := tb.srv.Stats().Requests[remoting.EndPullStream]; n != 0 {
 		t.Fatalf("END_PULL_STREAM sent %d times to a server that does not stream", n)
