@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,6 +26,57 @@ type waiter struct {
 	ch     chan struct{}
 	idx    int         // position in h.m[key], -1 once removed
 	timer  *time.Timer // the pull's timeout, kept with a reused waiter (holdService.get)
+	// fn, for a pull parked by PullViewsOrPark (holdService.getAsync), is called instead of
+	// a send on ch by whoever takes the waiter out (fire), once. Its timeout is atimer,
+	// made once with the waiter; stopCtx ends its ctx's AfterFunc.
+	fn      func()
+	atimer  *time.Timer
+	ctx     context.Context // park refuses the waiter once it ended (parkCancelled)
+	stopCtx func() bool
+	h       *holdService
+}
+
+// getAsync returns a waiter for PullViewsOrPark, its timer stopped: a reused one, or a new
+// one, whose timer takes it out of its hold queue and fires it.
+func (h *holdService) getAsync(key holdKey, offset int64, filter store.Filter, fn func()) *waiter {
+	w, ok := h.afree.Get().(*waiter)
+	if !ok {
+		w = &waiter{idx: -1, h: h}
+		w.atimer = time.AfterFunc(time.Hour, w.timedOut)
+		w.atimer.Stop()
+	}
+	w.key, w.offset, w.filter, w.fn = key, offset, filter, fn
+	return w
+}
+
+// timedOut is an async waiter's timer function, and its ctx's AfterFunc.
+func (w *waiter) timedOut() {
+	if w.h.remove(w) {
+		w.fire()
+	}
+}
+
+// fire ends an async waiter that was taken out of its hold queue: its timer and ctx watch
+// stop, it is kept for reuse unless one of them already started (it then finds nothing to
+// take out, as the waiter is not in a hold queue, and the waiter is left to the collector),
+// and its pull is handed on (fn).
+func (w *waiter) fire() {
+	fn := w.fn
+	w.release()
+	fn()
+}
+
+// release stops an async waiter that is out of its hold queue (or was never put in one)
+// and keeps it for getAsync if nothing of its can still run.
+func (w *waiter) release() {
+	reusable := w.atimer.Stop()
+	if w.stopCtx != nil && !w.stopCtx() {
+		reusable = false
+	}
+	w.ctx, w.stopCtx, w.fn, w.filter, w.key = nil, nil, nil, nil, holdKey{}
+	if reusable {
+		w.h.afree.Put(w)
+	}
 }
 
 func newWaiter(key holdKey, offset int64, filter store.Filter) *waiter {
@@ -52,6 +104,8 @@ type holdService struct {
 	// parked pulls: a pull parks without allocating. Per broker, so that a waiter never
 	// leaves the (test) bubble its broker lives in.
 	free sync.Pool
+	// afree keeps the waiters of PullViewsOrPark (getAsync), with their timers.
+	afree sync.Pool
 	// parkHook, set only by a test before any pull, runs in park between counting the
 	// waiter and reading the queue's end, where an arrival must not slip through: the one
 	// place TestHoldParkRacesArrival needs to stop a pull, which no scheduler of
@@ -93,9 +147,10 @@ func newHoldService(b *Broker) *holdService {
 type parkResult int
 
 const (
-	parked      parkResult = iota // w waits in its hold queue
-	parkMoved                     // the queue grew past w.offset already: read again now
-	parkRefused                   // the broker is closing
+	parked        parkResult = iota // w waits in its hold queue
+	parkMoved                       // the queue grew past w.offset already: read again now
+	parkRefused                     // the broker is closing
+	parkCancelled                   // w's ctx ended (PullViewsOrPark's waiters)
 )
 
 // park puts w in its hold queue unless the queue already holds a message at or after
@@ -107,6 +162,11 @@ func (h *holdService) park(w *waiter) parkResult {
 	defer h.mu.Unlock()
 	if h.closed {
 		return parkRefused
+	}
+	// An async waiter's ctx that ended before it was parked: its AfterFunc found nothing
+	// to take out.
+	if w.ctx != nil && w.ctx.Err() != nil {
+		return parkCancelled
 	}
 	h.n.Add(1)
 	if h.parkHook != nil {
@@ -163,6 +223,10 @@ func (h *holdService) wakeLocked(key holdKey, ws []*waiter, wake func(*waiter) b
 			continue
 		}
 		w.idx = -1
+		if w.fn != nil {
+			w.fire()
+			continue
+		}
 		select {
 		case w.ch <- struct{}{}:
 		default:

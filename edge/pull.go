@@ -51,6 +51,55 @@ func (b *Broker) PullViews(ctx context.Context, req mq.PullRequest, visit func(v
 	return b.pull(ctx, req, visit)
 }
 
+// PullViewsOrPark is PullViews for a caller that must not block while a pull waits (a
+// network server with many pulls parked): a suspended pull that finds nothing to read is
+// parked and PullViewsOrPark returns at once with parked true and an empty result. wake is
+// then called exactly once, when the pull is to be read again: a message it wants arrived
+// (or the periodic sweep saw its queue grow), its wait ran out, ctx ended, or the broker
+// closed. It runs on the goroutine of that event (the store's dispatch, a timer's, ctx's
+// AfterFunc, the hold sweep) and must not block nor call into the broker: it hands the pull
+// to a goroutine that reads it again with PullViews and Suspend false (a pull is suspended
+// once, as with Pull). Otherwise, unparked, it returns what PullViews would, without
+// calling wake. A parked pull costs no goroutine.
+func (b *Broker) PullViewsOrPark(ctx context.Context, req mq.PullRequest, visit func(v *store.View), wake func()) (res mq.PullResult, parked bool, err error) {
+	if visit == nil || wake == nil {
+		return mq.PullResult{}, false, fmt.Errorf("%w: PullViewsOrPark without a visit or wake function", mq.ErrInvalidArgument)
+	}
+	if err := b.checkCtx(ctx); err != nil {
+		return mq.PullResult{}, false, err
+	}
+	maxMsgs, filter, err := b.checkPull(&req)
+	if err != nil {
+		return mq.PullResult{}, false, err
+	}
+	if req.CommitOffset > 0 {
+		b.offsets.set(offsetKey{req.Group, req.Queue.Topic, req.Queue.QueueID}, req.CommitOffset)
+	}
+	res, wait, err := b.pullOnce(&req, maxMsgs, filter, visit)
+	if err != nil || wait < 0 || !req.Suspend {
+		return res, false, err
+	}
+	// Whoever takes w out of its hold queue fires it: an arrival, the sweep or Close
+	// (wakeLocked), or its timer or ctx's end (timedOut; remove reports who did).
+	w := b.hold.getAsync(holdKey{req.Queue.Topic, req.Queue.QueueID}, wait, filter, wake)
+	w.atimer.Reset(b.suspendTimeout(req.MaxWait))
+	w.ctx, w.stopCtx = ctx, context.AfterFunc(ctx, w.timedOut)
+	switch b.hold.park(w) {
+	case parkMoved:
+		w.release()
+		req.Offset = wait
+		res, _, err = b.pullOnce(&req, maxMsgs, filter, visit)
+		return res, false, err
+	case parkRefused:
+		w.release()
+		return mq.PullResult{}, false, ErrClosed
+	case parkCancelled:
+		w.release()
+		return mq.PullResult{}, false, ctx.Err()
+	}
+	return mq.PullResult{}, true, nil // w may be fired and reused at once: not touched again
+}
+
 // pull is Pull, or PullViews with visit set.
 func (b *Broker) pull(ctx context.Context, req mq.PullRequest, visit func(v *store.View)) (mq.PullResult, error) {
 	if err := b.checkCtx(ctx); err != nil {

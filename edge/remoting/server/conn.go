@@ -39,8 +39,9 @@ const keepQueue = 64
 
 // conn is one client connection. Its reader (serve) owns it: it reads frames, hands sends
 // to the broker in arrival order (their replies come when the store acknowledges them),
-// answers pulls that need not wait for messages itself, parks the others in the server's
-// pull workers and starts a goroutine per other request; when reading ends (the client closed, an error, idle, or the server stopping)
+// answers pulls that need not wait for messages itself, hands the others to the server's
+// pull workers (which park them in the broker, no goroutine held while they wait) and
+// starts a goroutine per other request; when reading ends (the client closed, an error, idle, or the server stopping)
 // it waits for them and for the writer, closes the socket and unregisters the clients
 // that heartbeat on it.
 type conn struct {
@@ -194,8 +195,8 @@ func (c *conn) readLoop() error {
 	// it closed are in hand before the replies to the first ones reach it, so its reset
 	// (data to a closed socket) cannot drop them from the receive buffer. The reader
 	// never waits for messages or on the writer but for room to answer SYSTEM_BUSY: a
-	// pull that finds messages it answers itself, one that must wait parks in a pull
-	// worker (parkPull). The answers queued while it goes through what it read it writes
+	// pull that finds messages it answers itself, one that must wait goes to a pull
+	// worker (parkPull), which parks it in the broker. The answers queued while it goes through what it read it writes
 	// itself before it reads again (held). An idle connection holds no read buffer
 	// (connReader).
 	cr := newConnReader(c.nc)
@@ -259,10 +260,11 @@ func (c *conn) readLoop() error {
 		if isPull(cmd.Code) {
 			// A pull that finds messages (or an error) is answered here, without a
 			// goroutine: a consumer pulls each queue again only once answered, so the
-			// hand-offs are its round trip. One that must wait parks in a pull worker.
+			// hand-offs are its round trip. One that must wait goes to a pull worker, which
+			// parks it in the broker.
 			var st pullStream
 			if !c.pullNow(cmd, size, &st) {
-				c.s.parkPull(pullJob{c: c, req: cmd, size: size, st: st})
+				c.s.parkPull(newPullJob(c, cmd, size, st))
 			}
 			continue
 		}
@@ -278,7 +280,7 @@ func (c *conn) pullNow(req *remoting.Command, size int64, st *pullStream) bool {
 		if resp := c.s.authorize(c, req); resp != nil {
 			return resp, false
 		}
-		resp, body, wait = c.s.pullAt(c, req, pullTry, st)
+		resp, body, wait = c.s.pullAt(c, req, pullTry, st, nil)
 		return resp, wait
 	})
 	if wait {
@@ -377,28 +379,39 @@ func (c *conn) kickWriter() {
 	}
 }
 
-// handlePull answers a pull of size bytes that pullNow found waiting, or answered as
-// the first of a stream (st): a stream's pull is answered again as messages come, until
-// its last answer. The pull worker writes the answer itself when nothing is queued and
-// nobody writes: a message's way from its send to a consumer parked on its queue then has
-// no hand-off to the writer.
-func (c *conn) handlePull(req *remoting.Command, size int64, st *pullStream) {
-	defer c.handlers.Done()
-	defer c.s.reqBytes.Add(-size)
-	defer c.unwatchStream(req, st)
+// handlePull carries on the pull j that pullNow found waiting, or answered as the first of
+// a stream (j.st), or that the broker woke: it parks it in the broker to wait for messages
+// (PullViewsOrPark), no goroutine held, or reads it again once woken, and answers it; a
+// stream's pull is parked again after each answer but its last. The pull worker writes an
+// answer itself when nothing is queued and nobody writes: a message's way from its send to
+// a consumer parked on its queue then has no hand-off to the writer. Once j is parked,
+// nothing here touches it: its wake may run it on another worker at once.
+func (c *conn) handlePull(j *pullJob) {
+	req := j.req
 	for {
+		mode := pullPark
+		if j.woken {
+			mode, j.woken = pullAfterWake, false
+		}
 		var body *[]byte
+		var parked bool
 		resp, _ := c.s.guard(c, req, func() (resp *remoting.Command, wait bool) {
-			resp, body, wait = c.s.pullAt(c, req, pullAfterTry, st)
-			return resp, wait
+			resp, body, parked = c.s.pullAt(c, req, mode, &j.st, j.wake)
+			return resp, false
 		})
-		if st.more {
+		if parked {
+			return
+		}
+		if j.st.more {
 			c.answerPart(req, resp, body)
 			continue
 		}
 		if !c.answerNow(req, resp, body, true) {
 			c.answer(req, resp, body)
 		}
+		c.unwatchStream(req, &j.st)
+		c.s.reqBytes.Add(-j.size)
+		c.handlers.Done()
 		return
 	}
 }

@@ -26,7 +26,8 @@
 //     transaction's half message (sysFlag 4) is held until END_TRANSACTION (37) commits
 //     or rolls it back;
 //   - consumers: PULL_MESSAGE (11) and LITE_PULL_MESSAGE (361), long polling up to the
-//     request's suspend time; HEART_BEAT (34), UNREGISTER_CLIENT (35),
+//     request's suspend time (a parked pull waits in the broker's hold, holding no
+//     goroutine); EdgeMQ's END_PULL_STREAM (32321); HEART_BEAT (34), UNREGISTER_CLIENT (35),
 //     GET_CONSUMER_LIST_BY_GROUP (38), QUERY_CONSUMER_OFFSET (14), UPDATE_CONSUMER_OFFSET
 //     (15), LOCK_BATCH_MQ (41), UNLOCK_BATCH_MQ (42), CONSUMER_SEND_MSG_BACK (36),
 //     GET_MAX_OFFSET (30), GET_MIN_OFFSET (31), SEARCH_OFFSET_BY_TIMESTAMP (29);

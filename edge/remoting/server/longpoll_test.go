@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"runtime"
 	"strconv"
 	"testing"
 	"testing/synctest"
@@ -88,48 +89,66 @@ func TestParkedPullsReuseWorkers(t *testing.T) {
 	})
 }
 
-// TestBurstPullWorkersEnd: after a burst parked 8 pulls at once (8 workers), one pull
-// parked every 2 s goes to the worker that went idle last, and the other 7 end after
-// pullWorkerIdle. Handed to the longest idle, each of the 8 would get one every 16 s and
-// none would ever end.
-func TestBurstPullWorkersEnd(t *testing.T) {
+// TestParkedPullsHoldNoGoroutine: pulls parked in the broker (PullViewsOrPark) hold no
+// pull worker: 200 pulls parked at once, on 200 topics, are carried by a few workers, which
+// are idle while the pulls wait; each is answered when its message arrives.
+func TestParkedPullsHoldNoGoroutine(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := openBrokerT(t, nil)
-		s := pipeServer(t, b, Options{})
+		s := pipeServer(t, b, Options{MaxInFlight: 1000})
 		c, p := pipeClient(t, s), pipeClient(t, s)
-		const burst = 8
+		const n = 200
 		topic := func(i int) string { return "T" + strconv.Itoa(i) }
-		var parked []chan *remoting.Command
-		for i := range burst {
+		for i := range n {
 			p.mustCall(remoting.Success, remoting.SendMessageV2, sendExt(topic(i), 0, ""), []byte("m"))
+		}
+		synctest.Wait()
+		before := runtime.NumGoroutine()
+		var parked []chan *remoting.Command
+		for i := range n {
 			parked = append(parked, c.write(remoting.NewRequest(remoting.PullMessage, pullHeader("g", topic(i), 0, 1, pullSuspend|pullSubscription, 20000, "*"), nil)))
 		}
 		synctest.Wait() // all parked
-		for i := range burst {
+		if grew := runtime.NumGoroutine() - before; grew > 10 {
+			t.Fatalf("%d pulls parked: %d more goroutines", n, grew)
+		}
+		if live := s.stats.pullWorkersGo.Load() - s.stats.pullWorkersEnd.Load(); live > 10 {
+			t.Fatalf("%d pulls parked: %d pull workers", n, live)
+		}
+		for i := range n {
 			p.mustCall(remoting.Success, remoting.SendMessageV2, sendExt(topic(i), 0, ""), []byte("m"))
 			if r := c.wait(parked[i]); r.Code != remoting.Success {
 				t.Fatalf("parked pull %d answered %d", i, r.Code)
 			}
 		}
-		synctest.Wait()
-		if n := s.stats.pullWorkersGo.Load(); n != burst {
-			t.Fatalf("%d parked pulls at once started %d workers", burst, n)
-		}
-		for off := int64(2); off < 22; off++ { // 40 s
-			ch := c.write(remoting.NewRequest(remoting.PullMessage, pullHeader("g", topic(0), 0, off, pullSuspend|pullSubscription, 20000, "*"), nil))
-			synctest.Wait()
-			p.mustCall(remoting.Success, remoting.SendMessageV2, sendExt(topic(0), 0, ""), []byte("m"))
-			if r := c.wait(ch); r.Code != remoting.Success {
-				t.Fatalf("pull at %d answered %d", off, r.Code)
-			}
-			time.Sleep(2 * time.Second)
-		}
-		synctest.Wait()
-		started, ended := s.stats.pullWorkersGo.Load(), s.stats.pullWorkersEnd.Load()
-		if started != burst || started-ended != 1 {
-			t.Fatalf("after 40 s of one pull parked every 2 s: %d workers started, %d left, want %d started and 1 left", started, started-ended, burst)
-		}
 	})
+}
+
+// TestPullPoolLastIdleFirst: the pull pool hands a pull to the worker that went idle last,
+// so that after a burst of pulls woken at once the burst's extra workers stay idle and end
+// after pullWorkerIdle (handed out oldest first, each would get a pull before its idle time
+// ran out at any steady rate); a worker whose idle time ran out leaves, unless taken.
+func TestPullPoolLastIdleFirst(t *testing.T) {
+	var p pullPool
+	a, b, c := &pullWorkerSlot{}, &pullWorkerSlot{}, &pullWorkerSlot{}
+	p.put(a)
+	p.put(b)
+	p.put(c)
+	if w := p.take(); w != c {
+		t.Fatalf("took %p, want the last idle %p", w, c)
+	}
+	if !p.leave(a) {
+		t.Fatal("the longest idle worker could not leave")
+	}
+	if w := p.take(); w != b {
+		t.Fatalf("took %p, want %p", w, b)
+	}
+	if p.leave(b) {
+		t.Fatal("a worker taken could leave")
+	}
+	if w := p.take(); w != nil {
+		t.Fatalf("took %p from an empty pool", w)
+	}
 }
 
 // TestLongPollBoundedBySuspend: a parked pull with nothing arriving is answered

@@ -27,16 +27,17 @@ func isPull(code int16) bool {
 type pullMode int
 
 const (
-	pullWait     pullMode = iota // long poll when nothing is there
-	pullTry                      // never wait: report that the pull would
-	pullAfterTry                 // long poll a pull that pullTry found waiting (its commit is made)
+	pullWait      pullMode = iota // long poll when nothing is there, in this goroutine
+	pullTry                       // never wait: report that the pull would
+	pullPark                      // park a pull that pullTry found waiting in the broker, to be woken (its commit is made)
+	pullAfterWake                 // read a pull the broker woke, without waiting
 )
 
 // pull answers PULL_MESSAGE and LITE_PULL_MESSAGE with the broker's Pull, long polling up
 // to the request's suspend time. A pull parked when the server shuts down is answered
 // PULL_NOT_FOUND at its own offset, so that the client pulls again.
 func (s *Server) pull(c *conn, req *remoting.Command) *remoting.Command {
-	resp, _, _ := s.pullAt(c, req, pullWait, nil) // its body is left to the collector
+	resp, _, _ := s.pullAt(c, req, pullWait, nil, nil) // its body is left to the collector
 	return resp
 }
 
@@ -75,12 +76,15 @@ func (st *pullStream) stream(h *remoting.PullHeader, n, nb, next int64) bool {
 
 // pullAt is pull in mode. With pullTry a pull that would wait for messages is not
 // answered: it returns nil and true (wait), and the request is to be carried on with
-// pullAfterTry. A reply with messages has a body from pullBodies: body, when not nil, holds
+// pullPark, which parks it in the broker (nil and true again) with wake as its wake-up
+// (PullViewsOrPark), unless messages came meanwhile; once woken it is read with
+// pullAfterWake. Nothing of the pull may be touched once it is parked: its wake may run at
+// once. A reply with messages has a body from pullBodies: body, when not nil, holds
 // it, for the writer to put back once the reply is written (putPullBody). st, when not
 // nil, is the pull's stream: a suspended PULL_MESSAGE that asks to stream and is answered
 // with messages sets st.more when it is to be answered again (its reply then says More),
 // and is read from where st says.
-func (s *Server) pullAt(c *conn, req *remoting.Command, mode pullMode, st *pullStream) (_ *remoting.Command, body *[]byte, wait bool) {
+func (s *Server) pullAt(c *conn, req *remoting.Command, mode pullMode, st *pullStream, wake func()) (_ *remoting.Command, body *[]byte, wait bool) {
 	if st != nil {
 		st.more = false
 	}
@@ -107,7 +111,7 @@ func (s *Server) pullAt(c *conn, req *remoting.Command, mode pullMode, st *pullS
 			pr.Filter = "*"
 		}
 	}
-	if h.SysFlag&remoting.PullCommitOffset != 0 && h.CommitOffset > 0 && mode != pullAfterTry {
+	if h.SysFlag&remoting.PullCommitOffset != 0 && h.CommitOffset > 0 && (mode == pullWait || mode == pullTry) {
 		pr.CommitOffset = h.CommitOffset
 	}
 	if pr.Suspend && h.SuspendTimeoutMillis > 0 {
@@ -125,7 +129,7 @@ func (s *Server) pullAt(c *conn, req *remoting.Command, mode pullMode, st *pullS
 		pr.CommitOffset = 0 // made with its first answer
 	}
 	suspend := pr.Suspend
-	if mode == pullTry {
+	if mode == pullTry || mode == pullAfterWake {
 		pr.Suspend = false
 	}
 	ctx := c.pulls
@@ -135,12 +139,22 @@ func (s *Server) pullAt(c *conn, req *remoting.Command, mode pullMode, st *pullS
 			ctx = st.ctx // and by END_PULL_STREAM
 		}
 	}
+	if mode == pullAfterWake && suspend && c.pulls.Err() == nil {
+		// Woken by its context's end rather than by a message or its wait running out.
+		switch {
+		case s.pulls.Err() != nil:
+			return s.pullNotFound(req, pr, "server: shutting down"), nil, false
+		case st != nil && st.ctx != nil && st.ctx.Err() != nil:
+			s.stats.streamsEnded.Add(1)
+			return s.pullNotFound(req, pr, "server: stream ended by the client"), nil, false
+		}
+	}
 	// The reply's records are encoded straight from the store as the broker finds them, into
 	// a pooled buffer: at full speed a pull's reply was most of the bytes the server
 	// allocated.
 	var props []remoting.Property
 	var n, nb int64 // messages and body bytes answered
-	res, err := s.b.PullViews(ctx, pr, func(v *store.View) {
+	visit := func(v *store.View) {
 		n++
 		nb += int64(len(v.Body))
 		if body == nil {
@@ -157,7 +171,16 @@ func (s *Server) pullAt(c *conn, req *remoting.Command, mode pullMode, st *pullS
 			}
 		}
 		*body = s.appendView(*body, v, c.host, &props)
-	})
+	}
+	var res mq.PullResult
+	if mode == pullPark {
+		var parked bool
+		if res, parked, err = s.b.PullViewsOrPark(ctx, pr, visit, wake); parked {
+			return nil, nil, true // j is the broker's until wake
+		}
+	} else {
+		res, err = s.b.PullViews(ctx, pr, visit)
+	}
 	if err != nil {
 		putPullBody(body)
 		if errors.Is(err, context.Canceled) && c.pulls.Err() == nil {

@@ -8,26 +8,44 @@ import (
 	"github.com/edgemq/edgemq/edge/remoting"
 )
 
-// pullWorkerIdle is how long a pull worker waits for another parked pull before it ends.
-// Long polling keeps about one pull parked per consumer and queue, each answered and
-// parked again as messages come: the workers that carry them are reused at any rate of
-// messages, and end when consumers leave.
+// pullWorkerIdle is how long a pull worker waits for another pull before it ends. A pull
+// worker reads and answers a pull that waited (parking it in the broker, then, once woken,
+// reading it again), and holds nothing while the pull waits: the workers are as many as
+// pulls are woken at once, reused at any rate of messages, and end when the rate falls.
 const pullWorkerIdle = 30 * time.Second
 
-// pullJob is a pull that must wait for messages (handlePull's arguments).
+// pullJob is a pull that must wait for messages, or streams: handlePull carries it on.
+// While it waits it is parked in the broker (PullViewsOrPark), not in a goroutine; the
+// broker's wake hands it back to a pull worker.
 type pullJob struct {
-	c    *conn
-	req  *remoting.Command
-	size int64
-	st   pullStream // a streamed pull's state after its first answer
+	c     *conn
+	req   *remoting.Command
+	size  int64
+	st    pullStream // a streamed pull's state after its first answer
+	woken bool       // the broker woke it: read it again without waiting
+	wake  func()     // j.woke, bound once: PullViewsOrPark's wake
 }
 
-// pullPool holds the idle pull workers, the most recently idle last: a parked pull goes to
-// the worker that went idle last, so that a burst's extra workers stay idle and end after
+// newPullJob returns the job of the pull req of size bytes, with its stream state st.
+func newPullJob(c *conn, req *remoting.Command, size int64, st pullStream) *pullJob {
+	j := &pullJob{c: c, req: req, size: size, st: st}
+	j.wake = j.woke
+	return j
+}
+
+// woke hands j, which the broker woke, to a pull worker. It runs on the goroutine of what
+// woke it (the store's dispatch, among others): it never blocks.
+func (j *pullJob) woke() {
+	j.woken = true
+	j.c.s.parkPull(j)
+}
+
+// pullPool holds the idle pull workers, the most recently idle last: a pull goes to the
+// worker that went idle last, so that a burst's extra workers stay idle and end after
 // pullWorkerIdle. Handed out oldest first, every idle worker would get a pull before its
-// idle time ran out at any steady rate above one per pullWorkerIdle each: at 10,000
-// messages a second over 1,000 connections a burst's 11,000 workers stayed, 100 MiB of
-// stacks.
+// idle time ran out at any steady rate above one per pullWorkerIdle each (when a parked
+// pull held its worker, a burst's 11,000 workers stayed at 10,000 messages a second over
+// 1,000 connections, 100 MiB of stacks).
 type pullPool struct {
 	mu   sync.Mutex
 	idle []*pullWorkerSlot
@@ -35,7 +53,7 @@ type pullPool struct {
 
 // pullWorkerSlot is how an idle worker receives its next pull: capacity 1, and a worker is
 // taken off the idle list once, so that handing it a pull never blocks.
-type pullWorkerSlot struct{ jobs chan pullJob }
+type pullWorkerSlot struct{ jobs chan *pullJob }
 
 // take removes and returns the worker that went idle last, or nil.
 func (p *pullPool) take() *pullWorkerSlot {
@@ -72,11 +90,11 @@ func (p *pullPool) leave(w *pullWorkerSlot) bool {
 }
 
 // parkPull runs the pull j in a pull worker: the idle one that went idle last, or a new
-// one. A worker's goroutine, its stack grown by the pull's path, stays for the next parked
-// pull, which then costs no goroutine of its own (creating one and growing its stack was an
-// eighth of the server's CPU at 10,000 messages a second, each message answering a parked
-// pull).
-func (s *Server) parkPull(j pullJob) {
+// one. A worker's goroutine, its stack grown by the pull's path, stays for the next pull
+// woken, which then costs no goroutine of its own (creating one and growing its stack was
+// an eighth of the server's CPU at 10,000 messages a second, each message answering a
+// parked pull). It never blocks.
+func (s *Server) parkPull(j *pullJob) {
 	if w := s.pullPool.take(); w != nil {
 		w.jobs <- j
 		return
@@ -86,17 +104,17 @@ func (s *Server) parkPull(j pullJob) {
 	go s.pullWorker(j)
 }
 
-// pullWorker runs j, then the parked pulls handed to it, until it has waited
-// pullWorkerIdle for one or the server stops parking pulls (Shutdown, Close).
-func (s *Server) pullWorker(j pullJob) {
+// pullWorker runs j, then the pulls handed to it, until it has waited pullWorkerIdle for
+// one or the server stops parking pulls (Shutdown, Close).
+func (s *Server) pullWorker(j *pullJob) {
 	defer s.pullWorkers.Done()
 	defer s.stats.pullWorkersEnd.Add(1)
-	w := &pullWorkerSlot{jobs: make(chan pullJob, 1)}
+	w := &pullWorkerSlot{jobs: make(chan *pullJob, 1)}
 	idle := time.NewTimer(pullWorkerIdle)
 	defer idle.Stop()
 	for {
-		j.c.handlePull(j.req, j.size, &j.st)
-		j = pullJob{} // hold no request while idle
+		j.c.handlePull(j)
+		j = nil // hold no request while idle
 		s.pullPool.put(w)
 		idle.Reset(pullWorkerIdle)
 		select {
