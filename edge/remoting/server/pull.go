@@ -139,14 +139,10 @@ func (s *Server) pullAt(c *conn, req *remoting.Command, mode pullMode, st *pullS
 			ctx = st.ctx // and by END_PULL_STREAM
 		}
 	}
-	if mode == pullAfterWake && suspend && c.pulls.Err() == nil {
-		// Woken by its context's end rather than by a message or its wait running out.
-		switch {
-		case s.pulls.Err() != nil:
-			return s.pullNotFound(req, pr, "server: shutting down"), nil, false
-		case st != nil && st.ctx != nil && st.ctx.Err() != nil:
-			s.stats.streamsEnded.Add(1)
-			return s.pullNotFound(req, pr, "server: stream ended by the client"), nil, false
+	if mode == pullAfterWake && suspend {
+		// Woken by its context's end rather than by a message or its wait running out?
+		if resp := s.pullCut(c, req, pr, st); resp != nil {
+			return resp, nil, false
 		}
 	}
 	// The reply's records are encoded straight from the store as the broker finds them, into
@@ -183,13 +179,9 @@ func (s *Server) pullAt(c *conn, req *remoting.Command, mode pullMode, st *pullS
 	}
 	if err != nil {
 		putPullBody(body)
-		if errors.Is(err, context.Canceled) && c.pulls.Err() == nil {
-			switch {
-			case s.pulls.Err() != nil:
-				return s.pullNotFound(req, pr, "server: shutting down"), nil, false
-			case st != nil && st.ctx != nil && st.ctx.Err() != nil:
-				s.stats.streamsEnded.Add(1)
-				return s.pullNotFound(req, pr, "server: stream ended by the client"), nil, false
+		if errors.Is(err, context.Canceled) {
+			if resp := s.pullCut(c, req, pr, st); resp != nil {
+				return resp, nil, false
 			}
 		}
 		return errReply(req, err), nil, false
@@ -251,6 +243,22 @@ func putPullBody(body *[]byte) {
 	}
 	*body = (*body)[:0]
 	pullBodies.Put(body)
+}
+
+// pullCut answers a parked pull whose wait was cut short, by Shutdown or by END_PULL_STREAM
+// (st's context), PULL_NOT_FOUND; nil when neither cut it, or when the client is gone (its
+// connection's pulls ended: nobody reads the answer).
+func (s *Server) pullCut(c *conn, req *remoting.Command, pr mq.PullRequest, st *pullStream) *remoting.Command {
+	switch {
+	case c.pulls.Err() != nil:
+		return nil
+	case s.pulls.Err() != nil:
+		return s.pullNotFound(req, pr, "server: shutting down")
+	case st != nil && st.ctx != nil && st.ctx.Err() != nil:
+		s.stats.streamsEnded.Add(1)
+		return s.pullNotFound(req, pr, "server: stream ended by the client")
+	}
+	return nil
 }
 
 // pullNotFound answers a pull cut short (by Shutdown, or END_PULL_STREAM) with remark:
