@@ -91,7 +91,8 @@ func TestParkedPullsReuseWorkers(t *testing.T) {
 
 // TestParkedPullsHoldNoGoroutine: pulls parked in the broker (PullViewsOrPark) hold no
 // pull worker: 200 pulls parked at once, on 200 topics, are carried by a few workers, which
-// are idle while the pulls wait; each is answered when its message arrives.
+// are idle while the pulls wait, and no other goroutine is left per pull; each is answered
+// when its message arrives.
 func TestParkedPullsHoldNoGoroutine(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := openBrokerT(t, nil)
@@ -109,11 +110,14 @@ func TestParkedPullsHoldNoGoroutine(t *testing.T) {
 			parked = append(parked, c.write(remoting.NewRequest(remoting.PullMessage, pullHeader("g", topic(i), 0, 1, pullSuspend|pullSubscription, 20000, "*"), nil)))
 		}
 		synctest.Wait() // all parked
-		if grew := runtime.NumGoroutine() - before; grew > 10 {
-			t.Fatalf("%d pulls parked: %d more goroutines", n, grew)
-		}
-		if live := s.stats.pullWorkersGo.Load() - s.stats.pullWorkersEnd.Load(); live > 10 {
-			t.Fatalf("%d pulls parked: %d pull workers", n, live)
+		// The workers that carried the pulls to the broker are idle, holding none of them
+		// (as many as pulls were handed over at once: more on a slow machine, as under
+		// qemu); nothing else grew.
+		s.pullPool.mu.Lock()
+		idle := len(s.pullPool.idle)
+		s.pullPool.mu.Unlock()
+		if grew := runtime.NumGoroutine() - before; grew-idle > 10 || idle >= n/2 {
+			t.Fatalf("%d pulls parked: %d more goroutines, %d of them idle pull workers", n, grew, idle)
 		}
 		for i := range n {
 			p.mustCall(remoting.Success, remoting.SendMessageV2, sendExt(topic(i), 0, ""), []byte("m"))
