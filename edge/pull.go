@@ -65,17 +65,7 @@ func (b *Broker) PullViewsOrPark(ctx context.Context, req mq.PullRequest, visit 
 	if visit == nil || wake == nil {
 		return mq.PullResult{}, false, fmt.Errorf("%w: PullViewsOrPark without a visit or wake function", mq.ErrInvalidArgument)
 	}
-	if err := b.checkCtx(ctx); err != nil {
-		return mq.PullResult{}, false, err
-	}
-	maxMsgs, filter, err := b.checkPull(&req)
-	if err != nil {
-		return mq.PullResult{}, false, err
-	}
-	if req.CommitOffset > 0 {
-		b.offsets.set(offsetKey{req.Group, req.Queue.Topic, req.Queue.QueueID}, req.CommitOffset)
-	}
-	res, wait, err := b.pullOnce(&req, maxMsgs, filter, visit)
+	res, wait, maxMsgs, filter, err := b.pullFirst(ctx, &req, visit)
 	if err != nil || wait < 0 || !req.Suspend {
 		return res, false, err
 	}
@@ -102,19 +92,7 @@ func (b *Broker) PullViewsOrPark(ctx context.Context, req mq.PullRequest, visit 
 
 // pull is Pull, or PullViews with visit set.
 func (b *Broker) pull(ctx context.Context, req mq.PullRequest, visit func(v *store.View)) (mq.PullResult, error) {
-	if err := b.checkCtx(ctx); err != nil {
-		return mq.PullResult{}, err
-	}
-	maxMsgs, filter, err := b.checkPull(&req)
-	if err != nil {
-		return mq.PullResult{}, err
-	}
-	topic, queueID := req.Queue.Topic, req.Queue.QueueID
-	// The first pass only, as RocketMQ's storeOffsetEnable (brokerAllowSuspend && commit flag).
-	if req.CommitOffset > 0 {
-		b.offsets.set(offsetKey{req.Group, topic, queueID}, req.CommitOffset)
-	}
-	res, wait, err := b.pullOnce(&req, maxMsgs, filter, visit)
+	res, wait, maxMsgs, filter, err := b.pullFirst(ctx, &req, visit)
 	if err != nil || wait < 0 || !req.Suspend {
 		return res, err
 	}
@@ -126,6 +104,25 @@ func (b *Broker) pull(ctx context.Context, req mq.PullRequest, visit func(v *sto
 	// Woken or timed out: read again, never suspending twice (brokerAllowSuspend=false).
 	res, _, err = b.pullOnce(&req, maxMsgs, filter, visit)
 	return res, err
+}
+
+// pullFirst is a pull's first pass: it checks req (with ctx), stores its commit offset, and
+// reads once. wait >= 0 is the offset a suspended pull that found nothing waits past (holes,
+// records lost with their entries, are stepped over); maxMsgs and filter are req's, for the
+// read after the wait.
+func (b *Broker) pullFirst(ctx context.Context, req *mq.PullRequest, visit func(v *store.View)) (res mq.PullResult, wait int64, maxMsgs int, filter store.Filter, err error) {
+	if err := b.checkCtx(ctx); err != nil {
+		return mq.PullResult{}, -1, 0, nil, err
+	}
+	if maxMsgs, filter, err = b.checkPull(req); err != nil {
+		return mq.PullResult{}, -1, 0, nil, err
+	}
+	// The first pass only, as RocketMQ's storeOffsetEnable (brokerAllowSuspend && commit flag).
+	if req.CommitOffset > 0 {
+		b.offsets.set(offsetKey{req.Group, req.Queue.Topic, req.Queue.QueueID}, req.CommitOffset)
+	}
+	res, wait, err = b.pullOnce(req, maxMsgs, filter, visit)
+	return res, wait, maxMsgs, filter, err
 }
 
 // checkPull validates req and returns its batch size and filter (nil: everything).

@@ -452,16 +452,14 @@ func (c *conn) unwatchStream(req *remoting.Command, st *pullStream) {
 
 // endStream ends the streamed pull of opaque, if it is parked or streaming: its pull
 // worker answers it PULL_NOT_FOUND at once (pullAt).
-func (c *conn) endStream(opaque int32) bool {
+func (c *conn) endStream(opaque int32) {
 	c.mu.Lock()
 	w := c.streams[opaque]
 	delete(c.streams, opaque)
 	c.mu.Unlock()
-	if w == nil {
-		return false
+	if w != nil {
+		w.cancel()
 	}
-	w.cancel()
-	return true
 }
 
 // handle answers one request of size bytes.

@@ -38,6 +38,12 @@ func FuzzServer(f *testing.F) {
 		frame(remoting.UpdateAndCreateTopic, map[string]string{"topic": "U", "readQueueNums": "1", "writeQueueNums": "1", "perm": "6"}, nil),
 		frame(remoting.GetConsumeStats, map[string]string{"consumerGroup": "g"}, nil),
 		frame(remoting.ViewMessageByID, map[string]string{"offset": "0"}, nil),
+		frame(remoting.PullMessage, func() map[string]string {
+			h := pullHeader("g", "T", 0, 0, pullSuspend|pullSubscription, 5, "*")
+			h["edgemqPushMsgs"] = "10"
+			return h
+		}(), nil),
+		frame(remoting.EndPullStream, remoting.EndPullStreamHeader{Opaque: 1}.Ext(), nil),
 		frame(9999, nil, nil),
 		binFrame,
 		rawFrame(2, 0, 0, nil, nil),
