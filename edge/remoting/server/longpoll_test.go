@@ -111,12 +111,12 @@ func TestParkedPullsHoldNoGoroutine(t *testing.T) {
 		}
 		synctest.Wait() // all parked
 		// The workers that carried the pulls to the broker are idle, holding none of them
-		// (as many as pulls were handed over at once: more on a slow machine, as under
-		// qemu); nothing else grew.
+		// (as many as pulls were handed over at once: more on a slow or busy machine, as
+		// under qemu, up to one a pull); nothing else grew.
 		s.pullPool.mu.Lock()
 		idle := len(s.pullPool.idle)
 		s.pullPool.mu.Unlock()
-		if grew := runtime.NumGoroutine() - before; grew-idle > 10 || idle >= n/2 {
+		if grew := runtime.NumGoroutine() - before; grew-idle > 10 {
 			t.Fatalf("%d pulls parked: %d more goroutines, %d of them idle pull workers", n, grew, idle)
 		}
 		for i := range n {
