@@ -40,7 +40,8 @@ const keepQueue = 64
 // conn is one client connection. Its reader (serve) owns it: it reads frames, hands sends
 // to the broker in arrival order (their replies come when the store acknowledges them),
 // answers pulls that need not wait for messages itself, hands the others to the server's
-// pull workers (which park them in the broker, no goroutine held while they wait) and
+// pull workers (which park them in the broker, no goroutine held while they wait; a parked
+// pull woken while the reader goes through what it read is the reader's: runWoken) and
 // starts a goroutine per other request; when reading ends (the client closed, an error, idle, or the server stopping)
 // it waits for them and for the writer, closes the socket and unregisters the clients
 // that heartbeat on it.
@@ -97,6 +98,14 @@ type conn struct {
 	// (releaseReplies): one write for the answers to requests read together, and none of
 	// the writer's wake-ups for a lone request's.
 	held atomic.Bool
+
+	// While held, a pull of this connection that the broker wakes (most often by a send
+	// the reader just stored) waits in woken for the reader, which answers it before it
+	// writes what it holds (runWoken): the send's reply and the pull's answer go in one
+	// write, and the pull costs no hand-off to a pull worker. Guarded by jmu.
+	jmu     sync.Mutex
+	collect bool       // the reader holds: woken pulls wait for it
+	woken   []*pullJob // pulls woken while collect, for the reader
 
 	mu      sync.Mutex          // guards the fields below
 	clients map[string]struct{} // client ids that heartbeat here
@@ -225,7 +234,12 @@ func (c *conn) readLoop() error {
 		if cmd.IsResponse() {
 			continue // a client's answer to a notification: nothing waits for it
 		}
-		c.held.Store(true)
+		if !c.held.Load() {
+			c.jmu.Lock()
+			c.collect = true
+			c.jmu.Unlock()
+			c.held.Store(true)
+		}
 		c.s.stats.requests.add(cmd.Code)
 		size := int64(len(cmd.Body)) + requestOverhead
 		busy := ""
@@ -648,6 +662,7 @@ func (c *conn) releaseReplies() {
 	if !c.held.Load() {
 		return
 	}
+	c.runWoken()
 	c.held.Store(false)
 	if !c.inlineWrites() {
 		c.kickWriter()
@@ -675,6 +690,32 @@ func (c *conn) releaseReplies() {
 	c.wmu.Unlock()
 	c.kickWriter()
 }
+
+// runWoken ends the reader's collecting of woken pulls and answers those it collected
+// (handlePull): their answers join the ones held, or are written at once when none are.
+func (c *conn) runWoken() {
+	c.jmu.Lock()
+	jobs := c.woken
+	c.woken = nil
+	c.collect = false
+	c.jmu.Unlock()
+	for i, j := range jobs {
+		jobs[i] = nil
+		c.s.stats.pullsByReader.Add(1)
+		c.handlePull(j)
+	}
+	if cap(jobs) <= maxKeptWoken {
+		c.jmu.Lock()
+		if c.woken == nil {
+			c.woken = jobs[:0]
+		}
+		c.jmu.Unlock()
+	}
+}
+
+// maxKeptWoken bounds the room for woken pulls a connection keeps between its reader's
+// bursts.
+const maxKeptWoken = 64
 
 // releaseWrites is how many writes releaseReplies makes at most: answers queued during
 // its write (a parked pull's, woken by a send it read) go in the next, without a wake-up

@@ -13,6 +13,8 @@ import (
 	"github.com/edgemq/edgemq/edge"
 	"github.com/edgemq/edgemq/edge/mq"
 	"github.com/edgemq/edgemq/edge/remoting"
+	"github.com/edgemq/edgemq/store"
+	"github.com/edgemq/edgemq/store/commitlog"
 )
 
 // The long-polling tests run in a synctest bubble over net.Pipe connections (in-memory,
@@ -85,6 +87,45 @@ func TestParkedPullsReuseWorkers(t *testing.T) {
 		// the bubble's end checks that no goroutine is left.
 		if d := time.Since(start); d != 0 {
 			t.Fatalf("Shutdown took %v with an idle pull worker", d)
+		}
+	})
+}
+
+// TestOwnSendAnswersParkedPullInline: a send that wakes a pull parked by its own
+// connection has the pull answered by the connection's reader, before it writes the send's
+// reply, not by a pull worker; a send from another connection wakes it to a pull worker.
+// Async flush: the send wakes the pull as the reader stores it (with sync flush the
+// store's flush does, once the message is on disk).
+func TestOwnSendAnswersParkedPullInline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := openBrokerT(t, &edge.Options{Store: &store.Options{SegmentSize: 4 << 20, MaxMessageSize: testMaxMessage,
+			QueueSegmentEntries: 1024, MetaNoSync: true, Flush: commitlog.FlushAsync}})
+		s := pipeServer(t, b, Options{})
+		c, p := pipeClient(t, s), pipeClient(t, s)
+		pull := func(off int64) chan *remoting.Command {
+			ch := c.write(remoting.NewRequest(remoting.PullMessage, pullHeader("g", "T", 0, off, pullSuspend|pullSubscription, 20000, "*"), nil))
+			synctest.Wait() // parked
+			return ch
+		}
+		ch := pull(0)
+		sent := c.write(remoting.NewRequest(remoting.SendMessageV2, sendExt("T", 0, ""), []byte("own")))
+		if r := c.wait(sent); r.Code != remoting.Success {
+			t.Fatalf("send answered %d", r.Code)
+		}
+		r := c.wait(ch)
+		if recs := decodeRecords(t, r.Body); r.Code != remoting.Success || len(recs) != 1 || recs[0].body != "own" {
+			t.Fatalf("parked pull answered %d with %v", r.Code, recs)
+		}
+		if n := s.stats.pullsByReader.Load(); n != 1 {
+			t.Fatalf("a pull woken by its own connection's send: %d answered by the reader, want 1", n)
+		}
+		ch = pull(1)
+		p.mustCall(remoting.Success, remoting.SendMessageV2, sendExt("T", 0, ""), []byte("other"))
+		if r := c.wait(ch); r.Code != remoting.Success {
+			t.Fatalf("parked pull answered %d", r.Code)
+		}
+		if n := s.stats.pullsByReader.Load(); n != 1 {
+			t.Fatalf("a pull woken by another connection's send: %d answered by a reader, want 1 (the first)", n)
 		}
 	})
 }

@@ -33,11 +33,20 @@ func newPullJob(c *conn, req *remoting.Command, size int64, st pullStream) *pull
 	return j
 }
 
-// woke hands j, which the broker woke, to a pull worker. It runs on the goroutine of what
-// woke it (the store's dispatch, among others): it never blocks.
+// woke hands j, which the broker woke, to its connection's reader if that holds frames it
+// read (it answers j before it writes: runWoken), else to a pull worker. It runs on the
+// goroutine of what woke it (the store's dispatch, among others): it never blocks.
 func (j *pullJob) woke() {
 	j.woken = true
-	j.c.s.parkPull(j)
+	c := j.c
+	c.jmu.Lock()
+	if c.collect {
+		c.woken = append(c.woken, j)
+		c.jmu.Unlock()
+		return
+	}
+	c.jmu.Unlock()
+	c.s.parkPull(j)
 }
 
 // pullPool holds the idle pull workers, the most recently idle last: a pull goes to the

@@ -21,7 +21,9 @@ import (
 // broker itself, in arrival order), its writer, and one goroutine per other request being
 // handled (at most Options.MaxInFlight), except pulls that wait for messages: those park in
 // the server's pull workers, goroutines kept for the next parked pull (at most one per pull
-// parked at once; each ends after 30 s without one). Change notifications
+// parked at once; each ends after 30 s without one); a pull that a send of its own
+// connection wakes is answered by that connection's reader, in the write of the send's
+// reply. Change notifications
 // (NOTIFY_CONSUMER_IDS_CHANGED) are queued by the broker's notifier goroutines, which the
 // broker owns.
 type Server struct {

@@ -29,6 +29,7 @@ type serverStats struct {
 	pullWorkersGo  atomic.Int64 // pull workers started (parkPull)
 	pullWorkersEnd atomic.Int64 // pull workers ended
 	streamsEnded   atomic.Int64 // Stats.StreamsEnded
+	pullsByReader  atomic.Int64 // woken pulls the connection's reader answered (runWoken)
 	requests       codeCounts
 	replies        codeCounts
 }
