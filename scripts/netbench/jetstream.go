@@ -366,9 +366,11 @@ func jetStreamLines(p params) []peerLine {
 		{label: fmt.Sprintf("e2e latency p50 / p99 / p99.9 / max, p99 compared, @ %d msgs/s, async sends (≤ %d in flight) → consumer (EdgeMQ: push consumer; JetStream: Consume(), AckNone)", p.latRate, p.latWindow), unit: unitMicros, edgemq: lat("ours_lat"), jets: lat("nats_lat"), cmp: 1},
 		{label: "↳ achieved send rate / sends > 2 ms behind schedule / failed sends", unit: unitRate, edgemq: []string{"ours_lat_rate", "ours_lat_late", "ours_lat_failed"}, jets: []string{"nats_lat_rate", "nats_lat_late", "nats_lat_failed"}},
 		{label: "↳ broker CPU per message", unit: unitMicrosPerMs, edgemq: []string{"ours_lat_cpu_us"}, jets: []string{"nats_lat_cpu_us"}},
+		{label: "↳ client CPU per message (the benchmark process: producer and consumer)", unit: unitMicrosPerMs, edgemq: []string{"ours_lat_client_cpu_us"}, jets: []string{"nats_lat_client_cpu_us"}},
 		{label: "↳ JetStream with a push consumer (AckNone; the server sends each message as it is stored, no pull requests): p50 / p99 / p99.9 / max", unit: unitMicros, edgemq: lat("ours_lat"), jets: lat("nats_lat_push"), cmp: 1},
 		{label: "↳↳ its achieved send rate / sends > 2 ms behind schedule / failed sends", unit: unitRate, edgemq: []string{"ours_lat_rate", "ours_lat_late", "ours_lat_failed"}, jets: []string{"nats_lat_push_rate", "nats_lat_push_late", "nats_lat_push_failed"}},
 		{label: "↳↳ its broker CPU per message", unit: unitMicrosPerMs, edgemq: []string{"ours_lat_cpu_us"}, jets: []string{"nats_lat_push_cpu_us"}},
+		{label: "↳↳ its client CPU per message", unit: unitMicrosPerMs, edgemq: []string{"ours_lat_client_cpu_us"}, jets: []string{"nats_lat_push_client_cpu_us"}},
 		{label: "broker peak RSS over these send, consume and latency workloads (VmHWM)", unit: unitMiB, edgemq: []string{"rss_ours_peak_mib"}, jets: []string{"rss_nats_peak_mib"}},
 		{label: "↳ idle after start", unit: unitMiB, edgemq: []string{"rss_idle_mib"}, jets: []string{"rss_idle_mib"}},
 	}

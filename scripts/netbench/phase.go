@@ -322,6 +322,7 @@ func latencyRun(ctx context.Context, b *broker, lc latClient, topic string, p pa
 	if ph.broker != nil {
 		brokerCPU, _ = ph.broker.used()
 	}
+	clientCPU, _ := ph.client.since()
 	stopTrace()
 	stopConsumer() // no callback writes lats from here on
 	if f := fails.n.Load(); f > 0 {
@@ -349,5 +350,6 @@ func latencyRun(ctx context.Context, b *broker, lc latClient, topic string, p pa
 	if ph.broker != nil {
 		m[prefix+"_cpu_us"] = perMsg(brokerCPU, int64(len(lats)))
 	}
+	m[prefix+"_client_cpu_us"] = perMsg(clientCPU, int64(len(lats)))
 	return nil
 }

@@ -59,10 +59,12 @@ func tableLines(p params, javaThreads int, heap string, java bool) []line {
 		{label: "↳ achieved send rate / sends > 2 ms behind schedule / failed sends", keys: []string{"lat_rate", "lat_late", "lat_failed"}, unit: unitRate},
 		{label: "↳ sends' start behind schedule p50 / p99", keys: []string{"lat_lag_p50_us", "lat_lag_p99_us"}, unit: unitMicros},
 		{label: "↳ broker CPU per message", keys: []string{"lat_cpu_us"}, unit: unitMicrosPerMs},
+		{label: "↳ client CPU per message (the benchmark process: producer and consumer)", keys: []string{"lat_client_cpu_us"}, unit: unitMicrosPerMs},
 		{label: fmt.Sprintf("e2e latency p50 / p99 / p99.9 / max, p99 compared, @ %d msgs/s, EdgeMQ's producer SendAsync (≤ %d in flight) → its push consumer", p.latRate, p.latWindow), keys: []string{"ours_lat_p50_us", "ours_lat_p99_us", "ours_lat_p999_us", "ours_lat_max_us"}, cmp: "ours_lat_p99_us", unit: unitMicros, target: targetP99, kind: ratioAtMost},
 		{label: "↳ achieved send rate / sends > 2 ms behind schedule / failed sends", keys: []string{"ours_lat_rate", "ours_lat_late", "ours_lat_failed"}, unit: unitRate},
 		{label: "↳ sends' start behind schedule p50 / p99", keys: []string{"ours_lat_lag_p50_us", "ours_lat_lag_p99_us"}, unit: unitMicros},
 		{label: "↳ broker CPU per message", keys: []string{"ours_lat_cpu_us"}, unit: unitMicrosPerMs},
+		{label: "↳ client CPU per message (the benchmark process: producer and consumer)", keys: []string{"ours_lat_client_cpu_us"}, unit: unitMicrosPerMs},
 	}
 	if java {
 		lines = append(lines,
