@@ -98,7 +98,8 @@ func pipelined(ctx context.Context, b *edge.Broker, body []byte, window int) (se
 }
 
 // edgeMQSend calls Broker.Send from j.Producers goroutines, each message on its own, or
-// (j.Pipelined) Broker.SendAsync from one goroutine with up to j.Window sends in flight.
+// (j.Pipelined) Broker.SendAsync from j.Producers goroutines with up to j.Window sends in
+// flight in all.
 func edgeMQSend(ctx context.Context, j job, dir string) (result, error) {
 	var res result
 	b, err := openEdgeMQ(j, dir)

@@ -12,9 +12,9 @@
 //     default) vs JetStream with SyncAlways. One producer sends one at a time (EdgeMQ
 //     Broker.Send in a loop, JetStream js.Publish, which waits for each ack); its concurrent
 //     producers use js.PublishAsync with at most -window acks outstanding. A pipelined run,
-//     async and durable, has one producer with up to -window sends in flight on both sides,
-//     each side's best mode for one sender: EdgeMQ Broker.SendAsync, JetStream
-//     js.PublishAsync. Disk bytes per message are measured after the run, once the broker or
+//     async and durable, has one producer, and then -producers goroutines, with up to
+//     -window sends in flight in all on both sides, each side's best mode for senders that
+//     need not wait: EdgeMQ Broker.SendAsync, JetStream js.PublishAsync. Disk bytes per message are measured after the run, once the broker or
 //     server is shut down.
 //   - pull: msgs/s of batches of 32 over a pre-filled queue: Broker.Pull (Filter "*", MaxMsgs
 //     32, without and with CommitOffset) vs a JetStream pull consumer's Fetch(32) (AckNone,
@@ -79,7 +79,7 @@ type job struct {
 	Durable   bool // send: EdgeMQ sync flush / JetStream SyncAlways
 	Size      int  // body bytes
 	Producers int
-	Pipelined bool          // send, 1 producer: up to Window sends in flight (EdgeMQ SendAsync, JS PublishAsync)
+	Pipelined bool          // send: up to Window sends in flight in all (EdgeMQ SendAsync, JS PublishAsync)
 	Window    int           // JetStream: max outstanding async publishes
 	N         int64         // send: message cap; pull: messages; latency: measured messages
 	Time      time.Duration // send: time cap
@@ -249,11 +249,14 @@ func main() {
 				j.Work, j.Durable, j.Size, j.Producers, j.N, j.Time = workSend, durable, size, p, *sendN, *sendTime
 				rows = append(rows, pair(j))
 			}
-			// One producer with a window of sends in flight: each side's best mode for one
-			// sender (EdgeMQ SendAsync, JetStream PublishAsync), the same window.
-			j := base
-			j.Work, j.Durable, j.Size, j.Producers, j.Pipelined, j.N, j.Time = workSend, durable, size, 1, true, *sendN, *sendTime
-			rows = append(rows, pair(j))
+			// A window of sends in flight, from one producer and from the concurrent ones:
+			// each side's best mode for senders that need not wait (EdgeMQ SendAsync,
+			// JetStream PublishAsync), the same window.
+			for _, p := range []int{1, *producers} {
+				j := base
+				j.Work, j.Durable, j.Size, j.Producers, j.Pipelined, j.N, j.Time = workSend, durable, size, p, true, *sendN, *sendTime
+				rows = append(rows, pair(j))
+			}
 		}
 	}
 	for _, ack := range []bool{false, true} {

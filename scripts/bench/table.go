@@ -33,10 +33,10 @@ func (r row) label() string {
 			p = fmt.Sprintf("%d producers", j.Producers)
 		}
 		if j.Pipelined && j.Durable {
-			return fmt.Sprintf("send %s, 1 producer, ≤ %d in flight: EdgeMQ SendAsync, sync flush vs JS PublishAsync, SyncAlways", sizeName(j.Size), j.Window)
+			return fmt.Sprintf("send %s, %s, ≤ %d in flight: EdgeMQ SendAsync, sync flush vs JS PublishAsync, SyncAlways", sizeName(j.Size), p, j.Window)
 		}
 		if j.Pipelined {
-			return fmt.Sprintf("send %s, 1 producer, ≤ %d in flight: EdgeMQ SendAsync, async flush vs JS PublishAsync, default", sizeName(j.Size), j.Window)
+			return fmt.Sprintf("send %s, %s, ≤ %d in flight: EdgeMQ SendAsync, async flush vs JS PublishAsync, default", sizeName(j.Size), p, j.Window)
 		}
 		if j.Producers == 1 {
 			p = "1 producer, one at a time"
