@@ -50,22 +50,8 @@ func BenchmarkSendAsyncWindow100(b *testing.B) {
 	br := openBroker(b, &Options{Store: &store.Options{Flush: commitlog.FlushAsync, MetaNoSync: true, MaxUsedRatio: -1}})
 	body := make([]byte, 100)
 	ctx := context.Background()
-	type slot struct {
-		m    mq.Message
-		done func(mq.SendResult, error)
-	}
 	const window = 4096
-	free := make(chan *slot, window)
-	for range window {
-		sl := new(slot)
-		sl.done = func(_ mq.SendResult, err error) {
-			if err != nil {
-				b.Error(err)
-			}
-			free <- sl
-		}
-		free <- sl
-	}
+	free := sendWindow(b, window)
 	b.ReportAllocs()
 	b.SetBytes(100)
 	for b.Loop() {
@@ -88,22 +74,8 @@ func BenchmarkSendAsync64Window100(b *testing.B) {
 	br := openBroker(b, &Options{Store: &store.Options{Flush: commitlog.FlushAsync, MetaNoSync: true, MaxUsedRatio: -1}})
 	body := make([]byte, 100)
 	ctx := context.Background()
-	type slot struct {
-		m    mq.Message
-		done func(mq.SendResult, error)
-	}
 	const window = 1024
-	free := make(chan *slot, window)
-	for range window {
-		sl := new(slot)
-		sl.done = func(_ mq.SendResult, err error) {
-			if err != nil {
-				b.Error(err)
-			}
-			free <- sl
-		}
-		free <- sl
-	}
+	free := sendWindow(b, window)
 	b.ReportAllocs()
 	b.SetBytes(100)
 	b.SetParallelism(max(1, 64/runtime.GOMAXPROCS(0)))
@@ -120,4 +92,27 @@ func BenchmarkSendAsync64Window100(b *testing.B) {
 	for range window {
 		<-free
 	}
+}
+
+// windowSlot is a send in flight of a windowed benchmark: its message and done function,
+// reused once done ran.
+type windowSlot struct {
+	m    mq.Message
+	done func(mq.SendResult, error)
+}
+
+// sendWindow returns a window of n free slots: a slot's done function puts it back.
+func sendWindow(b *testing.B, n int) chan *windowSlot {
+	free := make(chan *windowSlot, n)
+	for range n {
+		sl := new(windowSlot)
+		sl.done = func(_ mq.SendResult, err error) {
+			if err != nil {
+				b.Error(err)
+			}
+			free <- sl
+		}
+		free <- sl
+	}
+	return free
 }
