@@ -113,7 +113,8 @@ func main() {
 		javaCTime  = flag.Duration("java-consume-time", 60*time.Second, "java Consumer: how long it runs (its rate is over 10 s windows, printed every second; its JVM warms up for 15-20 s of consuming first)")
 		javaN      = flag.Int("java-consume-n", 8_000_000, "java Consumer: messages pre-filled (they must outlast its JVM's warm-up and then its 10 s window)")
 		javaRounds = flag.Int("java-rounds", 1, "run the Java tools in the first this many rounds of -repeat only (they take two thirds of a round)")
-		workloads  = flag.String("workloads", "go_send,go_consume,lat,ours_send,ours_consume,ours_lat,java_send,java_consume,nats_send,nats_consume,nats_lat,nats_lat_push", "workloads to run, comma separated (nats_* run on jetstream-* only, the others on edgemq-* and rocketmq-* only)")
+		workloads  = flag.String("workloads", "go_send,go_consume,lat,ours_send,ours_consume,ours_lat,floor_lat,java_send,java_consume,nats_send,nats_consume,nats_lat,nats_lat_push", "workloads to run, comma separated (nats_* run on jetstream-* only, floor_lat, the latency workload over a bare TCP echo process placed as the broker, on edgemq-* only, the others on edgemq-* and rocketmq-* only)")
+		echoServe  = flag.String(echoServeFlag, "", "run as the floor_lat workload's echo process on this address (started by netbench itself)")
 		placeF     = flag.String("placements", "unpinned", "placements of the broker and the clients to run, comma separated: unpinned (the kernel places every thread on any CPU), pinned (the broker on -pin-broker, this process with its clients on -pin-clients); with both, each round runs every broker in each, and a table gives each side its better placement")
 		pinCl      = flag.String("pin-clients", "", "pinned placement: this process (the Go clients and the Java tools) runs on these CPUs (taskset list; default the first half), with as many Go processors; the in-process run keeps every CPU")
 		pinBr      = flag.String("pin-broker", "", "pinned placement: each broker (edgemq serve; RocketMQ's name server and broker) runs on these CPUs (taskset list; default the second half)")
@@ -134,6 +135,12 @@ func main() {
 		uplinkN    = flag.Int("uplink-n", 1_000_000, "uplink: messages in the backlog")
 	)
 	flag.Parse()
+	if *echoServe != "" {
+		if err := serveEcho(*echoServe); err != nil {
+			fatalf("echo: %v", err)
+		}
+		return
+	}
 	rlog.SetLogLevel("fatal")
 	traceDir = *traceOut
 	profDir = *profOut
@@ -377,6 +384,9 @@ func runOne(ctx context.Context, k kind, c config, p params, only []string, java
 	phase("ours_send", func() error { return oursSend(ctx, b, p, r.M) })
 	phase("ours_consume", func() error { return oursConsume(ctx, b, p, r.M) })
 	phase("ours_lat", func() error { return oursLatency(ctx, b, p, r.M) })
+	if !k.RocketMQ {
+		phase("floor_lat", func() error { return floorLatency(ctx, c, p, r.M) })
+	}
 	if javaCP != "" {
 		phase("java_send", func() error { return javaSend(ctx, b, javaCP, javaThreads, p.size, javaTime, r.M) })
 		phase("java_consume", func() error {
