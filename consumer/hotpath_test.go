@@ -131,6 +131,13 @@ func TestWorkerPoolRunsEveryTask(t *testing.T) {
 	}
 	sub.Wait()
 	waitFor(t, 30*time.Second, "every task", func() bool { return ran.Load() == 20000 })
+	// The extra workers the full queue started leave once they find it empty: one still
+	// alive would take a task below that the standing workers are meant to block on.
+	waitFor(t, 30*time.Second, "the extra workers gone", func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.n == 2
+	})
 
 	// Block every worker, fill the queue, then see extra workers take tasks and the pool refuse.
 	release := make(chan struct{})
