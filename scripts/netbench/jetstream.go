@@ -371,7 +371,7 @@ func jetStreamLines(p params) []peerLine {
 		{label: "↳↳ its achieved send rate / sends > 2 ms behind schedule / failed sends", unit: unitRate, edgemq: []string{"ours_lat_rate", "ours_lat_late", "ours_lat_failed"}, jets: []string{"nats_lat_push_rate", "nats_lat_push_late", "nats_lat_push_failed"}},
 		{label: "↳↳ its broker CPU per message", unit: unitMicrosPerMs, edgemq: []string{"ours_lat_cpu_us"}, jets: []string{"nats_lat_push_cpu_us"}},
 		{label: "↳↳ its client CPU per message", unit: unitMicrosPerMs, edgemq: []string{"ours_lat_client_cpu_us"}, jets: []string{"nats_lat_push_client_cpu_us"}},
-		{label: floorLabel, unit: unitMicros, edgemq: lat("floor_lat")},
+		{label: floorLabel, unit: unitMicros, edgemq: lat("floor_lat"), cmp: 1},
 		{label: "broker peak RSS over these send, consume and latency workloads (VmHWM)", unit: unitMiB, edgemq: []string{"rss_ours_peak_mib"}, jets: []string{"rss_nats_peak_mib"}},
 		{label: "↳ idle after start", unit: unitMiB, edgemq: []string{"rss_idle_mib"}, jets: []string{"rss_idle_mib"}},
 	}
@@ -395,15 +395,17 @@ func printJetStreamTable(w io.Writer, runs []run, p params, title string) {
 		fmt.Fprintf(w, "| workload | unit | EdgeMQ (its client) | JetStream (nats.go) | EdgeMQ / JetStream |\n|---|---|---:|---:|---:|\n")
 		for _, l := range jetStreamLines(p) {
 			e := cell(by[pair[0]], line{keys: l.edgemq, cmp: l.edgemq[l.cmp]})
-			j := cell(by[pair[1]], line{keys: l.jets, cmp: l.jets[l.cmp]})
+			j, ratio := "", ""
+			if len(l.jets) > 0 { // the floor has no JetStream side
+				j = cell(by[pair[1]], line{keys: l.jets, cmp: l.jets[l.cmp]})
+				em, eok := med(by[pair[0]], l.edgemq[l.cmp])
+				jm, jok := med(by[pair[1]], l.jets[l.cmp])
+				if eok && jok && jm > 0 {
+					ratio = fmt.Sprintf("%.3g", em/jm)
+				}
+			}
 			if e == "" && j == "" {
 				continue
-			}
-			ratio := ""
-			em, eok := med(by[pair[0]], l.edgemq[l.cmp])
-			jm, jok := med(by[pair[1]], l.jets[l.cmp])
-			if eok && jok && jm > 0 {
-				ratio = fmt.Sprintf("%.3g", em/jm)
 			}
 			fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", l.label, l.unit, e, j, ratio)
 		}
