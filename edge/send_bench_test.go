@@ -2,10 +2,10 @@ package edge
 
 import (
 	"context"
-	"github.com/edgemq/edgemq/edge/mq"
 	"runtime"
 	"testing"
 
+	"github.com/edgemq/edgemq/edge/mq"
 	"github.com/edgemq/edgemq/store"
 	"github.com/edgemq/edgemq/store/commitlog"
 )

@@ -14,8 +14,8 @@
 //     producers use js.PublishAsync with at most -window acks outstanding. A pipelined run,
 //     async and durable, has one producer, and then -producers goroutines, with up to
 //     -window sends in flight in all on both sides, each side's best mode for senders that
-//     need not wait: EdgeMQ Broker.SendAsync, JetStream js.PublishAsync. Disk bytes per message are measured after the run, once the broker or
-//     server is shut down.
+//     need not wait: EdgeMQ Broker.SendAsync, JetStream js.PublishAsync. Disk bytes per
+//     message are measured after the run, once the broker or server is shut down.
 //   - pull: msgs/s of batches of 32 over a pre-filled queue: Broker.Pull (Filter "*", MaxMsgs
 //     32, without and with CommitOffset) vs a JetStream pull consumer's Fetch(32) (AckNone,
 //     and AckExplicit with msg.Ack() per message).
