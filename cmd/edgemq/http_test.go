@@ -187,7 +187,8 @@ func TestMetricsScrape(t *testing.T) {
 	}
 	for _, fam := range []string{"process_resident_memory_bytes", "go_goroutines", "edgemq_store_flush_lag_bytes",
 		"edgemq_store_dispatch_lag_bytes", "edgemq_recovery_cut_records_total", "edgemq_store_retention_deleted_segments_total",
-		"edgemq_disk_free_bytes", "edgemq_remoting_connections"} {
+		"edgemq_disk_free_bytes", "edgemq_remoting_connections", "edgemq_remoting_pulls_answered_inline_total",
+		"edgemq_remoting_pull_workers", "edgemq_remoting_pull_streams_ended_total"} {
 		if len(p.samples[fam]) != 1 {
 			t.Errorf("%s: %d samples, want 1", fam, len(p.samples[fam]))
 		}

@@ -43,6 +43,9 @@ func (m *monitor) writeMetrics(ctx context.Context, e *expo) {
 		for _, c := range sortedCodes(st.Replies) {
 			e.sample("edgemq_remoting_replies_total", float64(st.Replies[c]), "code", strconv.Itoa(int(c)))
 		}
+		e.one("edgemq_remoting_pulls_answered_inline_total", "counter", "Parked pulls woken by a send on their own connection and answered with that send's reply, without a pull worker.", float64(st.PullsAnsweredInline))
+		e.one("edgemq_remoting_pull_workers", "gauge", "Pull workers alive now: they answer parked pulls woken by other connections' sends or by their timeouts.", float64(st.PullWorkers))
+		e.one("edgemq_remoting_pull_streams_ended_total", "counter", "Streamed pulls their consumers ended (END_PULL_STREAM) while parked.", float64(st.StreamsEnded))
 	}
 	if u := m.uplink.Load(); u != nil {
 		uplinkMetrics(e, u.Stats())

@@ -71,8 +71,14 @@ func TestParkedPullsReuseWorkers(t *testing.T) {
 		if n := s.stats.pullWorkersGo.Load(); n != 1 {
 			t.Fatalf("20 parked pulls one after another started %d pull workers, want 1", n)
 		}
+		if n := s.Stats().PullWorkers; n != 1 {
+			t.Fatalf("%d pull workers alive, want 1", n)
+		}
 		time.Sleep(pullWorkerIdle)
 		synctest.Wait() // the idle worker ended
+		if n := s.Stats().PullWorkers; n != 0 {
+			t.Fatalf("%d pull workers alive after their idle time, want 0", n)
+		}
 		cycle(20)
 		if n := s.stats.pullWorkersGo.Load(); n != 2 {
 			t.Fatalf("a pull parked after the worker idled out: %d workers started, want 2", n)
@@ -116,7 +122,7 @@ func TestOwnSendAnswersParkedPullInline(t *testing.T) {
 		if recs := decodeRecords(t, r.Body); r.Code != remoting.Success || len(recs) != 1 || recs[0].body != "own" {
 			t.Fatalf("parked pull answered %d with %v", r.Code, recs)
 		}
-		if n := s.stats.pullsByReader.Load(); n != 1 {
+		if n := s.Stats().PullsAnsweredInline; n != 1 {
 			t.Fatalf("a pull woken by its own connection's send: %d answered by the reader, want 1", n)
 		}
 		ch = pull(1)
@@ -124,7 +130,7 @@ func TestOwnSendAnswersParkedPullInline(t *testing.T) {
 		if r := c.wait(ch); r.Code != remoting.Success {
 			t.Fatalf("parked pull answered %d", r.Code)
 		}
-		if n := s.stats.pullsByReader.Load(); n != 1 {
+		if n := s.Stats().PullsAnsweredInline; n != 1 {
 			t.Fatalf("a pull woken by another connection's send: %d answered by a reader, want 1 (the first)", n)
 		}
 	})

@@ -21,6 +21,13 @@ type Stats struct {
 	// StreamsEnded counts the streamed pulls that END_PULL_STREAM ended while they were
 	// parked (answered PULL_NOT_FOUND at once): their consumers had dropped them.
 	StreamsEnded int64
+	// PullsAnsweredInline counts the parked pulls that a send read on their own
+	// connection woke, answered by that connection's reader in the write of the send's
+	// reply, without a pull worker.
+	PullsAnsweredInline int64
+	// PullWorkers is the number of pull workers alive now: the goroutines that answer
+	// parked pulls woken from elsewhere (another connection's send, a timeout).
+	PullWorkers int
 }
 
 // serverStats holds the counters behind Stats; each is safe for concurrent use.
@@ -29,7 +36,7 @@ type serverStats struct {
 	pullWorkersGo  atomic.Int64 // pull workers started (parkPull)
 	pullWorkersEnd atomic.Int64 // pull workers ended
 	streamsEnded   atomic.Int64 // Stats.StreamsEnded
-	pullsByReader  atomic.Int64 // woken pulls the connection's reader answered (runWoken)
+	pullsByReader  atomic.Int64 // Stats.PullsAnsweredInline (runWoken)
 	requests       codeCounts
 	replies        codeCounts
 }
@@ -63,5 +70,6 @@ func (cc *codeCounts) snapshot() map[int16]int64 {
 func (s *Server) Stats() Stats {
 	return Stats{Conns: s.Conns(), ConnsAccepted: s.stats.accepted.Load(),
 		Requests: s.stats.requests.snapshot(), Replies: s.stats.replies.snapshot(),
-		StreamsEnded: s.stats.streamsEnded.Load()}
+		StreamsEnded: s.stats.streamsEnded.Load(), PullsAnsweredInline: s.stats.pullsByReader.Load(),
+		PullWorkers: int(s.stats.pullWorkersGo.Load() - s.stats.pullWorkersEnd.Load())}
 }
