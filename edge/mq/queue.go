@@ -28,8 +28,8 @@ func CompareQueues(a, b MessageQueue) int {
 // QueueSelector chooses the queue of a send among the n write queues of the message's
 // topic: it returns an index in [0, n). The queues are those of the topic's route,
 // writable, sorted by broker name then queue id (TopicRoute.WriteQueues), so with one
-// broker index i is queue id i. It is given a copy of the message: changes to it are not
-// sent. A nil selector means round robin.
+// broker index i is queue id i. It is given a copy of the message, for the call only (it
+// must not keep it): changes to it are not sent. A nil selector means round robin.
 type QueueSelector func(n int, m *Message) int
 
 // QueueIndex selects the write queue at index i (queue id i on a single broker).

@@ -206,7 +206,7 @@ func (c *clientConn) readLoop() {
 					p.finish(cmd, nil)
 				}
 				if async {
-					releaseCommand(cmd)
+					r.release(cmd)
 				}
 				if held && first && br.Buffered() > 0 {
 					held = false

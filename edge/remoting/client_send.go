@@ -83,8 +83,11 @@ func (c *Client) plan(ctx context.Context, m *mq.Message, sel mq.QueueSelector, 
 	if sel == nil {
 		i = int(c.roundRobin(m.Topic).Add(1)-1) % len(qs)
 	} else {
-		cp := *m
-		i = sel(len(qs), &cp)
+		cp := selectorCopies.Get().(*mq.Message)
+		*cp = *m
+		i = sel(len(qs), cp)
+		*cp = mq.Message{}
+		selectorCopies.Put(cp)
 		if i < 0 || i >= len(qs) {
 			return sendPlan{}, fmt.Errorf("%w: selector chose queue %d of %d", mq.ErrInvalidQueue, i, len(qs))
 		}
@@ -93,6 +96,10 @@ func (c *Client) plan(ctx context.Context, m *mq.Message, sel mq.QueueSelector, 
 	q.Topic = m.Topic
 	return sendPlan{queue: q, addr: wt.addrs[i], auto: auto}, nil
 }
+
+// selectorCopies keeps the copies of messages that selectors are given: a selector has a
+// message only during its call (mq.QueueSelector).
+var selectorCopies = sync.Pool{New: func() any { return new(mq.Message) }}
 
 func (c *Client) roundRobin(topic string) *atomic.Uint32 {
 	c.mu.Lock()
@@ -341,8 +348,8 @@ func (a *asyncSend) finished(resp *Command, err error) {
 	var res mq.SendResult
 	if err != nil {
 		err = requestError(a.req.cmd.Code, a.plan.addr, err)
-	} else {
-		res, err = a.cl.sendResult(a.plan, &a.req.cmd, resp, a.uniq)
+	} else if res, err = a.cl.sendResult(a.plan, &a.req.cmd, resp, a.uniq); err == nil && resp.Code == Success {
+		resp.keepNothing() // the result holds no string of the reply
 	}
 	a.user(res, err)
 	if a.refs.release() {

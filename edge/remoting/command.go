@@ -106,7 +106,16 @@ type Command struct {
 	Body   []byte
 	// Serialize is the header encoding the command was read in, or is written in.
 	Serialize SerializeType
+	// frameFree says that its handler keeps nothing of the command (keepNothing); frame is
+	// the first byte of the Reader's buffer its header was read into, when the Reader lent
+	// one (Reader.release).
+	frameFree bool
+	frame     *byte
 }
+
+// keepNothing says that whoever handled c keeps none of its strings or its body: once c
+// is released, the Reader that read it may reuse the buffer they point into.
+func (c *Command) keepNothing() { c.frameFree = true }
 
 // Fields returns c's extension fields: Ext, made first of the fields a Reader with LazyExt
 // left undecoded. Reading a command's fields through it is always right; Ext alone is nil

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"sync"
+	"unsafe"
 )
 
 // Frame layout (see the package doc), big-endian:
@@ -96,7 +97,20 @@ type Reader struct {
 	// their bodies as long as their headers (a client's replies). A server, which drops a
 	// stored send's body while its reply waits, copies the strings out.
 	oneAlloc bool
+	// spare is a buffer for the header of a small frame without a body, and lent the one
+	// the last such frame's header was read into: its command's strings point into it.
+	// When that command's handler kept none of it (Command.keepNothing) and it is released
+	// (Reader.release), lent becomes spare again: with reuse set, an async send's reply
+	// costs no allocation.
+	spare, lent []byte
 }
+
+// spareFrameCap is the capacity a spare header buffer is made with, and maxSpareFrame the
+// largest header read into one: a send's reply is about 150 bytes.
+const (
+	spareFrameCap = 256
+	maxSpareFrame = 1 << 10
+)
 
 // reusedCommands keeps commands a Reader with reuse set decoded and its owner released.
 var reusedCommands sync.Pool
@@ -106,6 +120,15 @@ var reusedCommands sync.Pool
 func releaseCommand(c *Command) {
 	*c = Command{}
 	reusedCommands.Put(c)
+}
+
+// release gives c back (releaseCommand) and, when c's header was read into the buffer
+// the Reader lent last and c's handler kept nothing of it, that buffer for the next frame.
+func (r *Reader) release(c *Command) {
+	if c.frameFree && c.frame != nil && cap(r.lent) > 0 && c.frame == unsafe.SliceData(r.lent) {
+		r.spare, r.lent = r.lent[:0], nil
+	}
+	releaseCommand(c)
 }
 
 // NewReader returns a Reader of r that accepts frames of at most maxFrame bytes, the
@@ -181,8 +204,20 @@ func (r *Reader) readRest(n int) (c *Command, read bool, err error) {
 		return nil, true, fmt.Errorf("%w: header of %d bytes in a frame of %d", ErrMalformed, headerLen, n+frameLenSize)
 	}
 	var head, body []byte
-	owned := false // head is an allocation of its own that nothing writes
+	owned := false  // head is an allocation of its own that nothing writes
+	var lent []byte // head's buffer, when it is the reader's spare one
 	switch {
+	case r.reuse && t == RocketMQ && rest == headerLen && headerLen > binaryHeaderFixed && headerLen <= maxSpareFrame:
+		// A reply without a body, a send's most often: read into the spare buffer, which
+		// the command's strings point into until it is released.
+		lent, r.spare = r.spare, nil
+		if cap(lent) < headerLen {
+			lent = make([]byte, 0, max(headerLen, spareFrameCap))
+		}
+		head, owned = lent[:headerLen:headerLen], true
+		if _, err := io.ReadFull(r.r, head); err != nil {
+			return nil, false, err
+		}
 	case r.oneAlloc && t == RocketMQ && (rest > headerLen || headerLen > binaryHeaderFixed):
 		// A body, or a remark or fields: one allocation, where a body (after the header)
 		// cannot reach back into the header that the command's strings share.
@@ -222,7 +257,13 @@ func (r *Reader) readRest(n int) (c *Command, read bool, err error) {
 			if r.reuse {
 				releaseCommand(c) // cleared: the pool holds nothing of the bad frame
 			}
+			if lent != nil {
+				r.spare = lent[:0] // nothing points into it
+			}
 			return nil, true, err
+		}
+		if lent != nil {
+			r.lent, c.frame = lent, unsafe.SliceData(lent)
 		}
 	} else if c, err = decodeHeader(t, head, r.LazyExt); err != nil {
 		return nil, true, err

@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -535,5 +536,56 @@ func TestNilIO(t *testing.T) {
 	}
 	if n, err := NewRequest(HeartBeat, nil, nil).WriteTo(nil); n != 0 || err == nil {
 		t.Fatalf("WriteTo(nil) = %d, %v", n, err)
+	}
+}
+
+// TestReaderLendsSpareBuffer: a client's Reader reads the headers of small replies without
+// a body into one buffer, reused only once the reply's handler said it kept nothing of it;
+// a reply whose strings are kept keeps its buffer, and later frames do not write it.
+func TestReaderLendsSpareBuffer(t *testing.T) {
+	var buf bytes.Buffer
+	for i := range 4 {
+		c := &Command{Code: Success, Language: LanguageJava, Opaque: int32(i), Flag: FlagResponse, Remark: "r" + strconv.Itoa(i),
+			Ext: map[string]string{"msgId": strings.Repeat(strconv.Itoa(i), 32), "queueOffset": strconv.Itoa(i)}, Serialize: RocketMQ}
+		if _, err := c.WriteTo(&buf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := NewReader(&buf, 0)
+	r.LazyExt, r.reuse, r.oneAlloc = true, true, true
+	read := func(i int) (*Command, *byte) {
+		t.Helper()
+		c, err := r.Read()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Opaque != int32(i) || c.Remark != "r"+strconv.Itoa(i) || c.Fields()["msgId"] != strings.Repeat(strconv.Itoa(i), 32) {
+			t.Fatalf("frame %d read as %+v", i, c)
+		}
+		if c.frame == nil {
+			t.Fatalf("frame %d: not read into the spare buffer", i)
+		}
+		return c, c.frame
+	}
+	c0, at0 := read(0)
+	c0.keepNothing()
+	r.release(c0)
+	c1, at1 := read(1)
+	if at1 != at0 {
+		t.Fatal("a reply its handler kept nothing of: its buffer not reused for the next")
+	}
+	kept := c1.Remark // its handler keeps a string: c1 is released without keepNothing
+	r.release(c1)
+	c2, at2 := read(2)
+	if at2 == at1 {
+		t.Fatal("a reply whose string is kept: its buffer reused for the next")
+	}
+	c2.keepNothing()
+	r.release(c2)
+	if _, at3 := read(3); at3 != at2 {
+		t.Fatal("the buffer of the third reply not reused for the fourth")
+	}
+	if kept != "r1" {
+		t.Fatalf("a kept string of a reply read %q after later replies, want r1", kept)
 	}
 }
