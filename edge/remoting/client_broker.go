@@ -338,7 +338,7 @@ func (c *Client) pullResult(pl *pullCall, resp *Command) (mq.PullResult, error) 
 	if res.Status != mq.PullFound {
 		return res, nil
 	}
-	msgs, err := DecodeMessages(resp.Body)
+	msgs, err := decodeMessages(resp.Body, true) // a reply's body: nothing writes it
 	if err != nil {
 		return mq.PullResult{}, fmt.Errorf("remoting: pull reply from %s: %w", addr, err)
 	}

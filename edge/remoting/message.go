@@ -399,6 +399,13 @@ func (d *decoder) i64(field string) int64 {
 // one topic string: a pull costs a few allocations, and each message one more for its
 // properties map, if it has properties.
 func DecodeMessages(body []byte) ([]mq.MessageExt, error) {
+	return decodeMessages(body, false)
+}
+
+// decodeMessages is DecodeMessages; with owned, nothing ever writes body (a frame a
+// Reader read), and the messages' topics and properties are strings of its memory, not
+// copies: a pull costs no allocation for them.
+func decodeMessages(body []byte, owned bool) ([]mq.MessageExt, error) {
 	n := 0 // records, as far as their sizes can be followed: the slice's capacity
 	for off := 0; off+4 <= len(body); n++ {
 		size := int(int32(binary.BigEndian.Uint32(body[off:])))
@@ -415,7 +422,7 @@ func DecodeMessages(body []byte) ([]mq.MessageExt, error) {
 	msgs := make([]mq.MessageExt, 0, n)
 	var arr [64]recordStrings // a pull's records, usually: no allocation
 	strs := arr[:0]
-	if n > len(arr) {
+	if n > len(arr) && !owned {
 		strs = make([]recordStrings, 0, n)
 	}
 	total := 0
@@ -426,6 +433,13 @@ func DecodeMessages(body []byte) ([]mq.MessageExt, error) {
 		if err != nil {
 			return nil, fmt.Errorf("message %d at byte %d: %w", len(msgs)-1, off, err)
 		}
+		off += size
+		if owned {
+			m := &msgs[len(msgs)-1]
+			m.Topic = headString(rs.topic, true)
+			SetMessageProperties(&m.Message, headString(rs.props, true))
+			continue
+		}
 		if lastTopic != nil && bytes.Equal(rs.topic, lastTopic) {
 			rs.sameTopic = true
 		} else {
@@ -434,7 +448,9 @@ func DecodeMessages(body []byte) ([]mq.MessageExt, error) {
 		}
 		total += len(rs.props)
 		strs = append(strs, rs)
-		off += size
+	}
+	if owned {
+		return msgs, nil
 	}
 	var sb strings.Builder
 	sb.Grow(total)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"maps"
+	"reflect"
 	"testing"
 
 	"github.com/edgemq/edgemq/edge/mq"
@@ -23,6 +24,11 @@ func FuzzDecodeMessages(f *testing.F) {
 	f.Add([]byte{0, 0, 0, 4})
 	f.Fuzz(func(t *testing.T, body []byte) {
 		msgs, err := DecodeMessages(body)
+		// A reply's body, whose strings the messages share, decodes to the same.
+		inPlace, errInPlace := decodeMessages(bytes.Clone(body), true)
+		if (err == nil) != (errInPlace == nil) || !reflect.DeepEqual(msgs, inPlace) {
+			t.Fatalf("decoded in place: %v, %v; copied: %v, %v", inPlace, errInPlace, msgs, err)
+		}
 		if err != nil {
 			if !errors.Is(err, ErrMalformed) {
 				t.Fatalf("error %v does not wrap ErrMalformed", err)
