@@ -319,10 +319,7 @@ func (b *Broker) sendQueueAt(m *mq.Message, sel mq.QueueSelector, at int32) (*to
 		}
 		q = at
 	} else if sel != nil {
-		// sel gets a copy: m itself, passed to a function value, would escape, and every
-		// caller's message would move to the heap, with a selector or without.
-		c := *m
-		i := sel(int(cfg.WriteQueues), &c)
+		i := mq.SelectQueue(sel, int(cfg.WriteQueues), m)
 		if i < 0 || i >= int(cfg.WriteQueues) {
 			return nil, 0, fmt.Errorf("%w: queue index %d of topic %q, which has %d write queues", mq.ErrInvalidQueue, i, cfg.Name, cfg.WriteQueues)
 		}

@@ -72,6 +72,34 @@ func TestQueueIndex(t *testing.T) {
 	}
 }
 
+// SelectQueue gives the selector a copy of the message that the selector's changes do not
+// reach, a copy cleared once the call returns, and costs no allocation.
+func TestSelectQueue(t *testing.T) {
+	m := &Message{Topic: "T", Keys: "k1", Body: []byte("b")}
+	var seen *Message
+	got := SelectQueue(func(n int, c *Message) int {
+		if c == m || c.Topic != "T" || c.Keys != "k1" || string(c.Body) != "b" || n != 8 {
+			t.Errorf("selector given %p %+v of %d queues, want a copy of %p", c, c, n, m)
+		}
+		seen = c
+		c.Topic, c.Keys = "changed", "changed"
+		return 5
+	}, 8, m)
+	if got != 5 {
+		t.Errorf("SelectQueue returned %d, want the selector's 5", got)
+	}
+	if m.Topic != "T" || m.Keys != "k1" {
+		t.Errorf("the selector's changes reached the message: %+v", m)
+	}
+	if seen.Topic != "" || seen.Body != nil {
+		t.Errorf("the copy still holds the message after the call: %+v", seen)
+	}
+	sel := ShardingKey("order-17")
+	if n := testing.AllocsPerRun(100, func() { SelectQueue(sel, 4, m) }); n != 0 {
+		t.Errorf("SelectQueue: %v allocations, want 0", n)
+	}
+}
+
 func BenchmarkOffsetMsgID(b *testing.B) {
 	h := netip.MustParseAddrPort("10.0.0.5:10911")
 	b.ReportAllocs()

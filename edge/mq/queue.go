@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"strings"
+	"sync"
 )
 
 // MessageQueue names one queue: a topic's queue on one broker.
@@ -56,3 +57,19 @@ func ShardingKey(key string) QueueSelector {
 	sum := h.Sum32()
 	return func(n int, _ *Message) int { return int(sum % uint32(n)) }
 }
+
+// SelectQueue calls sel for a send of m among n write queues, giving it a copy of m (from a
+// pool: a selector has the message only for its call), and returns its choice, which the
+// caller checks against n. m does not escape: a message passed to a function value would
+// move to the heap, the caller's with a selector or without.
+func SelectQueue(sel QueueSelector, n int, m *Message) int {
+	cp := selectorCopies.Get().(*Message)
+	*cp = *m
+	i := sel(n, cp)
+	*cp = Message{}
+	selectorCopies.Put(cp)
+	return i
+}
+
+// selectorCopies keeps the copies of messages that selectors are given.
+var selectorCopies = sync.Pool{New: func() any { return new(Message) }}

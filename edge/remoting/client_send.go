@@ -83,11 +83,7 @@ func (c *Client) plan(ctx context.Context, m *mq.Message, sel mq.QueueSelector, 
 	if sel == nil {
 		i = int(c.roundRobin(m.Topic).Add(1)-1) % len(qs)
 	} else {
-		cp := selectorCopies.Get().(*mq.Message)
-		*cp = *m
-		i = sel(len(qs), cp)
-		*cp = mq.Message{}
-		selectorCopies.Put(cp)
+		i = mq.SelectQueue(sel, len(qs), m)
 		if i < 0 || i >= len(qs) {
 			return sendPlan{}, fmt.Errorf("%w: selector chose queue %d of %d", mq.ErrInvalidQueue, i, len(qs))
 		}
@@ -96,10 +92,6 @@ func (c *Client) plan(ctx context.Context, m *mq.Message, sel mq.QueueSelector, 
 	q.Topic = m.Topic
 	return sendPlan{queue: q, addr: wt.addrs[i], auto: auto}, nil
 }
-
-// selectorCopies keeps the copies of messages that selectors are given: a selector has a
-// message only during its call (mq.QueueSelector).
-var selectorCopies = sync.Pool{New: func() any { return new(mq.Message) }}
 
 func (c *Client) roundRobin(topic string) *atomic.Uint32 {
 	c.mu.Lock()
