@@ -22,6 +22,13 @@ import (
 // floorLabel labels the floor's row in the tables.
 const floorLabel = "↳ floor: the same pacer and probe over a bare TCP echo between two processes placed as the broker and the clients, no broker: p50 / p99 / p99.9 / max"
 
+// floorEchoCPULabel and floorClientCPULabel label the floor's CPU rows: what a message
+// costs the echo process (placed as the broker) and this process without a broker.
+const (
+	floorEchoCPULabel   = "↳↳ the echo process's CPU per message"
+	floorClientCPULabel = "↳↳ the benchmark process's CPU per message (pacer, writes and reads)"
+)
+
 // echoServeFlag makes this program the floor's echo process: it listens on the address
 // given, prints the address it listens on as its first line of output, and writes back
 // every byte each connection sends until it is killed.
@@ -58,7 +65,8 @@ func serveEcho(addr string) error {
 }
 
 // floorLatency runs the latency workload over an echo process started on the broker's
-// CPUs (c.pinBroker): figures under floor_lat_ (no broker CPU).
+// CPUs (c.pinBroker): figures under floor_lat_, the echo process's CPU as a broker's
+// (floor_lat_cpu_us).
 func floorLatency(ctx context.Context, c config, p params, m metrics) error {
 	exe, err := os.Executable()
 	if err != nil {
@@ -121,5 +129,5 @@ func floorLatency(ctx context.Context, c config, p params, m metrics) error {
 			return nil
 		},
 	}
-	return latencyRun(ctx, nil, lc, "", p, m, "floor_lat")
+	return latencyRun(ctx, &broker{pid: cmd.Process.Pid}, lc, "", p, m, "floor_lat")
 }

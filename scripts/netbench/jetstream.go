@@ -372,6 +372,8 @@ func jetStreamLines(p params) []peerLine {
 		{label: "↳↳ its broker CPU per message", unit: unitMicrosPerMs, edgemq: []string{"ours_lat_cpu_us"}, jets: []string{"nats_lat_push_cpu_us"}},
 		{label: "↳↳ its client CPU per message", unit: unitMicrosPerMs, edgemq: []string{"ours_lat_client_cpu_us"}, jets: []string{"nats_lat_push_client_cpu_us"}},
 		{label: floorLabel, unit: unitMicros, edgemq: lat("floor_lat"), cmp: 1},
+		{label: floorEchoCPULabel, unit: unitMicrosPerMs, edgemq: []string{"floor_lat_cpu_us"}},
+		{label: floorClientCPULabel, unit: unitMicrosPerMs, edgemq: []string{"floor_lat_client_cpu_us"}},
 		{label: "broker peak RSS over these send, consume and latency workloads (VmHWM)", unit: unitMiB, edgemq: []string{"rss_ours_peak_mib"}, jets: []string{"rss_nats_peak_mib"}},
 		{label: "↳ idle after start", unit: unitMiB, edgemq: []string{"rss_idle_mib"}, jets: []string{"rss_idle_mib"}},
 	}

@@ -66,6 +66,8 @@ func tableLines(p params, javaThreads int, heap string, java bool) []line {
 		{label: "↳ broker CPU per message", keys: []string{"ours_lat_cpu_us"}, unit: unitMicrosPerMs},
 		{label: "↳ client CPU per message (the benchmark process: producer and consumer)", keys: []string{"ours_lat_client_cpu_us"}, unit: unitMicrosPerMs},
 		{label: floorLabel, keys: []string{"floor_lat_p50_us", "floor_lat_p99_us", "floor_lat_p999_us", "floor_lat_max_us"}, cmp: "floor_lat_p99_us", unit: unitMicros},
+		{label: floorEchoCPULabel, keys: []string{"floor_lat_cpu_us"}, unit: unitMicrosPerMs},
+		{label: floorClientCPULabel, keys: []string{"floor_lat_client_cpu_us"}, unit: unitMicrosPerMs},
 	}
 	if java {
 		lines = append(lines,
