@@ -73,7 +73,8 @@ func TestQueueIndex(t *testing.T) {
 }
 
 // SelectQueue gives the selector a copy of the message that the selector's changes do not
-// reach, a copy cleared once the call returns, and costs no allocation.
+// reach, a copy cleared once the call returns, and costs no allocation; a nil selector or
+// message chooses no queue (-1) instead of panicking.
 func TestSelectQueue(t *testing.T) {
 	m := &Message{Topic: "T", Keys: "k1", Body: []byte("b")}
 	var seen *Message
@@ -93,6 +94,12 @@ func TestSelectQueue(t *testing.T) {
 	}
 	if seen.Topic != "" || seen.Body != nil {
 		t.Errorf("the copy still holds the message after the call: %+v", seen)
+	}
+	if i := SelectQueue(nil, 4, m); i != -1 {
+		t.Errorf("SelectQueue of a nil selector chose %d, want -1", i)
+	}
+	if i := SelectQueue(QueueIndex(1), 4, nil); i != -1 {
+		t.Errorf("SelectQueue of a nil message chose %d, want -1", i)
 	}
 	sel := ShardingKey("order-17")
 	if n := testing.AllocsPerRun(100, func() { SelectQueue(sel, 4, m) }); n != 0 {

@@ -61,8 +61,12 @@ func ShardingKey(key string) QueueSelector {
 // SelectQueue calls sel for a send of m among n write queues, giving it a copy of m (from a
 // pool: a selector has the message only for its call), and returns its choice, which the
 // caller checks against n. m does not escape: a message passed to a function value would
-// move to the heap, the caller's with a selector or without.
+// move to the heap, the caller's with a selector or without. A nil sel or m chooses -1, no
+// queue.
 func SelectQueue(sel QueueSelector, n int, m *Message) int {
+	if sel == nil || m == nil {
+		return -1
+	}
 	cp := selectorCopies.Get().(*Message)
 	*cp = *m
 	i := sel(n, cp)
